@@ -1,0 +1,23 @@
+package v1beta1
+
+// Claim condition reasons beyond the Sandbox reasons the claim mirrors.
+const (
+	ReasonTemplateNotFound          = "TemplateNotFound"
+	ReasonWarmPoolNotFound          = "WarmPoolNotFound"
+	ReasonSandboxCreatePending      = "SandboxCreatePending"
+	ReasonInvalidMetadata           = "InvalidMetadata"
+	ReasonEnvVarsInjectionRejected  = "EnvVarsInjectionRejected"
+	ReasonVolumeClaimTemplatesError = "VolumeClaimTemplatesError"
+	ReasonClaimExpired              = "ClaimExpired"
+	ReasonSandboxMissing            = "SandboxMissing"
+	ReasonSandboxExpired            = "SandboxExpired"
+	ReasonSandboxNotReady           = "SandboxNotReady"
+	ReasonReconcilerError           = "ReconcilerError"
+)
+
+// Claim event reasons.
+const (
+	EventSandboxAdopted     = "SandboxAdopted"
+	EventSandboxProvisioned = "SandboxProvisioned"
+	EventClaimExpired       = "ClaimExpired"
+)

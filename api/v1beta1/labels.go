@@ -1,0 +1,96 @@
+package v1beta1
+
+// Label and annotation keys of the contract. Clients select on them, so they never change.
+const (
+	// Domain is the reserved key prefix of this API: users may not set keys under it on pods.
+	Domain = "agents.x-k8s.io/"
+	// ExtensionsDomain is the reserved key prefix of the extensions group.
+	ExtensionsDomain = "extensions.agents.x-k8s.io/"
+
+	// LabelSandboxNameHash (Pod, Service, PVCs) is NameHash of the sandbox name; it is the
+	// Service selector and status.selector.
+	LabelSandboxNameHash = Domain + "sandbox-name-hash"
+	// AnnotationPodName (Sandbox) names the sandbox's pod.
+	AnnotationPodName = Domain + "pod-name"
+	// AnnotationSandboxTemplateRef (Sandbox) names the template the sandbox was made from.
+	AnnotationSandboxTemplateRef = Domain + "sandbox-template-ref"
+	// LabelSandboxTemplateRefHash (template, Sandbox, Pod) is NameHash of the template name; the
+	// managed NetworkPolicy selects on it.
+	LabelSandboxTemplateRefHash = Domain + "sandbox-template-ref-hash"
+	// LabelSandboxTemplateHash (pool members) is BlueprintHash of the template the member was
+	// made from; claims carry the same key as an annotation, stamped at admission.
+	LabelSandboxTemplateHash = Domain + "sandbox-template-hash"
+	// AnnotationSandboxTemplateHash is the claim's stamp: the template hash it must be bound to.
+	AnnotationSandboxTemplateHash = LabelSandboxTemplateHash
+	// LabelWarmPoolSandbox (pool members and their pods) is NameHash of the pool name; removed
+	// when a claim adopts the member.
+	LabelWarmPoolSandbox = Domain + "warm-pool-sandbox"
+	// LabelLaunchType (Sandbox) is LaunchTypeWarm or LaunchTypeCold.
+	LabelLaunchType = Domain + "launch-type"
+	// LabelClaimUID (Sandbox, Pod) is the UID of the claim the sandbox is bound to.
+	LabelClaimUID = Domain + "claim-uid"
+	// AnnotationSandboxName (claim) names the sandbox the claim is bound to.
+	AnnotationSandboxName = Domain + "sandbox-name"
+	// LabelCreatedBy (claim, Sandbox, Pod) records which client created the chain.
+	LabelCreatedBy = Domain + "created-by"
+	// AnnotationWebhookFirstObservedAt (claim) is the RFC3339Nano admission time of the claim.
+	AnnotationWebhookFirstObservedAt = Domain + "webhook-first-observed-at"
+	// AnnotationControllerFirstObservedAt (claim) is when the claim controller first saw the claim.
+	AnnotationControllerFirstObservedAt = Domain + "controller-first-observed-at"
+	// AnnotationClientFirstRequestedAt (claim) is set by clients before they create the claim.
+	AnnotationClientFirstRequestedAt = Domain + "client-first-requested-at"
+	// AnnotationClaimFirstReadyAt (claim) is when the claim first became Ready.
+	AnnotationClaimFirstReadyAt = Domain + "claim-first-ready-at"
+	// LabelAdoptable (Pod, Service, PVC) set to "true" lets a Sandbox adopt an unowned child.
+	LabelAdoptable = Domain + "adoptable"
+)
+
+// Values of LabelLaunchType.
+const (
+	LaunchTypeWarm = "warm"
+	LaunchTypeCold = "cold"
+)
+
+// Values of LabelCreatedBy; any other value is reported as CreatedByUnknown.
+const (
+	CreatedByGoClient     = "go-client"
+	CreatedByPythonClient = "python-client"
+	CreatedByController   = "controller"
+	CreatedByUnknown      = "unknown"
+)
+
+// Sandbox condition types.
+const (
+	ConditionReady        = "Ready"
+	ConditionSuspended    = "Suspended"
+	ConditionPodScheduled = "PodScheduled"
+	ConditionFinished     = "Finished"
+)
+
+// Sandbox condition reasons.
+const (
+	ReasonDependenciesReady    = "DependenciesReady"
+	ReasonDependenciesNotReady = "DependenciesNotReady"
+	ReasonSandboxSuspended     = "SandboxSuspended"
+	ReasonPodSucceeded         = "PodSucceeded"
+	ReasonPodFailed            = "PodFailed"
+	ReasonSandboxExpired       = "SandboxExpired"
+	ReasonMultiplePods         = "MultiplePods"
+	ReasonReconcilerError      = "ReconcilerError"
+
+	ReasonPodTerminated   = "PodTerminated"
+	ReasonPodTerminating  = "PodTerminating"
+	ReasonPodNotOwned     = "PodNotOwned"
+	ReasonNotSuspended    = "NotSuspended"
+	ReasonPodStateUnknown = "PodStateUnknown"
+)
+
+// Ready condition messages clients compare verbatim.
+const (
+	MessagePodReady              = "Pod is Ready"
+	MessagePodReadyServiceExists = "Pod is Ready; Service Exists"
+	MessagePodRunningNotReady    = "Pod is Running but not Ready"
+	MessagePodExistsWithPhaseFmt = "Pod exists with phase: %s"
+	MessagePodDoesNotExist       = "Pod does not exist"
+	MessageSandboxSuspended      = "Sandbox is suspended"
+)
