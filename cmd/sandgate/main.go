@@ -1,0 +1,142 @@
+// Command sandgate is the operator manager: it runs the Sandbox controller and, with
+// --extensions, the SandboxTemplate, SandboxWarmPool and SandboxClaim controllers, against the
+// cluster of the current kubeconfig (or in-cluster config).
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/sandgate-dev/sandgate/api"
+)
+
+// options are the manager's flags. Names match the public agent-sandbox controller where the
+// meaning is the same, so existing Deployments keep working.
+type options struct {
+	kubeAPIQPS              float64
+	kubeAPIBurst            int
+	leaderElect             bool
+	leaderElectionNamespace string
+	metricsAddr             string
+	probeAddr               string
+	webhookPort             int
+	webhookCertDir          string
+	sandboxWorkers          int
+	claimWorkers            int
+	warmPoolWorkers         int
+	clusterDomain           string
+	extensions              bool
+	gracefulShutdownTimeout time.Duration
+}
+
+func (o *options) bind(fs *flag.FlagSet) {
+	fs.Float64Var(&o.kubeAPIQPS, "kube-api-qps", 1000, "Queries per second to the API server.")
+	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", 2000, "Burst of queries to the API server.")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so that only one manager replica is active.")
+	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the manager's namespace).")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
+	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "Port of the admission webhook server.")
+	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory with tls.crt and tls.key of the webhook server.")
+	fs.IntVar(&o.sandboxWorkers, "sandbox-concurrent-workers", 10, "Concurrent reconciles of Sandboxes.")
+	fs.IntVar(&o.claimWorkers, "sandbox-claim-concurrent-workers", 10, "Concurrent reconciles of SandboxClaims.")
+	fs.IntVar(&o.warmPoolWorkers, "sandbox-warm-pool-concurrent-workers", 4, "Concurrent reconciles of SandboxWarmPools.")
+	fs.StringVar(&o.clusterDomain, "cluster-domain", "cluster.local", "Cluster DNS domain used in Sandbox status.serviceFQDN.")
+	fs.BoolVar(&o.extensions, "extensions", false, "Also run the SandboxTemplate, SandboxWarmPool and SandboxClaim controllers.")
+	fs.DurationVar(&o.gracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long running reconciles may take to finish on shutdown.")
+}
+
+func (o *options) validate() error {
+	var errs []error
+	if o.kubeAPIQPS <= 0 {
+		errs = append(errs, fmt.Errorf("--kube-api-qps must be positive, got %v", o.kubeAPIQPS))
+	}
+	if o.kubeAPIBurst <= 0 {
+		errs = append(errs, fmt.Errorf("--kube-api-burst must be positive, got %d", o.kubeAPIBurst))
+	}
+	for name, v := range map[string]int{
+		"--sandbox-concurrent-workers":           o.sandboxWorkers,
+		"--sandbox-claim-concurrent-workers":     o.claimWorkers,
+		"--sandbox-warm-pool-concurrent-workers": o.warmPoolWorkers,
+	} {
+		if v < 1 {
+			errs = append(errs, fmt.Errorf("%s must be at least 1, got %d", name, v))
+		}
+	}
+	if o.webhookPort < 1 || o.webhookPort > 65535 {
+		errs = append(errs, fmt.Errorf("--webhook-port must be a TCP port, got %d", o.webhookPort))
+	}
+	if o.clusterDomain == "" {
+		errs = append(errs, errors.New("--cluster-domain must not be empty"))
+	}
+	return errors.Join(errs...)
+}
+
+func main() {
+	var opts options
+	opts.bind(flag.CommandLine)
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	klog.InitFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+
+	if err := opts.validate(); err != nil {
+		fmt.Fprintf(os.Stderr, "invalid flags:\n%v\n", err)
+		os.Exit(2)
+	}
+	if err := run(opts); err != nil {
+		ctrl.Log.Error(err, "manager stopped")
+		os.Exit(1)
+	}
+}
+
+func run(opts options) error {
+	log := ctrl.Log.WithName("setup")
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	cfg.QPS = float32(opts.kubeAPIQPS)
+	cfg.Burst = opts.kubeAPIBurst
+
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  api.NewScheme(),
+		Metrics:                 metricsserver.Options{BindAddress: opts.metricsAddr},
+		HealthProbeBindAddress:  opts.probeAddr,
+		LeaderElection:          opts.leaderElect,
+		LeaderElectionID:        "sandgate.agents.x-k8s.io",
+		LeaderElectionNamespace: opts.leaderElectionNamespace,
+		// The manager exits on its own after losing the lease; releasing it on a clean stop lets
+		// the next replica take over at once instead of after the lease duration.
+		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       &opts.gracefulShutdownTimeout,
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Port:    opts.webhookPort,
+			CertDir: opts.webhookCertDir,
+		}),
+	})
+	if err != nil {
+		return fmt.Errorf("creating manager: %w", err)
+	}
+
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return fmt.Errorf("adding health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return fmt.Errorf("adding readiness check: %w", err)
+	}
+
+	log.Info("starting manager", "extensions", opts.extensions, "leaderElection", opts.leaderElect)
+	return mgr.Start(ctrl.SetupSignalHandler())
+}

@@ -1,0 +1,215 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// startAPIServer starts etcd and kube-apiserver through envtest and installs the CRDs and
+// webhook configurations.
+func (c *Cluster) startAPIServer(opts Options) error {
+	etcdLog, err := os.Create(filepath.Join(c.logDir(), "etcd.log"))
+	if err != nil {
+		return fmt.Errorf("create etcd log: %w", err)
+	}
+	defer etcdLog.Close()
+	apiLog, err := os.Create(filepath.Join(c.logDir(), "kube-apiserver.log"))
+	if err != nil {
+		return fmt.Errorf("create kube-apiserver log: %w", err)
+	}
+	defer apiLog.Close()
+
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: opts.BinaryDir,
+		CRDDirectoryPaths:     opts.CRDDirectoryPaths,
+		ErrorIfCRDPathMissing: true,
+		WebhookInstallOptions: opts.WebhookInstallOptions,
+		UseExistingCluster:    ptr.To(false),
+		// The directories sit in c.Dir: the API server's and etcd's command lines name them,
+		// which is how leftovers of a killed process are found (see reapStale).
+		ControlPlane: envtest.ControlPlane{
+			Etcd: &envtest.Etcd{
+				Path:    filepath.Join(opts.BinaryDir, "etcd"),
+				DataDir: filepath.Join(c.Dir, "etcd"),
+				Out:     etcdLog,
+				Err:     etcdLog,
+			},
+			APIServer: &envtest.APIServer{
+				Path:    filepath.Join(opts.BinaryDir, "kube-apiserver"),
+				CertDir: filepath.Join(c.Dir, "apiserver"),
+				Out:     apiLog,
+				Err:     apiLog,
+			},
+			KubectlPath: filepath.Join(opts.BinaryDir, "kubectl"),
+		},
+	}
+	for _, d := range []string{env.ControlPlane.Etcd.DataDir, env.ControlPlane.APIServer.CertDir} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return fmt.Errorf("create %s: %w", d, err)
+		}
+	}
+	// No kubelet or node lifecycle controller runs: without this the Nodes would keep the
+	// not-ready taint the TaintNodesByCondition plugin gives new Nodes. ServiceAccount stays
+	// disabled as envtest has it (no token controller runs either).
+	env.ControlPlane.GetAPIServer().Configure().Set("disable-admission-plugins", "ServiceAccount,TaintNodesByCondition")
+	c.Env = env
+
+	start := time.Now()
+	c.logf("starting etcd and kube-apiserver (binaries in %s, cluster directory %s)...", opts.BinaryDir, c.Dir)
+	cfg, err := env.Start()
+	// envtest creates the webhook certificate directory in $TMPDIR: record it for cleanup.
+	if stateErr := c.saveState(); stateErr != nil && err == nil {
+		err = stateErr
+	}
+	if err != nil {
+		return fmt.Errorf("start etcd and kube-apiserver: %w; kube-apiserver log %s ends:\n%s",
+			err, apiLog.Name(), tail(apiLog.Name(), 15))
+	}
+	c.Config = cfg
+	c.logf("kube-apiserver serving at %s after %s", cfg.Host, time.Since(start).Round(time.Millisecond))
+
+	c.KubeconfigPath = filepath.Join(c.Dir, "admin.kubeconfig")
+	if err := c.WriteKubeconfig(c.KubeconfigPath); err != nil {
+		return err
+	}
+	pids := processesMentioning([]string{c.Dir})
+	if len(pids) > 0 {
+		wd, err := startWatchdog(c.Dir, c.stateFile, env.WebhookInstallOptions.LocalServingCertDir, pids)
+		if err != nil {
+			c.logf("no watchdog: %v", err) // cleanup then relies on the next Start
+		} else {
+			c.mu.Lock()
+			c.watchdog = wd
+			c.mu.Unlock()
+		}
+	}
+	return nil
+}
+
+// userKubeconfig provisions a system:masters user for a component and writes its kubeconfig
+// into the cluster directory.
+func (c *Cluster) userKubeconfig(component string) (string, error) {
+	user, err := c.Env.AddUser(envtest.User{Name: "sandgate-framework:" + component, Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return "", fmt.Errorf("provision user for %s: %w", component, err)
+	}
+	data, err := user.KubeConfig()
+	if err != nil {
+		return "", fmt.Errorf("build kubeconfig for %s: %w", component, err)
+	}
+	path := filepath.Join(c.Dir, component+".kubeconfig")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return "", fmt.Errorf("write kubeconfig for %s: %w", component, err)
+	}
+	return path, nil
+}
+
+// startChild starts a component binary from BinaryDir, logging into logs/<name>.log, and
+// records it for Stop and for the state file.
+func (c *Cluster) startChild(name string, args ...string) (*child, error) {
+	ch, err := startChild(name, filepath.Join(c.BinaryDir, name), args, filepath.Join(c.logDir(), name+".log"))
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.children = append(c.children, ch)
+	c.mu.Unlock()
+	if err := c.saveState(); err != nil {
+		return nil, err
+	}
+	return ch, nil
+}
+
+// startComponents starts kube-controller-manager, kube-scheduler and kwok as opts ask and
+// waits for the simulated Nodes.
+func (c *Cluster) startComponents(ctx context.Context, opts Options) error {
+	if !opts.NoControllerManager {
+		kubeconfig, err := c.userKubeconfig("kube-controller-manager")
+		if err != nil {
+			return err
+		}
+		c.logf("starting kube-controller-manager (garbagecollector, namespace)...")
+		if _, err := c.startChild("kube-controller-manager",
+			"--kubeconfig="+kubeconfig,
+			"--controllers=garbagecollector,namespace",
+			"--leader-elect=false",
+			"--secure-port=0",
+			"--use-service-account-credentials=false",
+		); err != nil {
+			return err
+		}
+	}
+	if !opts.NoScheduler {
+		kubeconfig, err := c.userKubeconfig("kube-scheduler")
+		if err != nil {
+			return err
+		}
+		c.logf("starting kube-scheduler...")
+		if _, err := c.startChild("kube-scheduler",
+			"--kubeconfig="+kubeconfig,
+			"--leader-elect=false",
+			"--secure-port=0",
+		); err != nil {
+			return err
+		}
+	}
+	if !opts.NoKwok {
+		if err := c.startKwok(ctx, opts); err != nil {
+			return err
+		}
+	}
+	// A component that could not start (bad flag, unreachable API server) has exited by now
+	// more often than not.
+	return c.Err()
+}
+
+// startKwok creates the simulated Nodes, starts kwok with the profile's stages and waits for
+// the Nodes to be Ready.
+func (c *Cluster) startKwok(ctx context.Context, opts Options) error {
+	start := time.Now()
+	stages, err := Stages(opts.Profile)
+	if err != nil {
+		return err
+	}
+	stagesPath := filepath.Join(c.Dir, "kwok-stages-"+string(opts.Profile)+".yaml")
+	if err := os.WriteFile(stagesPath, stages, 0o600); err != nil {
+		return fmt.Errorf("write kwok stages: %w", err)
+	}
+	kubeconfig, err := c.userKubeconfig("kwok")
+	if err != nil {
+		return err
+	}
+	cs, err := c.Clientset()
+	if err != nil {
+		return err
+	}
+	c.logf("creating %d nodes and starting kwok (profile %s)...", len(c.NodeNames), opts.Profile)
+	if err := createNodes(ctx, cs, c.NodeNames); err != nil {
+		return err
+	}
+	kwok, err := c.startChild("kwok",
+		"--kubeconfig="+kubeconfig,
+		"--config="+stagesPath,
+		"--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector="+FakeNodeAnnotation+"=fake",
+		"--cidr="+kwokPodCIDR,
+		"--node-ip="+kwokNodeIP,
+		"--node-lease-duration-seconds="+strconv.Itoa(40),
+		"--server-address=127.0.0.1:0",
+	)
+	if err != nil {
+		return err
+	}
+	if err := waitForNodesReady(ctx, cs, c.NodeNames, kwok); err != nil {
+		return err
+	}
+	c.logf("%d nodes Ready after %s", len(c.NodeNames), time.Since(start).Round(time.Millisecond))
+	return nil
+}
