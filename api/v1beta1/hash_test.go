@@ -121,3 +121,21 @@ func TestNameHash(t *testing.T) {
 		t.Errorf("different names share a hash")
 	}
 }
+
+func TestIsReservedKey(t *testing.T) {
+	cases := map[string]bool{
+		"agents.x-k8s.io/claim-uid":           true,
+		"extensions.agents.x-k8s.io/anything": true,
+		"sub.agents.x-k8s.io/x":               true,
+		"app":                                 false,
+		"example.com/agents.x-k8s.io":         false,
+		"notagents.x-k8s.io/x":                false,
+		"agents.x-k8s.io.example.com/x":       false,
+		"kubernetes.io/hostname":              false,
+	}
+	for key, want := range cases {
+		if got := IsReservedKey(key); got != want {
+			t.Errorf("IsReservedKey(%q) = %v, want %v", key, got, want)
+		}
+	}
+}

@@ -1,5 +1,7 @@
 package v1beta1
 
+import "strings"
+
 // Label and annotation keys of the contract. Clients select on them, so they never change.
 const (
 	// Domain is the reserved key prefix of this API: users may not set keys under it on pods.
@@ -94,3 +96,15 @@ const (
 	MessagePodDoesNotExist       = "Pod does not exist"
 	MessageSandboxSuspended      = "Sandbox is suspended"
 )
+
+// IsReservedKey reports whether a label or annotation key belongs to this API's domains
+// (agents.x-k8s.io, extensions.agents.x-k8s.io and their subdomains): such keys on pod
+// metadata are set by the operator only, never propagated from users.
+func IsReservedKey(key string) bool {
+	prefix, _, found := strings.Cut(key, "/")
+	if !found {
+		return false
+	}
+	const domain = "agents.x-k8s.io"
+	return prefix == domain || strings.HasSuffix(prefix, "."+domain)
+}

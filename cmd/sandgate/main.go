@@ -14,10 +14,12 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/sandgate-dev/sandgate/api"
+	"github.com/sandgate-dev/sandgate/reconcilers"
 )
 
 // options are the manager's flags. Names match the public agent-sandbox controller where the
@@ -110,8 +112,14 @@ func run(opts options) error {
 	cfg.QPS = float32(opts.kubeAPIQPS)
 	cfg.Burst = opts.kubeAPIBurst
 
+	metrics, err := reconcilers.NewMetrics(ctrlmetrics.Registry)
+	if err != nil {
+		return fmt.Errorf("registering metrics: %w", err)
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  api.NewScheme(),
+		Cache:                   reconcilers.CacheOptions(),
+		NewClient:               reconcilers.NewClientFunc(metrics),
 		Metrics:                 metricsserver.Options{BindAddress: opts.metricsAddr},
 		HealthProbeBindAddress:  opts.probeAddr,
 		LeaderElection:          opts.leaderElect,
@@ -137,6 +145,15 @@ func run(opts options) error {
 		return fmt.Errorf("adding readiness check: %w", err)
 	}
 
+	ctx := ctrl.SetupSignalHandler()
+	if err := reconcilers.Setup(ctx, mgr, reconcilers.Config{
+		Metrics:        metrics,
+		ClusterDomain:  opts.clusterDomain,
+		SandboxWorkers: opts.sandboxWorkers,
+	}); err != nil {
+		return err
+	}
+
 	log.Info("starting manager", "extensions", opts.extensions, "leaderElection", opts.leaderElect)
-	return mgr.Start(ctrl.SetupSignalHandler())
+	return mgr.Start(ctx)
 }

@@ -1,0 +1,358 @@
+package reconcilers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+)
+
+// SandboxControllerName names the Sandbox controller in logs and metrics.
+const SandboxControllerName = "sandbox"
+
+// Messages of conditions the contract leaves open. The Ready messages clients compare are
+// constants in api/v1beta1.
+const (
+	messageSandboxExpired    = "Sandbox has expired"
+	messagePodTerminated     = "Pod is terminated"
+	messagePodTerminating    = "Pod is terminating"
+	messageNotSuspended      = "Sandbox is not suspended"
+	messagePodNotOwnedFmt    = "Pod %s exists and is not controlled by the Sandbox"
+	messageMultiplePodsFmt   = "Sandbox controls %d pods: %s"
+	messageServiceMissingFmt = "Pod is Ready; Service %s does not exist"
+	eventMultiplePods        = "MultiplePods"
+	eventSandboxExpired      = "SandboxExpired"
+)
+
+// SandboxReconciler runs one Sandbox: its Pod, PVCs and headless Service, its expiry and
+// its status. See the package documentation for the write discipline it keeps.
+type SandboxReconciler struct {
+	Client   client.Client
+	Recorder events.EventRecorder
+	Metrics  *Metrics
+	Clock    clock.PassiveClock
+	// ClusterDomain is the DNS domain of status.serviceFQDN.
+	ClusterDomain string
+	// PodProgressDelay is how long pod events that do not change readiness (scheduled, IP
+	// assigned, ...) wait before they wake the Sandbox, so that the steps of a pod starting
+	// up coalesce into the reconcile its Ready transition causes.
+	PodProgressDelay time.Duration
+
+	expected *createExpectations
+}
+
+// SetupWithManager registers the controller and its watches.
+func (r *SandboxReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	r.expected = newCreateExpectations()
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(SandboxControllerName).
+		WithOptions(opts).
+		// Own status writes change neither generation, labels nor annotations, so they never
+		// wake the Sandbox again.
+		For(&agentsv1beta1.Sandbox{}, builder.WithPredicates(predicate.Or(
+			predicate.GenerationChangedPredicate{},
+			predicate.LabelChangedPredicate{},
+			predicate.AnnotationChangedPredicate{},
+		))).
+		Watches(&corev1.Pod{}, &podEventHandler{expected: r.expected, delay: r.PodProgressDelay, metrics: r.Metrics}).
+		Watches(&corev1.Service{}, &serviceEventHandler{expected: r.expected}).
+		Complete(r)
+}
+
+// Reconcile brings one Sandbox's children and status to what its spec asks for.
+func (r *SandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	r.Metrics.reconciled(SandboxControllerName)
+	sb := &agentsv1beta1.Sandbox{}
+	if err := r.Client.Get(ctx, req.NamespacedName, sb); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !sb.DeletionTimestamp.IsZero() {
+		// The garbage collector removes the children; nothing here to do or report.
+		r.Metrics.sandboxGone(sb.UID)
+		return ctrl.Result{}, nil
+	}
+	old := sb.DeepCopy()
+	wasReady := meta.IsStatusConditionTrue(old.Status.Conditions, agentsv1beta1.ConditionReady)
+
+	result, err := r.reconcile(ctx, sb)
+	if errors.Is(err, errSandboxDeleted) {
+		return ctrl.Result{}, nil
+	}
+
+	if wrote, werr := patchStatus(ctx, r.Client, old, sb, func(s *agentsv1beta1.Sandbox) any { return s.Status }); werr != nil {
+		err = errors.Join(err, fmt.Errorf("patching sandbox status: %w", werr))
+	} else if wrote {
+		r.Metrics.sandboxReconciled(sb.UID, wasReady, meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.ConditionReady))
+		return quiet(result, err)
+	}
+	r.Metrics.sandboxReconciled(sb.UID, wasReady, wasReady)
+	return quiet(result, err)
+}
+
+// reconcile does the work and records the outcome in sb.Status; the caller writes it.
+func (r *SandboxReconciler) reconcile(ctx context.Context, sb *agentsv1beta1.Sandbox) (ctrl.Result, error) {
+	now := r.Clock.Now()
+	sb.Status.Selector = agentsv1beta1.LabelSandboxNameHash + "=" + agentsv1beta1.NameHash(sb.Name)
+
+	var requeue ctrl.Result
+	if expiry := sb.Spec.ShutdownTime; expiry != nil {
+		if !now.Before(expiry.Time) {
+			return ctrl.Result{}, r.expire(ctx, sb)
+		}
+		requeue.RequeueAfter = expiry.Sub(now)
+	}
+
+	owned, err := r.ownedPods(ctx, sb)
+	if err != nil {
+		return requeue, r.failed(sb, err)
+	}
+	if len(owned) > 1 {
+		r.multiplePods(sb, owned)
+		return requeue, nil
+	}
+
+	svc, svcErr := r.ensureService(ctx, sb)
+	pvcErr := r.ensurePVCs(ctx, sb)
+	var pod *corev1.Pod
+	var podErr error
+	if pvcErr == nil {
+		pod, podErr = r.ensurePod(ctx, sb, owned)
+	}
+	r.setStatus(sb, pod, svc)
+	if err := errors.Join(svcErr, pvcErr, podErr); err != nil {
+		return requeue, r.failed(sb, err)
+	}
+	return requeue, nil
+}
+
+// expire ends a Sandbox whose shutdownTime has passed: pod and Service go, then the Sandbox
+// itself (policy Delete) or its status is cleared (policy Retain).
+func (r *SandboxReconciler) expire(ctx context.Context, sb *agentsv1beta1.Sandbox) error {
+	owned, err := r.ownedPods(ctx, sb)
+	if err != nil {
+		return r.failed(sb, err)
+	}
+	var errs []error
+	for i := range owned {
+		errs = append(errs, r.deleteOwned(ctx, &owned[i]))
+	}
+	svc := &corev1.Service{}
+	if found, err := r.getOwned(ctx, sb, sb.Name, svc); err != nil {
+		errs = append(errs, err)
+	} else if found {
+		errs = append(errs, r.deleteOwned(ctx, svc))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return r.failed(sb, err)
+	}
+	if sb.Spec.ShutdownPolicy == agentsv1beta1.ShutdownPolicyDelete {
+		ctrl.LoggerFrom(ctx).V(1).Info("deleting expired sandbox")
+		if err := r.Client.Delete(ctx, sb, client.Preconditions{UID: &sb.UID}); client.IgnoreNotFound(err) != nil {
+			return r.failed(sb, fmt.Errorf("deleting expired sandbox: %w", err))
+		}
+		r.Metrics.sandboxGone(sb.UID)
+		return errSandboxDeleted
+	}
+	prev := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.ConditionReady)
+	ready := r.condition(sb, agentsv1beta1.ConditionReady, metav1.ConditionFalse, agentsv1beta1.ReasonSandboxExpired, messageSandboxExpired)
+	if prev != nil && prev.Status == ready.Status {
+		ready.LastTransitionTime = prev.LastTransitionTime
+	}
+	// Retain keeps the Sandbox with nothing but the reason it stopped.
+	sb.Status = agentsv1beta1.SandboxStatus{Conditions: []metav1.Condition{ready}}
+	if prev == nil || prev.Reason != agentsv1beta1.ReasonSandboxExpired {
+		r.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, eventSandboxExpired, "Expire", "Sandbox expired at %s; pod and Service deleted", sb.Spec.ShutdownTime.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// multiplePods reports more than one pod controlled by the Sandbox and touches none of them:
+// which one is the real one is for a human to decide.
+func (r *SandboxReconciler) multiplePods(sb *agentsv1beta1.Sandbox, pods []corev1.Pod) {
+	names := make([]string, 0, len(pods))
+	for _, p := range pods {
+		names = append(names, p.Name)
+	}
+	msg := fmt.Sprintf(messageMultiplePodsFmt, len(pods), strings.Join(names, ", "))
+	if c := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.ConditionReady); c == nil || c.Reason != agentsv1beta1.ReasonMultiplePods {
+		r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, eventMultiplePods, "Reconcile", msg)
+	}
+	r.setCondition(sb, agentsv1beta1.ConditionReady, metav1.ConditionFalse, agentsv1beta1.ReasonMultiplePods, msg)
+}
+
+// failed records err in the Ready condition and returns it. Races with the cache are not
+// recorded: they resolve on the next reconcile and are no news to the Sandbox's users.
+func (r *SandboxReconciler) failed(sb *agentsv1beta1.Sandbox, err error) error {
+	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	r.setCondition(sb, agentsv1beta1.ConditionReady, metav1.ConditionFalse, agentsv1beta1.ReasonReconcilerError, err.Error())
+	return err
+}
+
+// setStatus derives the status from the pod and Service the Sandbox has now.
+func (r *SandboxReconciler) setStatus(sb *agentsv1beta1.Sandbox, pod *corev1.Pod, svc *corev1.Service) {
+	st := &sb.Status
+	st.Service, st.ServiceFQDN = "", ""
+	if svc != nil {
+		st.Service = svc.Name
+		st.ServiceFQDN = fmt.Sprintf("%s.%s.svc.%s", svc.Name, svc.Namespace, r.ClusterDomain)
+	}
+	st.PodIPs, st.NodeName = nil, ""
+	if pod != nil {
+		for _, ip := range pod.Status.PodIPs {
+			st.PodIPs = append(st.PodIPs, ip.IP)
+		}
+		if len(st.PodIPs) == 0 && pod.Status.PodIP != "" {
+			st.PodIPs = []string{pod.Status.PodIP}
+		}
+		st.NodeName = pod.Spec.NodeName
+	}
+
+	r.setSuspended(sb, pod)
+	r.setPodScheduled(sb, pod)
+
+	ready, reason, msg := readiness(sb, pod, svc)
+	status := metav1.ConditionFalse
+	if ready {
+		status = metav1.ConditionTrue
+	}
+	r.setCondition(sb, agentsv1beta1.ConditionReady, status, reason, msg)
+
+	switch {
+	case pod != nil && pod.Status.Phase == corev1.PodSucceeded:
+		r.setCondition(sb, agentsv1beta1.ConditionFinished, metav1.ConditionTrue, agentsv1beta1.ReasonPodSucceeded, fmt.Sprintf(agentsv1beta1.MessagePodExistsWithPhaseFmt, pod.Status.Phase))
+	case pod != nil && pod.Status.Phase == corev1.PodFailed:
+		r.setCondition(sb, agentsv1beta1.ConditionFinished, metav1.ConditionTrue, agentsv1beta1.ReasonPodFailed, fmt.Sprintf(agentsv1beta1.MessagePodExistsWithPhaseFmt, pod.Status.Phase))
+	default:
+		meta.RemoveStatusCondition(&st.Conditions, agentsv1beta1.ConditionFinished)
+	}
+}
+
+// readiness is the Ready condition for the pod and Service at hand.
+func readiness(sb *agentsv1beta1.Sandbox, pod *corev1.Pod, svc *corev1.Service) (bool, string, string) {
+	if sb.Spec.OperatingMode == agentsv1beta1.OperatingModeSuspended {
+		return false, agentsv1beta1.ReasonSandboxSuspended, agentsv1beta1.MessageSandboxSuspended
+	}
+	if pod == nil {
+		return false, agentsv1beta1.ReasonDependenciesNotReady, agentsv1beta1.MessagePodDoesNotExist
+	}
+	phaseMsg := fmt.Sprintf(agentsv1beta1.MessagePodExistsWithPhaseFmt, pod.Status.Phase)
+	switch pod.Status.Phase {
+	case corev1.PodSucceeded:
+		return false, agentsv1beta1.ReasonPodSucceeded, phaseMsg
+	case corev1.PodFailed:
+		return false, agentsv1beta1.ReasonPodFailed, phaseMsg
+	case corev1.PodRunning:
+	default:
+		return false, agentsv1beta1.ReasonDependenciesNotReady, phaseMsg
+	}
+	if !pod.DeletionTimestamp.IsZero() || !podReady(pod) || (len(pod.Status.PodIPs) == 0 && pod.Status.PodIP == "") {
+		return false, agentsv1beta1.ReasonDependenciesNotReady, agentsv1beta1.MessagePodRunningNotReady
+	}
+	if svc != nil {
+		return true, agentsv1beta1.ReasonDependenciesReady, agentsv1beta1.MessagePodReadyServiceExists
+	}
+	if wantsService(sb) {
+		return false, agentsv1beta1.ReasonDependenciesNotReady, fmt.Sprintf(messageServiceMissingFmt, sb.Name)
+	}
+	return true, agentsv1beta1.ReasonDependenciesReady, agentsv1beta1.MessagePodReady
+}
+
+func (r *SandboxReconciler) setSuspended(sb *agentsv1beta1.Sandbox, pod *corev1.Pod) {
+	status, reason, msg := metav1.ConditionFalse, agentsv1beta1.ReasonNotSuspended, messageNotSuspended
+	if sb.Spec.OperatingMode == agentsv1beta1.OperatingModeSuspended {
+		switch {
+		case pod == nil:
+			status, reason, msg = metav1.ConditionTrue, agentsv1beta1.ReasonPodTerminated, messagePodTerminated
+		case !isControlledBy(pod, sb):
+			reason, msg = agentsv1beta1.ReasonPodNotOwned, fmt.Sprintf(messagePodNotOwnedFmt, pod.Name)
+		default:
+			reason, msg = agentsv1beta1.ReasonPodTerminating, messagePodTerminating
+		}
+	}
+	r.setCondition(sb, agentsv1beta1.ConditionSuspended, status, reason, msg)
+}
+
+// setPodScheduled mirrors the pod's PodScheduled condition; without one it is absent.
+func (r *SandboxReconciler) setPodScheduled(sb *agentsv1beta1.Sandbox, pod *corev1.Pod) {
+	if pod != nil {
+		for _, c := range pod.Status.Conditions {
+			if c.Type == corev1.PodScheduled {
+				reason := c.Reason
+				if reason == "" {
+					reason = string(corev1.PodScheduled)
+				}
+				r.setCondition(sb, agentsv1beta1.ConditionPodScheduled, metav1.ConditionStatus(c.Status), reason, c.Message)
+				return
+			}
+		}
+	}
+	meta.RemoveStatusCondition(&sb.Status.Conditions, agentsv1beta1.ConditionPodScheduled)
+}
+
+func (r *SandboxReconciler) condition(sb *agentsv1beta1.Sandbox, typ string, status metav1.ConditionStatus, reason, msg string) metav1.Condition {
+	return metav1.Condition{
+		Type:               typ,
+		Status:             status,
+		Reason:             reason,
+		Message:            msg,
+		ObservedGeneration: sb.Generation,
+		LastTransitionTime: metav1.NewTime(r.Clock.Now()),
+	}
+}
+
+// setCondition sets a condition, keeping its transition time when the status is unchanged.
+func (r *SandboxReconciler) setCondition(sb *agentsv1beta1.Sandbox, typ string, status metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&sb.Status.Conditions, r.condition(sb, typ, status, reason, msg))
+}
+
+func podReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func wantsService(sb *agentsv1beta1.Sandbox) bool {
+	return sb.Spec.Service != nil && *sb.Spec.Service
+}
+
+// errSandboxDeleted tells Reconcile that the Sandbox was deleted and has no status to write.
+var errSandboxDeleted = errors.New("sandbox deleted")
+
+// retryAfterCacheCatchesUp is how soon a reconcile that lost a race with its own cache runs
+// again.
+const retryAfterCacheCatchesUp = 200 * time.Millisecond
+
+// quiet turns errors that only mean "the cache is behind" into a short requeue, so they do
+// not show up as reconciler errors; every other error is returned for backoff and logging.
+func quiet(result ctrl.Result, err error) (ctrl.Result, error) {
+	if err != nil && (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) {
+		if result.RequeueAfter == 0 || result.RequeueAfter > retryAfterCacheCatchesUp {
+			result.RequeueAfter = retryAfterCacheCatchesUp
+		}
+		return result, nil
+	}
+	return result, err
+}

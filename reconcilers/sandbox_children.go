@@ -1,0 +1,476 @@
+package reconcilers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+)
+
+// AnnotationPropagatedKeys (on a Sandbox's pod) lists the label and annotation keys the
+// controller copied from the podTemplate, so that keys removed from the template are removed
+// from the pod too, while keys others put on the pod are left alone.
+const AnnotationPropagatedKeys = agentsv1beta1.Domain + "propagated-keys"
+
+// sandboxLabelsOnPod are the Sandbox labels its pod carries too (claim binding, pool
+// membership, template reference, creator); the pod follows the Sandbox when they change.
+var sandboxLabelsOnPod = []string{
+	agentsv1beta1.LabelClaimUID,
+	agentsv1beta1.LabelWarmPoolSandbox,
+	agentsv1beta1.LabelSandboxTemplateRefHash,
+	agentsv1beta1.LabelCreatedBy,
+}
+
+// ownedPods lists the pods controlled by sb, from the cache index.
+func (r *SandboxReconciler) ownedPods(ctx context.Context, sb *agentsv1beta1.Sandbox) ([]corev1.Pod, error) {
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, client.InNamespace(sb.Namespace), client.MatchingFields{IndexPodController: sb.Name}); err != nil {
+		return nil, fmt.Errorf("listing pods of sandbox: %w", err)
+	}
+	out := pods.Items[:0]
+	for _, p := range pods.Items {
+		if isControlledBy(&p, sb) { // the index matches by name; a namesake's pods may linger
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// podNameFor is the pod's name: the pod-name annotation when set, else the Sandbox's name.
+func podNameFor(sb *agentsv1beta1.Sandbox) string {
+	if name := sb.Annotations[agentsv1beta1.AnnotationPodName]; name != "" {
+		return name
+	}
+	return sb.Name
+}
+
+// ensurePod makes the pod match the operating mode: created (or adopted) and its metadata
+// propagated when Running, deleted when Suspended. It returns the pod as the cache (or the
+// create) shows it, which may be a pod the Sandbox does not control.
+func (r *SandboxReconciler) ensurePod(ctx context.Context, sb *agentsv1beta1.Sandbox, owned []corev1.Pod) (*corev1.Pod, error) {
+	var pod *corev1.Pod
+	if len(owned) == 1 {
+		pod = &owned[0]
+	} else {
+		pod = &corev1.Pod{}
+		found, err := r.get(ctx, sb.Namespace, podNameFor(sb), pod)
+		if err != nil {
+			return nil, err
+		}
+		if !found {
+			pod = nil
+		}
+	}
+
+	if pod != nil && !isControlledBy(pod, sb) {
+		if !adoptable(pod, sb) {
+			if sb.Spec.OperatingMode == agentsv1beta1.OperatingModeSuspended {
+				return pod, nil // nothing to delete that is ours; status says PodNotOwned
+			}
+			return pod, fmt.Errorf(messagePodNotOwnedFmt, pod.Name)
+		}
+		if err := r.adopt(ctx, sb, pod); err != nil {
+			return nil, err
+		}
+	}
+
+	if sb.Spec.OperatingMode == agentsv1beta1.OperatingModeSuspended {
+		if pod != nil && pod.DeletionTimestamp.IsZero() {
+			if err := r.deleteOwned(ctx, pod); err != nil {
+				return pod, err
+			}
+		}
+		return pod, nil
+	}
+
+	if pod == nil {
+		return r.createPod(ctx, sb)
+	}
+	if pod.DeletionTimestamp.IsZero() {
+		if err := patchMetadata(ctx, r.Client, pod, podMetadataPatch(sb, pod)); err != nil {
+			return pod, fmt.Errorf("patching pod metadata: %w", err)
+		}
+	}
+	return pod, nil
+}
+
+func (r *SandboxReconciler) createPod(ctx context.Context, sb *agentsv1beta1.Sandbox) (*corev1.Pod, error) {
+	pod := desiredPod(sb)
+	if err := ctrl.SetControllerReference(sb, pod, r.Client.Scheme()); err != nil {
+		return nil, fmt.Errorf("setting owner of pod: %w", err)
+	}
+	if err := r.create(ctx, pod); err != nil {
+		return nil, fmt.Errorf("creating pod: %w", err)
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("created pod", "pod", klog.KObj(pod))
+	return pod, nil
+}
+
+// desiredPod is the pod a Sandbox runs: its podTemplate with the PVC volumes merged in by
+// name and the metadata podMetadataPatch maintains afterwards.
+func desiredPod(sb *agentsv1beta1.Sandbox) *corev1.Pod {
+	labels, annotations, keys := desiredPodMetadata(sb)
+	annotations[AnnotationPropagatedKeys] = keys
+	spec := sb.Spec.PodTemplate.Spec.DeepCopy()
+	for _, vct := range sb.Spec.VolumeClaimTemplates {
+		vol := corev1.Volume{Name: vct.Name, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: pvcName(vct.Name, sb.Name)},
+		}}
+		if i := slices.IndexFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == vct.Name }); i >= 0 {
+			spec.Volumes[i] = vol
+		} else {
+			spec.Volumes = append(spec.Volumes, vol)
+		}
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        podNameFor(sb),
+			Namespace:   sb.Namespace,
+			Labels:      labels,
+			Annotations: annotations,
+		},
+		Spec: *spec,
+	}
+}
+
+// propagatedKeys records which pod labels and annotations came from the podTemplate.
+type propagatedKeys struct {
+	Labels      []string `json:"labels,omitempty"`
+	Annotations []string `json:"annotations,omitempty"`
+}
+
+// desiredPodMetadata is what the pod's metadata must hold: the podTemplate's labels and
+// annotations without reserved keys, the name hash, and the Sandbox labels pods carry. keys
+// is the encoded propagatedKeys of the template's part.
+func desiredPodMetadata(sb *agentsv1beta1.Sandbox) (labels, annotations map[string]string, keys string) {
+	labels, annotations = map[string]string{}, map[string]string{}
+	var pk propagatedKeys
+	for k, v := range sb.Spec.PodTemplate.ObjectMeta.Labels {
+		if !agentsv1beta1.IsReservedKey(k) {
+			labels[k] = v
+			pk.Labels = append(pk.Labels, k)
+		}
+	}
+	for k, v := range sb.Spec.PodTemplate.ObjectMeta.Annotations {
+		if !agentsv1beta1.IsReservedKey(k) {
+			annotations[k] = v
+			pk.Annotations = append(pk.Annotations, k)
+		}
+	}
+	sort.Strings(pk.Labels)
+	sort.Strings(pk.Annotations)
+	labels[agentsv1beta1.LabelSandboxNameHash] = agentsv1beta1.NameHash(sb.Name)
+	for _, k := range sandboxLabelsOnPod {
+		if v, ok := sb.Labels[k]; ok {
+			labels[k] = v
+		}
+	}
+	data, _ := json.Marshal(pk) // a struct of string slices always encodes
+	return labels, annotations, string(data)
+}
+
+// podMetadataPatch is the patch that brings pod's labels and annotations to what sb wants,
+// touching only keys the controller manages; empty when nothing differs.
+func podMetadataPatch(sb *agentsv1beta1.Sandbox, pod *corev1.Pod) *metadataPatch {
+	labels, annotations, keys := desiredPodMetadata(sb)
+	var previous propagatedKeys
+	if raw := pod.Annotations[AnnotationPropagatedKeys]; raw != "" {
+		// An unreadable record (edited by hand) only means stale keys are not removed.
+		_ = json.Unmarshal([]byte(raw), &previous)
+	}
+	p := &metadataPatch{}
+	for k, v := range labels {
+		if cur, ok := pod.Labels[k]; !ok || cur != v {
+			p.setLabel(k, &v)
+		}
+	}
+	for _, k := range append(previous.Labels, sandboxLabelsOnPod...) {
+		if _, want := labels[k]; !want {
+			if _, has := pod.Labels[k]; has {
+				p.setLabel(k, nil)
+			}
+		}
+	}
+	for k, v := range annotations {
+		if cur, ok := pod.Annotations[k]; !ok || cur != v {
+			p.setAnnotation(k, &v)
+		}
+	}
+	for _, k := range previous.Annotations {
+		if _, want := annotations[k]; !want {
+			if _, has := pod.Annotations[k]; has {
+				p.setAnnotation(k, nil)
+			}
+		}
+	}
+	if pod.Annotations[AnnotationPropagatedKeys] != keys {
+		p.setAnnotation(AnnotationPropagatedKeys, &keys)
+	}
+	return p
+}
+
+// ensureService creates, updates or deletes the headless Service as spec.service says and
+// returns the Service the Sandbox has afterwards (nil when none).
+func (r *SandboxReconciler) ensureService(ctx context.Context, sb *agentsv1beta1.Sandbox) (*corev1.Service, error) {
+	svc := &corev1.Service{}
+	found, err := r.get(ctx, sb.Namespace, sb.Name, svc)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case sb.Spec.Service == nil: // keep what exists, never create
+		if found && isControlledBy(svc, sb) && svc.DeletionTimestamp.IsZero() {
+			return svc, nil
+		}
+		return nil, nil
+	case !*sb.Spec.Service:
+		if found && isControlledBy(svc, sb) && svc.DeletionTimestamp.IsZero() {
+			if err := r.deleteOwned(ctx, svc); err != nil {
+				return nil, err
+			}
+		}
+		return nil, nil
+	}
+
+	want := desiredService(sb)
+	if !found {
+		if err := ctrl.SetControllerReference(sb, want, r.Client.Scheme()); err != nil {
+			return nil, fmt.Errorf("setting owner of service: %w", err)
+		}
+		if err := r.create(ctx, want); err != nil {
+			return nil, fmt.Errorf("creating service: %w", err)
+		}
+		return want, nil
+	}
+	if !svc.DeletionTimestamp.IsZero() {
+		return nil, nil // recreated once it is gone
+	}
+	if !isControlledBy(svc, sb) {
+		if !adoptable(svc, sb) {
+			return nil, fmt.Errorf("service %s exists and is not controlled by the Sandbox", svc.Name)
+		}
+		if err := r.adopt(ctx, sb, svc); err != nil {
+			return nil, err
+		}
+	}
+	if !sameServiceSpec(svc, want) {
+		body := map[string]any{"spec": map[string]any{"selector": want.Spec.Selector, "ports": want.Spec.Ports}}
+		if err := rawMergePatch(ctx, r.Client, svc, body); err != nil {
+			return nil, fmt.Errorf("patching service: %w", err)
+		}
+	}
+	return svc, nil
+}
+
+// desiredService is the headless Service of a Sandbox: selects its pod by name hash and
+// exposes the ports its containers (and restartable init containers) declare.
+func desiredService(sb *agentsv1beta1.Sandbox) *corev1.Service {
+	hash := agentsv1beta1.NameHash(sb.Name)
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      sb.Name,
+			Namespace: sb.Namespace,
+			Labels:    map[string]string{agentsv1beta1.LabelSandboxNameHash: hash},
+		},
+		Spec: corev1.ServiceSpec{
+			ClusterIP: corev1.ClusterIPNone,
+			Selector:  map[string]string{agentsv1beta1.LabelSandboxNameHash: hash},
+			Ports:     servicePorts(&sb.Spec.PodTemplate.Spec),
+		},
+	}
+}
+
+// servicePorts derives Service ports from container ports, deduplicated by (port, protocol)
+// and named by the container port's name, or p-<port>-<protocol> when it has none (or its
+// name is taken).
+func servicePorts(spec *corev1.PodSpec) []corev1.ServicePort {
+	var containers []corev1.Container
+	for _, c := range spec.InitContainers {
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			containers = append(containers, c)
+		}
+	}
+	containers = append(containers, spec.Containers...)
+
+	type key struct {
+		port  int32
+		proto corev1.Protocol
+	}
+	seen := map[key]bool{}
+	names := map[string]bool{}
+	var ports []corev1.ServicePort
+	for _, c := range containers {
+		for _, cp := range c.Ports {
+			proto := cp.Protocol
+			if proto == "" {
+				proto = corev1.ProtocolTCP
+			}
+			k := key{cp.ContainerPort, proto}
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			name := cp.Name
+			if name == "" || names[name] {
+				name = fmt.Sprintf("p-%d-%s", cp.ContainerPort, strings.ToLower(string(proto)))
+			}
+			names[name] = true
+			ports = append(ports, corev1.ServicePort{
+				Name:       name,
+				Protocol:   proto,
+				Port:       cp.ContainerPort,
+				TargetPort: intstr.FromInt32(cp.ContainerPort),
+			})
+		}
+	}
+	return ports
+}
+
+// sameServiceSpec compares the fields the controller owns, ignoring what the API server
+// defaults.
+func sameServiceSpec(have, want *corev1.Service) bool {
+	if !mapsEqual(have.Spec.Selector, want.Spec.Selector) || len(have.Spec.Ports) != len(want.Spec.Ports) {
+		return false
+	}
+	for i, w := range want.Spec.Ports {
+		h := have.Spec.Ports[i]
+		if h.Name != w.Name || h.Protocol != w.Protocol || h.Port != w.Port || h.TargetPort != w.TargetPort {
+			return false
+		}
+	}
+	return true
+}
+
+// ensurePVCs creates (or adopts) the PVC of every volumeClaimTemplate. PVCs are never deleted
+// here: they outlive suspension and expiry, and go with the Sandbox.
+func (r *SandboxReconciler) ensurePVCs(ctx context.Context, sb *agentsv1beta1.Sandbox) error {
+	for _, vct := range sb.Spec.VolumeClaimTemplates {
+		pvc := &corev1.PersistentVolumeClaim{}
+		name := pvcName(vct.Name, sb.Name)
+		found, err := r.get(ctx, sb.Namespace, name, pvc)
+		if err != nil {
+			return err
+		}
+		if found {
+			if isControlledBy(pvc, sb) {
+				continue
+			}
+			if !adoptable(pvc, sb) {
+				return fmt.Errorf("persistentvolumeclaim %s exists and is not controlled by the Sandbox", name)
+			}
+			if err := r.adopt(ctx, sb, pvc); err != nil {
+				return err
+			}
+			continue
+		}
+		labels := map[string]string{}
+		for k, v := range vct.Labels {
+			labels[k] = v
+		}
+		labels[agentsv1beta1.LabelSandboxNameHash] = agentsv1beta1.NameHash(sb.Name)
+		pvc = &corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: sb.Namespace, Labels: labels, Annotations: vct.Annotations},
+			Spec:       *vct.Spec.DeepCopy(),
+		}
+		if err := ctrl.SetControllerReference(sb, pvc, r.Client.Scheme()); err != nil {
+			return fmt.Errorf("setting owner of persistentvolumeclaim: %w", err)
+		}
+		if err := r.create(ctx, pvc); err != nil {
+			return fmt.Errorf("creating persistentvolumeclaim %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func pvcName(vct, sandbox string) string { return vct + "-" + sandbox }
+
+// adoptable: an unowned child may be adopted when it says so, or when it already carries
+// this Sandbox's name hash.
+func adoptable(obj client.Object, sb *agentsv1beta1.Sandbox) bool {
+	if metav1.GetControllerOf(obj) != nil {
+		return false
+	}
+	l := obj.GetLabels()
+	return l[agentsv1beta1.LabelAdoptable] == "true" || l[agentsv1beta1.LabelSandboxNameHash] == agentsv1beta1.NameHash(sb.Name)
+}
+
+// adopt makes sb the controller of obj. The patch is conditional on obj's resourceVersion:
+// if someone else changed the owners meanwhile, adoption fails and is reconsidered.
+func (r *SandboxReconciler) adopt(ctx context.Context, sb *agentsv1beta1.Sandbox, obj client.Object) error {
+	owners := slices.Clone(obj.GetOwnerReferences())
+	owners = append(owners, *metav1.NewControllerRef(sb, agentsv1beta1.GroupVersion.WithKind("Sandbox")))
+	p := &metadataPatch{OwnerReferences: owners, ResourceVersion: obj.GetResourceVersion()}
+	if err := patchMetadata(ctx, r.Client, obj, p); err != nil {
+		return fmt.Errorf("adopting %s: %w", obj.GetName(), err)
+	}
+	ctrl.LoggerFrom(ctx).Info("adopted child", "child", klog.KObj(obj))
+	return nil
+}
+
+// get reads from the cache; found is false when the object does not exist.
+func (r *SandboxReconciler) get(ctx context.Context, ns, name string, obj client.Object) (bool, error) {
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading %T %s: %w", obj, name, err)
+	}
+	return true, nil
+}
+
+// getOwned reads a child and reports whether it exists and sb controls it.
+func (r *SandboxReconciler) getOwned(ctx context.Context, sb *agentsv1beta1.Sandbox, name string, obj client.Object) (bool, error) {
+	found, err := r.get(ctx, sb.Namespace, name, obj)
+	return found && isControlledBy(obj, sb) && obj.GetDeletionTimestamp().IsZero(), err
+}
+
+// create creates a child, telling the watch that the create event it will see is this one.
+func (r *SandboxReconciler) create(ctx context.Context, obj client.Object) error {
+	done := r.expected.expect(obj)
+	err := r.Client.Create(ctx, obj)
+	done(err == nil)
+	return err
+}
+
+// deleteOwned deletes a child the cache shows, on the condition that it is still the same
+// object (a namesake created meanwhile survives).
+func (r *SandboxReconciler) deleteOwned(ctx context.Context, obj client.Object) error {
+	if !obj.GetDeletionTimestamp().IsZero() {
+		return nil
+	}
+	uid := obj.GetUID()
+	if err := r.Client.Delete(ctx, obj, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting %s: %w", obj.GetName(), err)
+	}
+	return nil
+}
+
+func isControlledBy(obj client.Object, sb *agentsv1beta1.Sandbox) bool {
+	ref := metav1.GetControllerOf(obj)
+	return ref != nil && ref.UID == sb.UID
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,246 @@
+package reconcilers
+
+import (
+	"context"
+	"reflect"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+)
+
+// Decisions on pod events, the values of sandgate_sandbox_pod_events_total's label.
+const (
+	wakeImmediate = "immediate"
+	wakeDelayed   = "delayed"
+	wakeIgnored   = "ignored"
+)
+
+// DefaultPodProgressDelay is the default SandboxReconciler.PodProgressDelay: long enough for
+// a pod's start-up steps to coalesce, short enough that status.nodeName and podIPs of a
+// slow-starting pod show up promptly.
+const DefaultPodProgressDelay = time.Second
+
+// podWake classifies a pod update by what it can change in the Sandbox's status:
+//   - immediate: readiness, termination (phase Succeeded/Failed) — what users wait for;
+//   - delayed: start-up progress (scheduled, node, IPs, phase Pending→Running) and the start
+//     of a deletion — shown in status, but never worth a reconcile of its own when the Ready
+//     transition follows within the delay;
+//   - ignored: everything else (ContainersReady, Initialized, container statuses, labels
+//     the controller itself patched, resourceVersion-only resyncs).
+func podWake(old, cur *corev1.Pod) string {
+	if podReady(old) != podReady(cur) || terminal(old) != terminal(cur) {
+		return wakeImmediate
+	}
+	if old.Status.Phase != cur.Status.Phase ||
+		old.Spec.NodeName != cur.Spec.NodeName ||
+		!reflect.DeepEqual(old.Status.PodIPs, cur.Status.PodIPs) || old.Status.PodIP != cur.Status.PodIP ||
+		!equality.Semantic.DeepEqual(podCondition(old, corev1.PodScheduled), podCondition(cur, corev1.PodScheduled)) ||
+		old.DeletionTimestamp.IsZero() != cur.DeletionTimestamp.IsZero() ||
+		controllerUID(old) != controllerUID(cur) {
+		return wakeDelayed
+	}
+	return wakeIgnored
+}
+
+func terminal(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+// podCondition returns the parts of a pod condition the Sandbox mirrors.
+func podCondition(p *corev1.Pod, typ corev1.PodConditionType) [3]string {
+	for _, c := range p.Status.Conditions {
+		if c.Type == typ {
+			return [3]string{string(c.Status), c.Reason, c.Message}
+		}
+	}
+	return [3]string{}
+}
+
+func controllerUID(obj client.Object) types.UID {
+	if ref := metav1.GetControllerOf(obj); ref != nil {
+		return ref.UID
+	}
+	return ""
+}
+
+// sandboxRequest maps a child to the Sandbox that controls it.
+func sandboxRequest(obj client.Object) (reconcile.Request, bool) {
+	ref := metav1.GetControllerOf(obj)
+	if ref == nil || ref.Kind != "Sandbox" || ref.APIVersion != agentsv1beta1.GroupVersion.String() {
+		return reconcile.Request{}, false
+	}
+	return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}}, true
+}
+
+type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+
+// podEventHandler wakes the controlling Sandbox of a pod as podWake decides. With
+// controller-runtime's priority queue a delayed wake-up merges with any earlier one for the
+// same Sandbox, so a pod's start-up costs one reconcile, not one per kubelet status step.
+type podEventHandler struct {
+	expected *createExpectations
+	delay    time.Duration
+	metrics  *Metrics
+}
+
+func (h *podEventHandler) Create(_ context.Context, e event.TypedCreateEvent[client.Object], q queue) {
+	req, ok := sandboxRequest(e.Object)
+	if !ok {
+		return
+	}
+	if h.expected.observed(e.Object) {
+		// The reconcile that created the pod already wrote status from it.
+		h.metrics.podEvent(wakeIgnored)
+		return
+	}
+	h.metrics.podEvent(wakeImmediate)
+	q.Add(req)
+}
+
+func (h *podEventHandler) Update(_ context.Context, e event.TypedUpdateEvent[client.Object], q queue) {
+	old, okOld := e.ObjectOld.(*corev1.Pod)
+	cur, okCur := e.ObjectNew.(*corev1.Pod)
+	if !okOld || !okCur {
+		return
+	}
+	decision := podWake(old, cur)
+	h.metrics.podEvent(decision)
+	if decision == wakeIgnored {
+		return
+	}
+	for _, obj := range []client.Object{old, cur} { // an owner change wakes both owners
+		req, ok := sandboxRequest(obj)
+		if !ok {
+			continue
+		}
+		if decision == wakeImmediate {
+			q.Add(req)
+		} else {
+			q.AddAfter(req, h.delay)
+		}
+	}
+}
+
+func (h *podEventHandler) Delete(_ context.Context, e event.TypedDeleteEvent[client.Object], q queue) {
+	h.expected.forget(e.Object)
+	if req, ok := sandboxRequest(e.Object); ok {
+		h.metrics.podEvent(wakeImmediate)
+		q.Add(req)
+	}
+}
+
+func (h *podEventHandler) Generic(_ context.Context, e event.TypedGenericEvent[client.Object], q queue) {
+	if req, ok := sandboxRequest(e.Object); ok {
+		q.Add(req)
+	}
+}
+
+// serviceEventHandler wakes the controlling Sandbox when its Service appears (not by the
+// Sandbox's own hand), goes, starts going, or has its spec changed.
+type serviceEventHandler struct {
+	expected *createExpectations
+}
+
+func (h *serviceEventHandler) Create(_ context.Context, e event.TypedCreateEvent[client.Object], q queue) {
+	if req, ok := sandboxRequest(e.Object); ok && !h.expected.observed(e.Object) {
+		q.Add(req)
+	}
+}
+
+func (h *serviceEventHandler) Update(_ context.Context, e event.TypedUpdateEvent[client.Object], q queue) {
+	old, okOld := e.ObjectOld.(*corev1.Service)
+	cur, okCur := e.ObjectNew.(*corev1.Service)
+	if !okOld || !okCur {
+		return
+	}
+	if equality.Semantic.DeepEqual(old.Spec, cur.Spec) && old.DeletionTimestamp.IsZero() == cur.DeletionTimestamp.IsZero() &&
+		controllerUID(old) == controllerUID(cur) {
+		return
+	}
+	for _, obj := range []client.Object{old, cur} {
+		if req, ok := sandboxRequest(obj); ok {
+			q.Add(req)
+		}
+	}
+}
+
+func (h *serviceEventHandler) Delete(_ context.Context, e event.TypedDeleteEvent[client.Object], q queue) {
+	h.expected.forget(e.Object)
+	if req, ok := sandboxRequest(e.Object); ok {
+		q.Add(req)
+	}
+}
+
+func (h *serviceEventHandler) Generic(_ context.Context, e event.TypedGenericEvent[client.Object], q queue) {
+	if req, ok := sandboxRequest(e.Object); ok {
+		q.Add(req)
+	}
+}
+
+// createExpectations remembers the children the controller is creating, so that their
+// create events, which tell it nothing new, do not wake their Sandbox. An expectation is
+// keyed by type, namespace and name and set before the create is sent, because the watch
+// event may arrive before the create call returns.
+type createExpectations struct {
+	mu      sync.Mutex
+	pending map[expectationKey]bool
+}
+
+type expectationKey struct {
+	kind      reflect.Type
+	namespace string
+	name      string
+}
+
+func newCreateExpectations() *createExpectations {
+	return &createExpectations{pending: map[expectationKey]bool{}}
+}
+
+func keyOf(obj client.Object) expectationKey {
+	return expectationKey{reflect.TypeOf(obj), obj.GetNamespace(), obj.GetName()}
+}
+
+// expect records an upcoming create of obj; call the returned func with whether it
+// succeeded. A failed create leaves no expectation behind.
+func (e *createExpectations) expect(obj client.Object) func(created bool) {
+	k := keyOf(obj)
+	e.mu.Lock()
+	e.pending[k] = true
+	e.mu.Unlock()
+	return func(created bool) {
+		if !created {
+			e.mu.Lock()
+			delete(e.pending, k)
+			e.mu.Unlock()
+		}
+	}
+}
+
+// observed reports whether obj's create event was expected, consuming the expectation.
+func (e *createExpectations) observed(obj client.Object) bool {
+	k := keyOf(obj)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.pending[k] {
+		delete(e.pending, k)
+		return true
+	}
+	return false
+}
+
+// forget drops an expectation whose create event will never come.
+func (e *createExpectations) forget(obj client.Object) {
+	e.mu.Lock()
+	delete(e.pending, keyOf(obj))
+	e.mu.Unlock()
+}
