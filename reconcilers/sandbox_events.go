@@ -32,24 +32,27 @@ const DefaultPodProgressDelay = time.Second
 
 // podWake classifies a pod update by what it can change in the Sandbox's status:
 //   - immediate: readiness, termination (phase Succeeded/Failed) — what users wait for;
-//   - delayed: start-up progress (scheduled, node, IPs, phase Pending→Running) and the start
-//     of a deletion — shown in status, but never worth a reconcile of its own when the Ready
-//     transition follows within the delay;
+//   - delayed: start-up progress (scheduled, node, IPs, phase Pending→Running), and every
+//     change of a pod being deleted: status shows it, but it is never worth a reconcile of
+//     its own when the Ready transition (or the pod's removal) follows within the delay;
 //   - ignored: everything else (ContainersReady, Initialized, container statuses, labels
 //     the controller itself patched, resourceVersion-only resyncs).
 func podWake(old, cur *corev1.Pod) string {
-	if podReady(old) != podReady(cur) || terminal(old) != terminal(cur) {
-		return wakeImmediate
-	}
-	if old.Status.Phase != cur.Status.Phase ||
+	urgent := podReady(old) != podReady(cur) || terminal(old) != terminal(cur)
+	progress := old.Status.Phase != cur.Status.Phase ||
 		old.Spec.NodeName != cur.Spec.NodeName ||
 		!reflect.DeepEqual(old.Status.PodIPs, cur.Status.PodIPs) || old.Status.PodIP != cur.Status.PodIP ||
 		!equality.Semantic.DeepEqual(podCondition(old, corev1.PodScheduled), podCondition(cur, corev1.PodScheduled)) ||
 		old.DeletionTimestamp.IsZero() != cur.DeletionTimestamp.IsZero() ||
-		controllerUID(old) != controllerUID(cur) {
+		controllerUID(old) != controllerUID(cur)
+	switch {
+	case !urgent && !progress:
+		return wakeIgnored
+	case urgent && cur.DeletionTimestamp.IsZero():
+		return wakeImmediate
+	default:
 		return wakeDelayed
 	}
-	return wakeIgnored
 }
 
 func terminal(p *corev1.Pod) bool {
