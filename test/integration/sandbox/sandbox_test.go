@@ -1,0 +1,374 @@
+package sandbox_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/test/builders"
+	"github.com/sandgate-dev/sandgate/test/framework"
+)
+
+func TestCreateToReadyWithService(t *testing.T) {
+	e := setup(t)
+	e.create(builders.MakeSandbox("web", e.ns).
+		ContainerPort("main", 8080, corev1.ProtocolTCP, "http").
+		ContainerPort("main", 9000, corev1.ProtocolUDP, "").
+		PodLabel("app", "agent").
+		PodAnnotation("note", "hello").
+		PodLabel(agentsv1beta1.LabelClaimUID, "forged-by-user").
+		Service(true).Obj())
+
+	sb := e.waitReady("web", readyPodService)
+	e.eventually(func(g Gomega) {
+		sb = e.sandbox(g, "web")
+		hash := agentsv1beta1.NameHash("web")
+		pod := e.pod(g, "web")
+		g.Expect(sb.Status.PodIPs).To(Equal([]string{pod.Status.PodIP}))
+		g.Expect(sb.Status.PodIPs[0]).NotTo(BeEmpty())
+		g.Expect(sb.Status.NodeName).To(HavePrefix("kwok-node-"))
+		g.Expect(sb.Status.NodeName).To(Equal(pod.Spec.NodeName))
+		g.Expect(sb.Status.Selector).To(Equal(agentsv1beta1.LabelSandboxNameHash + "=" + hash))
+		g.Expect(sb.Status.Service).To(Equal("web"))
+		g.Expect(sb.Status.ServiceFQDN).To(Equal("web." + e.ns + ".svc.cluster.local"))
+		expectCondition(g, sb, agentsv1beta1.ConditionPodScheduled, wantCondition{Status: metav1.ConditionTrue, Reason: "PodScheduled"})
+		expectCondition(g, sb, agentsv1beta1.ConditionSuspended, notSuspended)
+		expectNoCondition(g, sb, agentsv1beta1.ConditionFinished)
+
+		g.Expect(metav1.IsControlledBy(pod, sb)).To(BeTrue(), "pod owners %+v", pod.OwnerReferences)
+		g.Expect(pod.Labels).To(HaveKeyWithValue(agentsv1beta1.LabelSandboxNameHash, hash))
+		g.Expect(pod.Labels).To(HaveKeyWithValue("app", "agent"))
+		g.Expect(pod.Labels).NotTo(HaveKey(agentsv1beta1.LabelClaimUID), "reserved keys from users are not propagated")
+		g.Expect(pod.Annotations).To(HaveKeyWithValue("note", "hello"))
+
+		svc := &corev1.Service{}
+		g.Expect(e.Client.Get(e.ctx(), client.ObjectKey{Namespace: e.ns, Name: "web"}, svc)).To(Succeed())
+		g.Expect(metav1.IsControlledBy(svc, sb)).To(BeTrue())
+		g.Expect(svc.Spec.ClusterIP).To(Equal(corev1.ClusterIPNone))
+		g.Expect(svc.Spec.Selector).To(Equal(map[string]string{agentsv1beta1.LabelSandboxNameHash: hash}))
+		g.Expect(svc.Labels).To(HaveKeyWithValue(agentsv1beta1.LabelSandboxNameHash, hash))
+		var ports []string
+		for _, p := range svc.Spec.Ports {
+			ports = append(ports, fmt.Sprintf("%s %d/%s", p.Name, p.Port, p.Protocol))
+		}
+		g.Expect(ports).To(ConsistOf("http 8080/TCP", "p-9000-udp 9000/UDP"))
+	})
+}
+
+func TestVolumeClaimTemplatesAndUnschedulablePod(t *testing.T) {
+	e := setup(t)
+	// Nothing binds PVCs here (no provisioner), so the scheduler cannot place the pod: the
+	// Sandbox mirrors the pod's PodScheduled=False and stays not Ready.
+	e.create(builders.MakeSandbox("data", e.ns).VolumeClaimTemplate("workspace", "1Gi").Obj())
+	e.eventually(func(g Gomega) {
+		sb := e.sandbox(g, "data")
+		pvc := &corev1.PersistentVolumeClaim{}
+		g.Expect(e.Client.Get(e.ctx(), client.ObjectKey{Namespace: e.ns, Name: "workspace-data"}, pvc)).To(Succeed())
+		g.Expect(metav1.IsControlledBy(pvc, sb)).To(BeTrue())
+		g.Expect(pvc.Labels).To(HaveKeyWithValue(agentsv1beta1.LabelSandboxNameHash, agentsv1beta1.NameHash("data")))
+
+		pod := e.pod(g, "data")
+		g.Expect(pod.Spec.Volumes).To(ContainElement(corev1.Volume{Name: "workspace", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "workspace-data"},
+		}}))
+		expectCondition(g, sb, agentsv1beta1.ConditionPodScheduled, wantCondition{Status: metav1.ConditionFalse, Reason: "Unschedulable"})
+		expectCondition(g, sb, agentsv1beta1.ConditionReady, wantCondition{metav1.ConditionFalse, agentsv1beta1.ReasonDependenciesNotReady, "Pod exists with phase: Pending"})
+	})
+}
+
+// TestWriteDiscipline counts what one Sandbox costs from creation to Ready, and what a
+// suspend/resume cycle costs, under the kubelet-like pod profile (4 pod status updates).
+// Without the pod event classification each kubelet step would wake the Sandbox.
+func TestWriteDiscipline(t *testing.T) {
+	e := setup(t)
+	start := e.counts()
+	e.create(builders.MakeSandbox("counted", e.ns).Obj())
+	e.waitReady("counted", readyPod)
+	time.Sleep(framework.Quiet)
+	created := e.counts().minus(start)
+	t.Logf("create → Ready: %s", created)
+
+	e.g.Expect(created.conflicts).To(BeZero(), "409 conflicts")
+	e.g.Expect(created.updates).To(BeZero(), "Update() calls")
+	e.g.Expect(created.reconciles).To(BeNumerically("<=", 3), "reconciles from creation to Ready")
+	e.g.Expect(created.byKey).To(HaveKeyWithValue("create pods success", 1.0))
+	e.g.Expect(keys(created.byKey)).To(ConsistOf("create pods success", "patch sandboxes/status success"),
+		"the pod create and status patches, nothing else")
+	e.g.Expect(created.byKey["patch sandboxes/status success"]).To(BeNumerically("<=", 2), "status writes")
+	n, sum := e.Metrics.ReconcilesToReady()
+	e.g.Expect(n).To(Equal(uint64(1)))
+	e.g.Expect(sum).To(Equal(created.reconciles))
+
+	before := e.counts()
+	e.patchSandbox("counted", `{"spec":{"operatingMode":"Suspended"}}`)
+	e.eventually(func(g Gomega) {
+		sb := e.sandbox(g, "counted")
+		expectCondition(g, sb, agentsv1beta1.ConditionSuspended, wantCondition{Status: metav1.ConditionTrue, Reason: agentsv1beta1.ReasonPodTerminated})
+	})
+	time.Sleep(framework.Quiet)
+	suspended := e.counts().minus(before)
+	t.Logf("suspend: %s", suspended)
+
+	before = e.counts()
+	e.patchSandbox("counted", `{"spec":{"operatingMode":"Running"}}`)
+	e.waitReady("counted", readyPod)
+	time.Sleep(framework.Quiet)
+	resumed := e.counts().minus(before)
+	t.Logf("resume: %s", resumed)
+
+	for name, c := range map[string]counts{"suspend": suspended, "resume": resumed} {
+		e.g.Expect(c.conflicts).To(BeZero(), "%s: 409 conflicts", name)
+		e.g.Expect(c.updates).To(BeZero(), "%s: Update() calls", name)
+		e.g.Expect(c.reconciles).To(BeNumerically("<=", 3), "%s: reconciles", name)
+	}
+	e.g.Expect(suspended.byKey).To(HaveKeyWithValue("delete pods success", 1.0))
+	e.g.Expect(resumed.byKey).To(HaveKeyWithValue("create pods success", 1.0))
+	for _, c := range []counts{suspended, resumed} {
+		e.g.Expect(c.byKey["patch sandboxes/status success"]).To(BeNumerically("<=", 2))
+	}
+}
+
+func TestSuspendAndResume(t *testing.T) {
+	e := setup(t)
+	e.create(builders.MakeSandbox("sleepy", e.ns).Service(true).VolumeClaimTemplate("home", "1Gi").Obj())
+	var firstPod types.UID
+	e.eventually(func(g Gomega) {
+		firstPod = e.pod(g, "sleepy").UID
+	})
+
+	e.patchSandbox("sleepy", `{"spec":{"operatingMode":"Suspended"}}`)
+	e.eventually(func(g Gomega) {
+		sb := e.sandbox(g, "sleepy")
+		expectCondition(g, sb, agentsv1beta1.ConditionSuspended, wantCondition{metav1.ConditionTrue, agentsv1beta1.ReasonPodTerminated, "Pod is terminated"})
+		expectCondition(g, sb, agentsv1beta1.ConditionReady, wantCondition{metav1.ConditionFalse, agentsv1beta1.ReasonSandboxSuspended, "Sandbox is suspended"})
+		expectNoCondition(g, sb, agentsv1beta1.ConditionPodScheduled)
+		g.Expect(sb.Status.PodIPs).To(BeEmpty())
+		g.Expect(sb.Status.NodeName).To(BeEmpty())
+		e.gone(g, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "sleepy"}})
+	})
+	// PVCs and the Service stay while suspended.
+	e.consistently(func(g Gomega) {
+		g.Expect(e.Client.Get(e.ctx(), client.ObjectKey{Namespace: e.ns, Name: "home-sleepy"}, &corev1.PersistentVolumeClaim{})).To(Succeed())
+		g.Expect(e.Client.Get(e.ctx(), client.ObjectKey{Namespace: e.ns, Name: "sleepy"}, &corev1.Service{})).To(Succeed())
+		g.Expect(e.sandbox(g, "sleepy").Status.Service).To(Equal("sleepy"))
+	})
+
+	e.patchSandbox("sleepy", `{"spec":{"operatingMode":"Running"}}`)
+	e.eventually(func(g Gomega) {
+		sb := e.sandbox(g, "sleepy")
+		expectCondition(g, sb, agentsv1beta1.ConditionSuspended, notSuspended)
+		pod := e.pod(g, "sleepy")
+		g.Expect(pod.UID).NotTo(Equal(firstPod), "a new pod")
+		g.Expect(pod.Spec.Volumes).To(ContainElement(HaveField("Name", "home")))
+	})
+	// PodScheduled cannot become True (the PVC never binds), so Ready is not reached here;
+	// TestWriteDiscipline covers resume to Ready.
+}
+
+func TestExpiryWithDelete(t *testing.T) {
+	e := setup(t)
+	e.create(builders.MakeSandbox("short", e.ns).Service(true).
+		ShutdownTime(time.Now().Add(4 * time.Second)).ShutdownPolicy(agentsv1beta1.ShutdownPolicyDelete).Obj())
+	e.waitReady("short", readyPodService)
+	e.eventually(func(g Gomega) {
+		e.gone(g, &agentsv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "short"}})
+		e.gone(g, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "short"}})
+		e.gone(g, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "short"}})
+	})
+}
+
+func TestExpiryWithRetain(t *testing.T) {
+	e := setup(t)
+	e.create(builders.MakeSandbox("kept", e.ns).Service(true).
+		ShutdownTime(time.Now().Add(4 * time.Second)).Obj()) // shutdownPolicy defaults to Retain
+	e.waitReady("kept", readyPodService)
+	e.eventually(func(g Gomega) {
+		sb := e.sandbox(g, "kept")
+		g.Expect(sb.Spec.ShutdownPolicy).To(Equal(agentsv1beta1.ShutdownPolicyRetain))
+		g.Expect(sb.Status.Conditions).To(HaveLen(1), "only Ready is left: %+v", sb.Status.Conditions)
+		expectCondition(g, sb, agentsv1beta1.ConditionReady, wantCondition{metav1.ConditionFalse, agentsv1beta1.ReasonSandboxExpired, "Sandbox has expired"})
+		g.Expect(sb.Status).To(HaveField("PodIPs", BeEmpty()))
+		g.Expect(sb.Status).To(HaveField("Service", BeEmpty()))
+		g.Expect(sb.Status).To(HaveField("Selector", BeEmpty()))
+		e.gone(g, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "kept"}})
+		e.gone(g, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "kept"}})
+	})
+	e.consistently(func(g Gomega) {
+		e.sandbox(g, "kept") // still there
+		e.gone(g, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "kept"}})
+	})
+}
+
+func TestDeletedPodIsRecreated(t *testing.T) {
+	e := setup(t)
+	e.create(builders.MakeSandbox("phoenix", e.ns).Obj())
+	e.waitReady("phoenix", readyPod)
+	var old *corev1.Pod
+	e.eventually(func(g Gomega) { old = e.pod(g, "phoenix") })
+	e.g.Expect(e.Client.Delete(e.ctx(), old)).To(Succeed())
+	e.eventually(func(g Gomega) {
+		pod := e.pod(g, "phoenix")
+		g.Expect(pod.UID).NotTo(Equal(old.UID))
+		expectCondition(g, e.sandbox(g, "phoenix"), agentsv1beta1.ConditionReady, readyPod)
+	})
+}
+
+func TestFinishedPod(t *testing.T) {
+	for _, phase := range []corev1.PodPhase{corev1.PodSucceeded, corev1.PodFailed} {
+		t.Run(string(phase), func(t *testing.T) {
+			e := setup(t)
+			e.create(builders.MakeSandbox("job", e.ns).Obj())
+			e.waitReady("job", readyPod)
+			var pod *corev1.Pod
+			e.eventually(func(g Gomega) { pod = e.pod(g, "job") })
+			// What a kubelet reports when the pod's containers exit for good.
+			patch := fmt.Sprintf(`{"status":{"phase":%q,"conditions":[{"type":"Ready","status":"False","reason":"PodCompleted"}]}}`, phase)
+			e.g.Expect(e.Client.Status().Patch(e.ctx(), pod, client.RawPatch("application/merge-patch+json", []byte(patch)))).To(Succeed())
+
+			reason := agentsv1beta1.ReasonPodSucceeded
+			if phase == corev1.PodFailed {
+				reason = agentsv1beta1.ReasonPodFailed
+			}
+			e.eventually(func(g Gomega) {
+				sb := e.sandbox(g, "job")
+				expectCondition(g, sb, agentsv1beta1.ConditionFinished, wantCondition{Status: metav1.ConditionTrue, Reason: reason})
+				expectCondition(g, sb, agentsv1beta1.ConditionReady, wantCondition{metav1.ConditionFalse, reason, "Pod exists with phase: " + string(phase)})
+			})
+			e.consistently(func(g Gomega) {
+				g.Expect(e.pod(g, "job").UID).To(Equal(pod.UID), "a finished pod is kept, not replaced")
+			})
+		})
+	}
+}
+
+func TestAdoption(t *testing.T) {
+	cases := map[string]struct {
+		labels    map[string]string
+		wantAdopt bool
+	}{
+		"adoptable label":     {map[string]string{agentsv1beta1.LabelAdoptable: "true"}, true},
+		"matching name hash":  {map[string]string{agentsv1beta1.LabelSandboxNameHash: agentsv1beta1.NameHash("orphan")}, true},
+		"neither":             {map[string]string{"app": "other"}, false},
+		"adoptable is not ok": {map[string]string{agentsv1beta1.LabelAdoptable: "yes"}, false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			e := setup(t)
+			pre := builders.MakePod("orphan", e.ns).Obj()
+			pre.Labels = tc.labels
+			e.create(pre)
+			e.eventually(func(g Gomega) { g.Expect(e.pod(g, "orphan").Status.PodIP).NotTo(BeEmpty()) })
+
+			e.create(builders.MakeSandbox("orphan", e.ns).Obj())
+			if tc.wantAdopt {
+				sb := e.waitReady("orphan", readyPod)
+				pod := e.pod(e.g, "orphan")
+				e.g.Expect(pod.UID).To(Equal(pre.UID), "the pre-existing pod is adopted, not replaced")
+				e.g.Expect(metav1.IsControlledBy(pod, sb)).To(BeTrue())
+				e.g.Expect(pod.Labels).To(HaveKeyWithValue(agentsv1beta1.LabelSandboxNameHash, agentsv1beta1.NameHash("orphan")))
+				return
+			}
+			e.eventually(func(g Gomega) {
+				sb := e.sandbox(g, "orphan")
+				expectCondition(g, sb, agentsv1beta1.ConditionReady, wantCondition{metav1.ConditionFalse, agentsv1beta1.ReasonReconcilerError,
+					"Pod orphan exists and is not controlled by the Sandbox"})
+			})
+			e.consistently(func(g Gomega) {
+				pod := e.pod(g, "orphan")
+				g.Expect(pod.OwnerReferences).To(BeEmpty(), "a foreign pod is left alone")
+				g.Expect(pod.Labels).To(Equal(tc.labels))
+			})
+		})
+	}
+}
+
+func TestMultiplePods(t *testing.T) {
+	e := setup(t)
+	e.create(builders.MakeSandbox("twin", e.ns).Obj())
+	sb := e.waitReady("twin", readyPod)
+	extra := builders.MakePod("twin-extra", e.ns).Obj()
+	extra.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(sb, agentsv1beta1.GroupVersion.WithKind("Sandbox"))}
+	e.create(extra)
+
+	e.eventually(func(g Gomega) {
+		sb := e.sandbox(g, "twin")
+		expectCondition(g, sb, agentsv1beta1.ConditionReady, wantCondition{Status: metav1.ConditionFalse, Reason: agentsv1beta1.ReasonMultiplePods})
+		var events eventsv1.EventList
+		g.Expect(e.Client.List(e.ctx(), &events, client.InNamespace(e.ns))).To(Succeed())
+		g.Expect(events.Items).To(ContainElement(And(
+			HaveField("Reason", "MultiplePods"),
+			HaveField("Type", corev1.EventTypeWarning),
+			HaveField("Regarding.Name", "twin"),
+		)))
+	})
+	e.consistently(func(g Gomega) {
+		e.pod(g, "twin")
+		e.pod(g, "twin-extra")
+	})
+}
+
+func TestServiceTrueFalseUnset(t *testing.T) {
+	e := setup(t)
+	e.create(builders.MakeSandbox("svc", e.ns).Service(true).Obj())
+	e.waitReady("svc", readyPodService)
+
+	e.patchSandbox("svc", `{"spec":{"service":null}}`) // unset keeps the existing Service
+	e.consistently(func(g Gomega) {
+		g.Expect(e.Client.Get(e.ctx(), client.ObjectKey{Namespace: e.ns, Name: "svc"}, &corev1.Service{})).To(Succeed())
+		expectCondition(g, e.sandbox(g, "svc"), agentsv1beta1.ConditionReady, readyPodService)
+	})
+
+	e.patchSandbox("svc", `{"spec":{"service":false}}`)
+	e.eventually(func(g Gomega) {
+		e.gone(g, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "svc"}})
+		sb := e.sandbox(g, "svc")
+		g.Expect(sb.Status.Service).To(BeEmpty())
+		g.Expect(sb.Status.ServiceFQDN).To(BeEmpty())
+		expectCondition(g, sb, agentsv1beta1.ConditionReady, readyPod)
+	})
+
+	e.patchSandbox("svc", `{"spec":{"service":null}}`) // unset never creates one
+	e.consistently(func(g Gomega) {
+		e.gone(g, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "svc"}})
+	})
+}
+
+func TestPodMetadataFollowsTemplate(t *testing.T) {
+	e := setup(t)
+	e.create(builders.MakeSandbox("meta", e.ns).PodLabel("keep", "1").PodLabel("drop", "1").PodAnnotation("a", "1").Obj())
+	e.waitReady("meta", readyPod)
+	var before *corev1.Pod
+	e.eventually(func(g Gomega) { before = e.pod(g, "meta") })
+	// Someone else labels the pod; that is theirs to keep.
+	e.g.Expect(e.Client.Patch(e.ctx(), before, client.RawPatch("application/merge-patch+json",
+		[]byte(`{"metadata":{"labels":{"foreign":"x"}}}`)))).To(Succeed())
+
+	e.patchSandbox("meta", `{"spec":{"podTemplate":{"metadata":{"labels":{"drop":null,"keep":"2","new":"1"},"annotations":{"a":null,"b":"2"}}}}}`)
+	e.eventually(func(g Gomega) {
+		pod := e.pod(g, "meta")
+		g.Expect(pod.UID).To(Equal(before.UID), "metadata changes never recreate the pod")
+		g.Expect(pod.Labels).To(HaveKeyWithValue("keep", "2"))
+		g.Expect(pod.Labels).To(HaveKeyWithValue("new", "1"))
+		g.Expect(pod.Labels).To(HaveKeyWithValue("foreign", "x"))
+		g.Expect(pod.Labels).NotTo(HaveKey("drop"))
+		g.Expect(pod.Annotations).To(HaveKeyWithValue("b", "2"))
+		g.Expect(pod.Annotations).NotTo(HaveKey("a"))
+		g.Expect(pod.Spec).To(Equal(before.Spec), "the pod spec is never written")
+	})
+}
+
+func keys(m map[string]float64) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
