@@ -1,0 +1,20 @@
+# The operator image: a static binary on a distroless base, running as non-root.
+#   docker build -t ghcr.io/sandgate-dev/sandgate:dev .
+FROM golang:1.26 AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY api/ api/
+COPY certs/ certs/
+COPY cmd/ cmd/
+COPY reconcilers/ reconcilers/
+COPY webhooks/ webhooks/
+ARG TARGETOS=linux
+ARG TARGETARCH=amd64
+RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} \
+    go build -trimpath -ldflags="-s -w" -o /out/sandgate ./cmd/sandgate
+
+FROM gcr.io/distroless/static:nonroot
+COPY --from=build /out/sandgate /sandgate
+USER 65532:65532
+ENTRYPOINT ["/sandgate"]
