@@ -1,0 +1,13 @@
+// Package bench groups what the load generator (cmd/sandgate-bench) and the demo
+// (cmd/sandgate-demo) are built from:
+//
+//   - stats: percentiles of latency samples;
+//   - scrape: Prometheus text scraping and the deltas between two scrapes;
+//   - proc: CPU seconds and peak memory of a process tree from /proc;
+//   - harness: a local control plane with the operator running as a subprocess;
+//   - load: one load run (template, pool, bursts of claims, measurements);
+//   - report: the result of a run as JSON, a human table and docs/performance.md.
+//
+// The packages measure; they never assert timings, so nothing here fails on a slow machine
+// except a claim that does not become Ready at all.
+package bench

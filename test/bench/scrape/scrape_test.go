@@ -1,0 +1,132 @@
+package scrape
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+const apiserverBefore = `# HELP apiserver_request_total Counter of apiserver requests.
+# TYPE apiserver_request_total counter
+apiserver_request_total{code="201",resource="sandboxclaims",subresource="",verb="POST"} 10
+apiserver_request_total{code="200",resource="sandboxes",subresource="",verb="PATCH"} 4
+apiserver_request_total{code="200",resource="sandboxes",subresource="",verb="LIST"} 3
+# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.
+# TYPE process_cpu_seconds_total counter
+process_cpu_seconds_total 12.5
+`
+
+const apiserverAfter = `# HELP apiserver_request_total Counter of apiserver requests.
+# TYPE apiserver_request_total counter
+apiserver_request_total{code="201",resource="sandboxclaims",subresource="",verb="POST"} 40
+apiserver_request_total{code="200",resource="sandboxes",subresource="",verb="PATCH"} 34
+apiserver_request_total{code="409",resource="sandboxes",subresource="",verb="PATCH"} 2
+apiserver_request_total{code="200",resource="sandboxes",subresource="",verb="LIST"} 3
+apiserver_request_total{code="200",resource="sandboxclaims",subresource="status",verb="PATCH"} 30
+# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.
+# TYPE process_cpu_seconds_total counter
+process_cpu_seconds_total 20
+# HELP sandgate_sandbox_reconciles_to_ready Reconciles of one Sandbox until Ready.
+# TYPE sandgate_sandbox_reconciles_to_ready histogram
+sandgate_sandbox_reconciles_to_ready_bucket{le="1"} 3
+sandgate_sandbox_reconciles_to_ready_bucket{le="2"} 5
+sandgate_sandbox_reconciles_to_ready_bucket{le="+Inf"} 5
+sandgate_sandbox_reconciles_to_ready_sum 7
+sandgate_sandbox_reconciles_to_ready_count 5
+`
+
+func mustParse(t *testing.T, text string) Snapshot {
+	t.Helper()
+	s, err := Parse(strings.NewReader(text))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	return s
+}
+
+func TestDeltaGroupBy(t *testing.T) {
+	delta := Delta(mustParse(t, apiserverBefore), mustParse(t, apiserverAfter))
+	cases := []struct {
+		name   string
+		metric string
+		match  map[string]string
+		labels []string
+		want   map[string]float64
+	}{
+		{
+			name:   "requests by verb, resource and code leave out series that did not move",
+			metric: "apiserver_request_total",
+			labels: []string{"verb", "resource", "subresource", "code"},
+			want: map[string]float64{
+				"POST sandboxclaims  201":       30,
+				"PATCH sandboxes  200":          30,
+				"PATCH sandboxes  409":          2,
+				"PATCH sandboxclaims status 200": 30,
+			},
+		},
+		{
+			name:   "conflicts only",
+			metric: "apiserver_request_total",
+			match:  map[string]string{"code": "409"},
+			labels: []string{"resource"},
+			want:   map[string]float64{"sandboxes": 2},
+		},
+		{
+			name:   "unknown metric gives nothing",
+			metric: "nope_total",
+			labels: []string{"verb"},
+			want:   map[string]float64{},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := delta.GroupBy(tc.metric, tc.match, tc.labels...)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("GroupBy mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDeltaSum(t *testing.T) {
+	before := mustParse(t, apiserverBefore)
+	after := mustParse(t, apiserverAfter)
+	delta := Delta(before, after)
+	cases := []struct {
+		name   string
+		snap   Snapshot
+		metric string
+		match  map[string]string
+		want   float64
+	}{
+		{name: "CPU seconds between scrapes", snap: delta, metric: "process_cpu_seconds_total", want: 7.5},
+		{name: "all PATCHes of sandboxes", snap: delta, metric: "apiserver_request_total", match: map[string]string{"verb": "PATCH", "resource": "sandboxes"}, want: 32},
+		{name: "histogram count of a new series counts from zero", snap: delta, metric: "sandgate_sandbox_reconciles_to_ready_count", want: 5},
+		{name: "histogram sum", snap: delta, metric: "sandgate_sandbox_reconciles_to_ready_sum", want: 7},
+		{name: "histogram bucket keeps le", snap: delta, metric: "sandgate_sandbox_reconciles_to_ready_bucket", match: map[string]string{"le": "2"}, want: 5},
+		{name: "a counter that went down (restart) counts from zero", snap: Delta(after, before), metric: "process_cpu_seconds_total", want: 12.5},
+		{name: "absolute value without delta", snap: after, metric: "apiserver_request_total", match: map[string]string{"verb": "LIST"}, want: 3},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.snap.Sum(tc.metric, tc.match); got != tc.want {
+				t.Errorf("Sum(%s, %v) = %v, want %v", tc.metric, tc.match, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseRejectsGarbage(t *testing.T) {
+	if _, err := Parse(strings.NewReader("this is { not metrics\n")); err == nil {
+		t.Errorf("Parse of garbage succeeded, want an error")
+	}
+}
+
+func TestSorted(t *testing.T) {
+	got := Sorted(map[string]float64{"b": 2, "a": 2, "c": 5})
+	want := []Count{{Key: "c", Count: 5}, {Key: "a", Count: 2}, {Key: "b", Count: 2}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Sorted mismatch (-want +got):\n%s", diff)
+	}
+}
