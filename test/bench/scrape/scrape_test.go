@@ -59,9 +59,9 @@ func TestDeltaGroupBy(t *testing.T) {
 			metric: "apiserver_request_total",
 			labels: []string{"verb", "resource", "subresource", "code"},
 			want: map[string]float64{
-				"POST sandboxclaims  201":       30,
-				"PATCH sandboxes  200":          30,
-				"PATCH sandboxes  409":          2,
+				"POST sandboxclaims  201":        30,
+				"PATCH sandboxes  200":           30,
+				"PATCH sandboxes  409":           2,
 				"PATCH sandboxclaims status 200": 30,
 			},
 		},
