@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"k8s.io/utils/ptr"
+
+	"github.com/sandgate-dev/sandgate/test/bench/load"
+	"github.com/sandgate-dev/sandgate/test/bench/report"
+	"github.com/sandgate-dev/sandgate/test/framework"
+)
+
+// scenario is one canonical run of `make bench`, with the targets of the architecture
+// document (docs come from ../shared/spec/architecture.md's "Targets" table).
+type scenario struct {
+	name        string
+	description string
+	burstSize   int
+	totalBursts int
+	qps         float64
+	pool        int
+	targets     report.Targets
+}
+
+// serialTargets are the goals of serial warm claims.
+var serialTargets = report.Targets{
+	P50Ms: 20, P90Ms: 30, P99Ms: 50, MutatingPerClaim: 9, Conflicts: ptr.To(0), ReconcilesToReady: 2,
+	Reference: "98 / 122 / 174 ms (30 claims, pool 40)",
+}
+
+// scenarios returns the canonical scenarios, the large scale pool sized scalePool.
+func scenarios(scalePool int) []scenario {
+	return []scenario{
+		{
+			name: "serial", description: "50 claims one at a time", burstSize: 1, totalBursts: 50, qps: 1000, pool: 60,
+			targets: serialTargets,
+		},
+		{
+			name: "burst-100", description: "100 claims at 100 QPS", burstSize: 100, totalBursts: 1, qps: 100, pool: 150,
+			targets: report.Targets{P50Ms: 50, P99Ms: 150, MutatingPerClaim: 9, Conflicts: ptr.To(0), ReconcilesToReady: 2,
+				Reference: "1.8 s / - / 2.7 s"},
+		},
+		{
+			name: "burst", description: "300 claims at 300 QPS", burstSize: 300, totalBursts: 1, qps: 300, pool: 600,
+			targets: report.Targets{P50Ms: 150, P90Ms: 300, P99Ms: 500, MutatingPerClaim: 9, Conflicts: ptr.To(0),
+				ServerCPUSeconds: 8, ReconcilesToReady: 2,
+				Reference: "5.1–7.3 s / 10.8–13.2 s / 12.5–14.2 s; 7–209 conflicts; apiserver ~20 s CPU"},
+		},
+		{
+			name: "scale-50", description: "30 claims one at a time, pool 50", burstSize: 1, totalBursts: 30, qps: 1000, pool: 50,
+			targets: serialTargets,
+		},
+		{
+			name: fmt.Sprintf("scale-%d", scalePool), description: fmt.Sprintf("30 claims one at a time, pool %d", scalePool),
+			burstSize: 1, totalBursts: 30, qps: 1000, pool: scalePool,
+			targets: serialTargets,
+		},
+	}
+}
+
+// scenarioNames lists the names --scenarios accepts (the large scale one at its default size).
+func scenarioNames() []string {
+	var names []string
+	for _, s := range scenarios(5000) {
+		names = append(names, s.name)
+	}
+	return names
+}
+
+// selectScenarios resolves the --scenarios list; "scale-large" names the large scale scenario
+// whatever its size.
+func selectScenarios(list string, scalePool int) ([]scenario, error) {
+	all := scenarios(scalePool)
+	if list == "all" {
+		return all, nil
+	}
+	var out []scenario
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		if name == "scale-large" {
+			name = all[len(all)-1].name
+		}
+		found := false
+		for _, s := range all {
+			if s.name == name {
+				out = append(out, s)
+				found = true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("unknown scenario %q (known: all, %s, scale-large)", name, strings.Join(scenarioNames(), ", "))
+		}
+	}
+	return out, nil
+}
+
+// runScenarios runs the selected scenarios one after the other, each on a fresh local
+// cluster, writes each result as JSON, and then the markdown report from all of them.
+func runScenarios(ctx context.Context, o options, stdout, stderr io.Writer) error {
+	selected, err := selectScenarios(o.scenarios, o.scalePool)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(o.resultsDir, 0o755); err != nil {
+		return fmt.Errorf("creating results directory: %w", err)
+	}
+	var failed []string
+	if !o.render {
+		for i, sc := range selected {
+			fmt.Fprintf(stderr, "\n=== scenario %d/%d: %s (%s, pool %d)\n", i+1, len(selected), sc.name, sc.description, sc.pool)
+			so := o
+			so.burstSize, so.totalBursts, so.qps, so.warmPoolSize = sc.burstSize, sc.totalBursts, sc.qps, sc.pool
+			so.namespace = "bench"
+			// Filling a pool of thousands takes minutes on two cores.
+			so.poolCreateWait = max(o.poolCreateWait, time.Duration(sc.pool)*200*time.Millisecond)
+			res, err := runOnce(ctx, so, load.DefaultPodSpec(), "built-in", stderr)
+			if err != nil {
+				if ctx.Err() != nil {
+					return err
+				}
+				failed = append(failed, fmt.Sprintf("%s: %v", sc.name, err))
+				fmt.Fprintf(stderr, "scenario %s failed: %v\n", sc.name, err)
+				continue
+			}
+			res.Scenario, res.Description, res.Targets = sc.name, sc.description, ptr.To(sc.targets)
+			report.WriteText(stdout, res)
+			if err := res.WriteJSON(filepath.Join(o.resultsDir, sc.name+".json")); err != nil {
+				return err
+			}
+			if !res.OK() {
+				failed = append(failed, fmt.Sprintf("%s: %d claims never Ready, %d create errors, %d stale",
+					sc.name, res.Claims.NeverReady, res.Claims.CreateErrors, res.Claims.Stale))
+			}
+		}
+	}
+	if o.out != "" {
+		if err := writeReport(o, selected, stderr); err != nil {
+			return err
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%w:\n  %s", errFailedClaims, strings.Join(failed, "\n  "))
+	}
+	return nil
+}
+
+// writeReport renders the results of the selected scenarios found in the results directory.
+func writeReport(o options, selected []scenario, stderr io.Writer) error {
+	var results []*report.Result
+	for _, sc := range selected {
+		res, err := report.ReadJSON(filepath.Join(o.resultsDir, sc.name+".json"))
+		if errors.Is(err, os.ErrNotExist) {
+			fmt.Fprintf(stderr, "no result for scenario %s in %s: left out of the report\n", sc.name, o.resultsDir)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		results = append(results, res)
+	}
+	if len(results) == 0 {
+		return fmt.Errorf("no results in %s to write %s from", o.resultsDir, o.out)
+	}
+	root, err := framework.RepoRoot()
+	if err != nil {
+		root = "."
+	}
+	if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
+		return fmt.Errorf("creating %s: %w", filepath.Dir(o.out), err)
+	}
+	f, err := os.Create(o.out)
+	if err != nil {
+		return fmt.Errorf("writing report: %w", err)
+	}
+	report.WriteMarkdown(f, report.DescribeMachine(root), results, "make bench")
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("writing report: %w", err)
+	}
+	fmt.Fprintf(stderr, "wrote %s from %d result(s)\n", o.out, len(results))
+	return nil
+}

@@ -1,0 +1,285 @@
+// Package harness gives the load generator and the demo a cluster with the operator running:
+// by default a local control plane from test/framework (etcd, kube-apiserver, scheduler,
+// garbage collector, kwok nodes) with the webhook configurations of config/webhook installed,
+// and the operator as a child process serving them with envtest's throwaway certificate. The
+// operator runs as a separate process, not in the harness, so that its CPU seconds and peak
+// memory can be read from /proc and so that any other implementation of the API can be run
+// in its place (Options.OperatorCommand).
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/sandgate-dev/sandgate/test/bench/proc"
+	"github.com/sandgate-dev/sandgate/test/framework"
+)
+
+// OperatorUser is the identity the operator's requests carry in a local cluster: the
+// service account the binding guard admits by default (webhooks.DefaultOperatorUser).
+const OperatorUser = "system:serviceaccount:sandgate-system:sandgate-controller-manager"
+
+// NoOperator as Options.OperatorCommand runs no operator (one already runs elsewhere).
+const NoOperator = "none"
+
+// Options configure Start.
+type Options struct {
+	// Kubeconfig selects an existing cluster; "" starts a local one.
+	Kubeconfig string
+	// Nodes and Profile size the local cluster (see framework.Options).
+	Nodes   int
+	Profile framework.Profile
+	// OperatorCommand runs the operator: a shell command line with the placeholders
+	// {{kubeconfig}}, {{webhook-host}}, {{webhook-port}}, {{webhook-cert-dir}},
+	// {{metrics-port}} and {{probe-port}}. "" builds ./cmd/sandgate and runs it (local cluster
+	// only); NoOperator runs none.
+	OperatorCommand string
+	// Log receives progress lines.
+	Log io.Writer
+}
+
+// Env is a cluster with the operator running.
+type Env struct {
+	// Config is an admin client configuration.
+	Config *rest.Config
+	// KubeconfigPath is an admin kubeconfig.
+	KubeconfigPath string
+	// Cluster is the local cluster; nil for an existing one.
+	Cluster *framework.Cluster
+	// Webhooks reports whether the harness installed webhook configurations.
+	Webhooks bool
+	// Operator is the operator process; nil when none runs.
+	Operator *Operator
+	// Dir holds the operator's kubeconfig and log (inside the cluster's directory for a
+	// local cluster); Stop removes it unless it is the cluster's.
+	Dir string
+
+	log io.Writer
+}
+
+func (e *Env) logf(format string, args ...any) {
+	if e.log != nil {
+		fmt.Fprintf(e.log, format+"\n", args...)
+	}
+}
+
+// Start brings up the cluster and the operator. ctx bounds the start; Stop ends everything.
+func Start(ctx context.Context, opts Options) (_ *Env, retErr error) {
+	e := &Env{log: opts.Log}
+	defer func() {
+		if retErr != nil {
+			retErr = errors.Join(retErr, e.Stop())
+		}
+	}()
+	var ep endpoints
+	if opts.Kubeconfig != "" {
+		cfg, err := clientcmd.BuildConfigFromFlags("", opts.Kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("loading kubeconfig %s: %w", opts.Kubeconfig, err)
+		}
+		dir, err := os.MkdirTemp("", "sandgate-bench-")
+		if err != nil {
+			return nil, fmt.Errorf("creating a temporary directory: %w", err)
+		}
+		e.Config, e.KubeconfigPath, e.Dir = cfg, opts.Kubeconfig, dir
+		ep.kubeconfig = opts.Kubeconfig
+		if opts.OperatorCommand == "" {
+			opts.OperatorCommand = NoOperator
+		}
+	} else {
+		if err := e.startLocal(ctx, opts); err != nil {
+			return nil, err
+		}
+		kubeconfig, err := e.operatorKubeconfig()
+		if err != nil {
+			return nil, err
+		}
+		ep.kubeconfig = kubeconfig
+		wh := e.Cluster.Env.WebhookInstallOptions
+		ep.webhookHost, ep.webhookPort, ep.webhookCertDir = wh.LocalServingHost, wh.LocalServingPort, wh.LocalServingCertDir
+	}
+	if opts.OperatorCommand == NoOperator {
+		return e, nil
+	}
+	if opts.OperatorCommand == "" {
+		root, err := framework.RepoRoot()
+		if err != nil {
+			return nil, err
+		}
+		if opts.OperatorCommand, err = BuildOperator(ctx, root, e.logf); err != nil {
+			return nil, err
+		}
+	}
+	if ep.webhookHost == "" {
+		ep.webhookHost = "127.0.0.1"
+	}
+	if ep.webhookPort == 0 {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		ep.webhookPort = port
+	}
+	for _, p := range []*int{&ep.metricsPort, &ep.probePort} {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		*p = port
+	}
+	start := time.Now()
+	op, err := startOperator(ctx, opts.OperatorCommand, ep, filepath.Join(e.Dir, "operator.log"))
+	if err != nil {
+		return nil, err
+	}
+	e.Operator = op
+	e.logf("operator running (pid %d) after %s, log %s", op.PID, time.Since(start).Round(100*time.Millisecond), op.LogPath)
+	return e, nil
+}
+
+// startLocal starts a local cluster, with the webhook configurations of config/webhook when
+// that directory has any.
+func (e *Env) startLocal(ctx context.Context, opts Options) error {
+	root, err := framework.RepoRoot()
+	if err != nil {
+		return err
+	}
+	fopts := framework.Options{
+		Nodes:           opts.Nodes,
+		Profile:         opts.Profile,
+		Log:             opts.Log,
+		NoSignalHandler: true, // the commands handle signals and call Stop
+	}
+	webhookDir := filepath.Join(root, "config", "webhook")
+	if hasWebhookConfigurations(webhookDir) {
+		fopts.WebhookInstallOptions = envtest.WebhookInstallOptions{
+			Paths:            []string{webhookDir},
+			LocalServingHost: "127.0.0.1",
+		}
+		e.Webhooks = true
+	} else {
+		e.logf("warning: no webhook configurations in %s: running without admission webhooks", webhookDir)
+	}
+	cluster, err := framework.Start(ctx, fopts)
+	if err != nil {
+		return fmt.Errorf("starting the local cluster: %w", err)
+	}
+	e.Cluster, e.Config, e.KubeconfigPath, e.Dir = cluster, cluster.Config, cluster.KubeconfigPath, cluster.Dir
+	return nil
+}
+
+// hasWebhookConfigurations reports whether dir has a manifest of a webhook configuration.
+func hasWebhookConfigurations(dir string) bool {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, entry := range entries {
+		if ext := filepath.Ext(entry.Name()); ext != ".yaml" && ext != ".yml" && ext != ".json" {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, entry.Name()))
+		if err == nil && strings.Contains(string(data), "WebhookConfiguration") {
+			return true
+		}
+	}
+	return false
+}
+
+// operatorKubeconfig provisions the operator's identity in the local cluster (with
+// system:masters, as RBAC is not what is measured) and writes its kubeconfig.
+func (e *Env) operatorKubeconfig() (string, error) {
+	user, err := e.Cluster.Env.AddUser(envtest.User{Name: OperatorUser, Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return "", fmt.Errorf("provisioning the operator's user: %w", err)
+	}
+	data, err := user.KubeConfig()
+	if err != nil {
+		return "", fmt.Errorf("building the operator's kubeconfig: %w", err)
+	}
+	path := filepath.Join(e.Dir, "operator.kubeconfig")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return "", fmt.Errorf("writing the operator's kubeconfig: %w", err)
+	}
+	return path, nil
+}
+
+// Err reports a process of the environment that died.
+func (e *Env) Err() error {
+	if e.Operator != nil {
+		if err := e.Operator.Err(); err != nil {
+			return err
+		}
+	}
+	if e.Cluster != nil {
+		return e.Cluster.Err()
+	}
+	return nil
+}
+
+// ComponentUsage returns the CPU seconds and peak memory of the local cluster's processes
+// by binary name (kube-apiserver, etcd, kube-scheduler, kube-controller-manager, kwok);
+// nil for an existing cluster.
+func (e *Env) ComponentUsage() map[string]proc.Usage {
+	if e.Cluster == nil {
+		return nil
+	}
+	out := map[string]proc.Usage{}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	for _, entry := range entries {
+		pid, err := strconv.Atoi(entry.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", entry.Name(), "cmdline"))
+		if err != nil || !strings.Contains(string(cmdline), e.Cluster.Dir) {
+			continue
+		}
+		argv0, _, _ := strings.Cut(string(cmdline), "\x00")
+		name := filepath.Base(argv0)
+		if filepath.Dir(argv0) != e.Cluster.BinaryDir {
+			continue // the watchdog, a shell
+		}
+		u, err := proc.Read("/proc", pid)
+		if err != nil {
+			continue
+		}
+		prev := out[name]
+		out[name] = proc.Usage{CPUSeconds: prev.CPUSeconds + u.CPUSeconds, PeakRSSBytes: max(prev.PeakRSSBytes, u.PeakRSSBytes)}
+	}
+	return out
+}
+
+// Stop ends the operator, then the cluster, and removes the temporary directories.
+func (e *Env) Stop() error {
+	var errs []error
+	if e.Operator != nil {
+		if err := e.Operator.Stop(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if e.Cluster != nil {
+		if err := e.Cluster.Stop(); err != nil {
+			errs = append(errs, fmt.Errorf("stopping the cluster: %w", err))
+		}
+	} else if e.Dir != "" {
+		if err := os.RemoveAll(e.Dir); err != nil {
+			errs = append(errs, fmt.Errorf("removing %s: %w", e.Dir, err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,282 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sandgate-dev/sandgate/test/bench/proc"
+	"github.com/sandgate-dev/sandgate/test/bench/scrape"
+)
+
+// Placeholders substituted in an operator command line.
+const (
+	PlaceholderKubeconfig     = "{{kubeconfig}}"
+	PlaceholderWebhookHost    = "{{webhook-host}}"
+	PlaceholderWebhookPort    = "{{webhook-port}}"
+	PlaceholderWebhookCertDir = "{{webhook-cert-dir}}"
+	PlaceholderMetricsPort    = "{{metrics-port}}"
+	PlaceholderProbePort      = "{{probe-port}}"
+)
+
+// operatorReadyTimeout bounds the wait for a started operator to serve.
+const operatorReadyTimeout = 2 * time.Minute
+
+// operatorStopTimeout is how long the operator gets to exit after SIGTERM.
+const operatorStopTimeout = 15 * time.Second
+
+// Operator is an operator process the harness started.
+type Operator struct {
+	// Template is the command line with its placeholders; Command after substitution.
+	Template, Command string
+	// PID is the operator's process id (the shell execs it, so it is the operator itself).
+	PID int
+	// LogPath holds its stdout and stderr.
+	LogPath string
+	// MetricsURL is its Prometheus endpoint, "" when the command line has no
+	// {{metrics-port}}.
+	MetricsURL string
+
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+
+	stopOnce sync.Once
+}
+
+// endpoints are the values of the placeholders.
+type endpoints struct {
+	kubeconfig, webhookHost, webhookCertDir string
+	webhookPort, metricsPort, probePort     int
+}
+
+// expand substitutes the placeholders of command.
+func expand(command string, ep endpoints) string {
+	return strings.NewReplacer(
+		PlaceholderKubeconfig, ep.kubeconfig,
+		PlaceholderWebhookHost, ep.webhookHost,
+		PlaceholderWebhookPort, strconv.Itoa(ep.webhookPort),
+		PlaceholderWebhookCertDir, ep.webhookCertDir,
+		PlaceholderMetricsPort, strconv.Itoa(ep.metricsPort),
+		PlaceholderProbePort, strconv.Itoa(ep.probePort),
+	).Replace(command)
+}
+
+// DefaultOperatorCommand is the command line of the sandgate operator the harness builds:
+// extensions on, leader election off, every endpoint on 127.0.0.1. withWebhookHost adds
+// --webhook-host, which older builds of cmd/sandgate do not have (they listen on all
+// interfaces).
+func DefaultOperatorCommand(binary string, withWebhookHost bool) string {
+	args := []string{
+		binary,
+		"--kubeconfig=" + PlaceholderKubeconfig,
+		"--extensions",
+		"--leader-elect=false",
+		"--metrics-bind-address=127.0.0.1:" + PlaceholderMetricsPort,
+		"--health-probe-bind-address=127.0.0.1:" + PlaceholderProbePort,
+		"--webhook-port=" + PlaceholderWebhookPort,
+		"--webhook-cert-dir=" + PlaceholderWebhookCertDir,
+	}
+	if withWebhookHost {
+		args = append(args, "--webhook-host="+PlaceholderWebhookHost)
+	}
+	return strings.Join(args, " ")
+}
+
+// BuildOperator builds ./cmd/sandgate of the repository at root into <root>/bin/sandgate and
+// returns the default command line for it.
+func BuildOperator(ctx context.Context, root string, log func(string, ...any)) (string, error) {
+	binary := filepath.Join(root, "bin", "sandgate")
+	start := time.Now()
+	log("building the operator (go build -o bin/sandgate ./cmd/sandgate)...")
+	build := exec.CommandContext(ctx, "go", "build", "-o", binary, "./cmd/sandgate")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the operator: %w\n%s", err, out)
+	}
+	log("operator built in %s", time.Since(start).Round(100*time.Millisecond))
+	help, _ := exec.CommandContext(ctx, binary, "--help").CombinedOutput() // exits 0 or 2; the text is what counts
+	return DefaultOperatorCommand(binary, strings.Contains(string(help), "-webhook-host")), nil
+}
+
+// startOperator runs command (placeholders substituted) through /bin/sh, output to logPath,
+// and waits until it serves: its readiness probe when the command has {{probe-port}}, else
+// its metrics endpoint, else its webhook port.
+func startOperator(ctx context.Context, command string, ep endpoints, logPath string) (*Operator, error) {
+	expanded := expand(command, ep)
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening operator log: %w", err)
+	}
+	defer logFile.Close()
+	// exec: the shell is replaced by the operator, so PID is the operator's and signals reach it.
+	cmd := exec.Command("/bin/sh", "-c", "exec "+expanded)
+	cmd.Stdout = logFile
+	cmd.Stderr = logFile
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+ep.kubeconfig)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := onSpawnerThread(cmd.Start); err != nil {
+		return nil, fmt.Errorf("starting the operator: %w", err)
+	}
+	o := &Operator{Template: command, Command: expanded, PID: cmd.Process.Pid, LogPath: logPath, cmd: cmd, done: make(chan struct{})}
+	if strings.Contains(command, PlaceholderMetricsPort) {
+		o.MetricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", ep.metricsPort)
+	}
+	go func() {
+		o.err = cmd.Wait()
+		close(o.done)
+	}()
+
+	var ready func(context.Context) bool
+	switch {
+	case strings.Contains(command, PlaceholderProbePort):
+		ready = httpOK(fmt.Sprintf("http://127.0.0.1:%d/readyz", ep.probePort))
+	case o.MetricsURL != "":
+		ready = httpOK(o.MetricsURL)
+	case strings.Contains(command, PlaceholderWebhookPort):
+		ready = dials(net.JoinHostPort(ep.webhookHost, strconv.Itoa(ep.webhookPort)))
+	default:
+		ready = func(context.Context) bool { return true }
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, operatorReadyTimeout)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for !ready(waitCtx) {
+		select {
+		case <-o.done:
+			return nil, fmt.Errorf("the operator exited before it was ready (%v); log %s ends:\n%s", o.err, logPath, Tail(logPath, 20))
+		case <-waitCtx.Done():
+			_ = o.Stop()
+			return nil, fmt.Errorf("the operator was not ready within %s; log %s ends:\n%s", operatorReadyTimeout, logPath, Tail(logPath, 20))
+		case <-tick.C:
+		}
+	}
+	return o, nil
+}
+
+func httpOK(url string) func(context.Context) bool {
+	return func(ctx context.Context) bool {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return false
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
+}
+
+func dials(addr string) func(context.Context) bool {
+	return func(ctx context.Context) bool {
+		var d net.Dialer
+		conn, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return false
+		}
+		conn.Close()
+		return true
+	}
+}
+
+// Usage reads the operator's CPU seconds and peak memory so far.
+func (o *Operator) Usage() (proc.Usage, error) { return proc.Read("/proc", o.PID) }
+
+// Metrics scrapes the operator's metrics endpoint.
+func (o *Operator) Metrics(ctx context.Context) (scrape.Snapshot, error) {
+	if o.MetricsURL == "" {
+		return nil, errors.New("the operator command has no {{metrics-port}}: no metrics to scrape")
+	}
+	return scrape.FromURL(ctx, o.MetricsURL)
+}
+
+// Err reports the operator having exited while it should run.
+func (o *Operator) Err() error {
+	select {
+	case <-o.done:
+		return fmt.Errorf("the operator exited (%v); log %s ends:\n%s", o.err, o.LogPath, Tail(o.LogPath, 20))
+	default:
+		return nil
+	}
+}
+
+// Stop ends the operator: SIGTERM, then SIGKILL after operatorStopTimeout.
+func (o *Operator) Stop() error {
+	var err error
+	o.stopOnce.Do(func() {
+		select {
+		case <-o.done:
+			return
+		default:
+		}
+		_ = o.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-o.done:
+		case <-time.After(operatorStopTimeout):
+			_ = syscall.Kill(-o.PID, syscall.SIGKILL)
+			<-o.done
+			err = fmt.Errorf("the operator did not stop within %s and was killed", operatorStopTimeout)
+		}
+	})
+	return err
+}
+
+// Tail returns the last n lines of a file.
+func Tail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// freePort asks the kernel for an unused TCP port on 127.0.0.1.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("finding a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// The kernel sends Pdeathsig when the thread that forked the child exits, not the process,
+// and the Go runtime retires threads: the operator is forked from one locked thread that
+// lives as long as the process, so it dies with the harness and never before.
+var (
+	spawnOnce sync.Once
+	spawnCh   chan func()
+)
+
+func onSpawnerThread(start func() error) error {
+	spawnOnce.Do(func() {
+		spawnCh = make(chan func())
+		go func() {
+			runtime.LockOSThread()
+			for f := range spawnCh {
+				f()
+			}
+		}()
+	})
+	errCh := make(chan error, 1)
+	spawnCh <- func() { errCh <- start() }
+	return <-errCh
+}

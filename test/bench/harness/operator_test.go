@@ -1,0 +1,46 @@
+package harness
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestExpand(t *testing.T) {
+	ep := endpoints{
+		kubeconfig: "/tmp/k", webhookHost: "127.0.0.1", webhookCertDir: "/tmp/certs",
+		webhookPort: 9443, metricsPort: 8080, probePort: 8081,
+	}
+	cases := []struct {
+		name    string
+		command string
+		want    string
+	}{
+		{
+			name:    "default command gets every endpoint",
+			command: DefaultOperatorCommand("/bin/sandgate", true),
+			want: "/bin/sandgate --kubeconfig=/tmp/k --extensions --leader-elect=false " +
+				"--metrics-bind-address=127.0.0.1:8080 --health-probe-bind-address=127.0.0.1:8081 " +
+				"--webhook-port=9443 --webhook-cert-dir=/tmp/certs --webhook-host=127.0.0.1",
+		},
+		{
+			name:    "without --webhook-host for builds that lack it",
+			command: DefaultOperatorCommand("op", false),
+			want: "op --kubeconfig=/tmp/k --extensions --leader-elect=false " +
+				"--metrics-bind-address=127.0.0.1:8080 --health-probe-bind-address=127.0.0.1:8081 " +
+				"--webhook-port=9443 --webhook-cert-dir=/tmp/certs",
+		},
+		{
+			name:    "another implementation with its own flag names",
+			command: "other-controller --kubeconfig {{kubeconfig}} --metrics-addr=:{{metrics-port}} --cert-dir={{webhook-cert-dir}}",
+			want:    "other-controller --kubeconfig /tmp/k --metrics-addr=:8080 --cert-dir=/tmp/certs",
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, expand(tc.command, ep)); diff != "" {
+				t.Errorf("expand mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

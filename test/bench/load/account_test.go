@@ -1,0 +1,106 @@
+package load
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/sandgate-dev/sandgate/test/bench/report"
+	"github.com/sandgate-dev/sandgate/test/bench/scrape"
+)
+
+func parse(t *testing.T, text string) scrape.Snapshot {
+	t.Helper()
+	s, err := scrape.Parse(strings.NewReader(text))
+	if err != nil {
+		t.Fatalf("parsing: %v", err)
+	}
+	return s
+}
+
+func TestAPIRequests(t *testing.T) {
+	before := parse(t, `# TYPE apiserver_request_total counter
+apiserver_request_total{code="201",resource="sandboxclaims",subresource="",verb="POST"} 5
+apiserver_request_total{code="200",resource="sandboxes",subresource="",verb="GET"} 100
+# TYPE process_cpu_seconds_total counter
+process_cpu_seconds_total 100
+`)
+	after := parse(t, `# TYPE apiserver_request_total counter
+apiserver_request_total{code="201",resource="sandboxclaims",subresource="",verb="POST"} 15
+apiserver_request_total{code="200",resource="sandboxclaims",subresource="status",verb="PATCH"} 10
+apiserver_request_total{code="200",resource="sandboxes",subresource="",verb="PATCH"} 10
+apiserver_request_total{code="409",resource="sandboxes",subresource="",verb="PATCH"} 1
+apiserver_request_total{code="201",resource="sandboxes",subresource="",verb="POST"} 10
+apiserver_request_total{code="200",resource="sandboxes",subresource="",verb="GET"} 104
+apiserver_request_total{code="409",resource="sandboxes",subresource="",verb="GET"} 0
+# TYPE process_cpu_seconds_total counter
+process_cpu_seconds_total 103.5
+`)
+	want := report.API{
+		Mutating:         41,
+		MutatingPerClaim: 4.1,
+		Reads:            4,
+		Conflicts:        1,
+		ByVerbResourceCode: []scrape.Count{
+			{Key: "PATCH sandboxclaims/status 200", Count: 10},
+			{Key: "PATCH sandboxes 200", Count: 10},
+			{Key: "POST sandboxclaims 201", Count: 10},
+			{Key: "POST sandboxes 201", Count: 10},
+			{Key: "PATCH sandboxes 409", Count: 1},
+		},
+		ConflictsByVerbResource: []scrape.Count{{Key: "PATCH sandboxes", Count: 1}},
+		ServerCPUSeconds:        3.5,
+	}
+	got := APIRequests(scrape.Delta(before, after), 10)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("APIRequests mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestOperatorFigures(t *testing.T) {
+	before := parse(t, `# TYPE controller_runtime_reconcile_total counter
+controller_runtime_reconcile_total{controller="sandbox",result="success"} 100
+controller_runtime_reconcile_total{controller="sandboxclaim",result="success"} 0
+# TYPE sandgate_api_writes_total counter
+sandgate_api_writes_total{resource="sandboxes",result="success",verb="patch"} 50
+# TYPE sandgate_sandbox_reconciles_to_ready histogram
+sandgate_sandbox_reconciles_to_ready_bucket{le="+Inf"} 60
+sandgate_sandbox_reconciles_to_ready_sum 120
+sandgate_sandbox_reconciles_to_ready_count 60
+`)
+	after := parse(t, `# TYPE controller_runtime_reconcile_total counter
+controller_runtime_reconcile_total{controller="sandbox",result="success"} 118
+controller_runtime_reconcile_total{controller="sandbox",result="error"} 2
+controller_runtime_reconcile_total{controller="sandboxclaim",result="success"} 20
+controller_runtime_reconcile_total{controller="sandboxwarmpool",result="success"} 0
+# TYPE sandgate_api_writes_total counter
+sandgate_api_writes_total{resource="sandboxes",result="success",verb="patch"} 60
+sandgate_api_writes_total{resource="sandboxclaims/status",result="success",verb="patch"} 10
+sandgate_api_writes_total{resource="sandboxes",result="conflict",verb="patch"} 1
+# TYPE sandgate_sandbox_reconciles_to_ready histogram
+sandgate_sandbox_reconciles_to_ready_bucket{le="+Inf"} 70
+sandgate_sandbox_reconciles_to_ready_sum 135
+sandgate_sandbox_reconciles_to_ready_count 70
+`)
+	want := report.Operator{
+		Measured: true,
+		ReconcilesByController: []scrape.Count{
+			{Key: "sandbox", Count: 20},
+			{Key: "sandboxclaim", Count: 20},
+		},
+		SandboxReconcilesPerClaim: 2,
+		ReconcilesToReady:         1.5,
+		SandboxesBecameReady:      10,
+		Writes: []scrape.Count{
+			{Key: "patch sandboxclaims/status success", Count: 10},
+			{Key: "patch sandboxes success", Count: 10},
+			{Key: "patch sandboxes conflict", Count: 1},
+		},
+		WritesPerClaim: 2.1,
+	}
+	got := OperatorFigures(scrape.Delta(before, after), 10)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("OperatorFigures mismatch (-want +got):\n%s", diff)
+	}
+}

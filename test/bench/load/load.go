@@ -1,0 +1,393 @@
+// Package load runs one load test against a cluster with the operator running: it creates a
+// SandboxTemplate and a SandboxWarmPool, waits for the pool to be full and Ready, fires bursts
+// of SandboxClaims at a given rate, watches them to Ready=True and measures what the claims
+// cost: latency in the client's and the server's view, warm hits, API requests (from the API
+// server's own metrics), reconciles and the operator's CPU and memory.
+package load
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/sandgate-dev/sandgate/api"
+	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/test/bench/proc"
+	"github.com/sandgate-dev/sandgate/test/bench/report"
+	"github.com/sandgate-dev/sandgate/test/bench/scrape"
+)
+
+// Names of the objects a run creates in its namespace.
+const (
+	TemplateName = "bench-template"
+	PoolName     = "bench-pool"
+)
+
+// Config is one run.
+type Config struct {
+	Namespace    string
+	PodSpec      corev1.PodSpec
+	TemplateName string // for the report: the file the pod spec came from, or "built-in"
+	WarmPoolSize int32
+	BurstSize    int
+	TotalBursts  int
+	QPS          float64
+	// PoolCreateWait bounds the wait for the pool to be full and Ready before the run.
+	PoolCreateWait time.Duration
+	// Timeout bounds the wait for each burst's claims to be Ready.
+	Timeout time.Duration
+	// RefillWait bounds the wait, after the last burst, for the pool to be full again; the
+	// requests of the refill are counted.
+	RefillWait time.Duration
+	// Progress receives progress lines; nil for none.
+	Progress io.Writer
+}
+
+// Probes are where the measurements come from besides the API server.
+type Probes struct {
+	// OperatorMetrics scrapes the operator; nil when there is none to scrape.
+	OperatorMetrics func(context.Context) (scrape.Snapshot, error)
+	// OperatorUsage reads the operator's CPU and memory; nil when it is not a child.
+	OperatorUsage func() (proc.Usage, error)
+	// ComponentUsage reads the control plane's processes; nil for a remote cluster.
+	ComponentUsage func() map[string]proc.Usage
+	// Healthy reports a process of the environment that died; nil means always healthy.
+	Healthy func() error
+}
+
+// DefaultPodSpec is the pod spec used without --template: one container that kwok's nodes
+// start like any other.
+func DefaultPodSpec() corev1.PodSpec {
+	return corev1.PodSpec{Containers: []corev1.Container{{Name: "agent", Image: "registry.example/agent:1"}}}
+}
+
+// ReadPodSpec reads a corev1.PodSpec from a YAML or JSON file, rejecting unknown fields.
+func ReadPodSpec(path string) (corev1.PodSpec, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return corev1.PodSpec{}, fmt.Errorf("reading pod spec: %w", err)
+	}
+	var spec corev1.PodSpec
+	if err := yaml.UnmarshalStrict(data, &spec); err != nil {
+		return corev1.PodSpec{}, fmt.Errorf("decoding pod spec %s: %w", path, err)
+	}
+	if len(spec.Containers) == 0 {
+		return corev1.PodSpec{}, fmt.Errorf("pod spec %s has no containers", path)
+	}
+	return spec, nil
+}
+
+// runner carries the state of one run.
+type runner struct {
+	cfg    Config
+	probes Probes
+	c      client.WithWatch
+	rest   *rest.Config
+	start  time.Time
+}
+
+func (r *runner) progressf(format string, args ...any) {
+	if r.cfg.Progress != nil {
+		fmt.Fprintf(r.cfg.Progress, "%s "+format+"\n", append([]any{time.Since(r.start).Round(100 * time.Millisecond)}, args...)...)
+	}
+}
+
+func (r *runner) healthy() error {
+	if r.probes.Healthy == nil {
+		return nil
+	}
+	return r.probes.Healthy()
+}
+
+// NewClient returns a client whose rate limit does not get in the way of qps creates a
+// second, plus the watch and polls.
+func NewClient(cfg *rest.Config, qps float64) (client.WithWatch, error) {
+	c := rest.CopyConfig(cfg)
+	c.QPS = float32(max(2*qps, 1000))
+	c.Burst = int(max(4*qps, 2000))
+	cl, err := client.NewWithWatch(c, client.Options{Scheme: api.NewScheme()})
+	if err != nil {
+		return nil, fmt.Errorf("creating client: %w", err)
+	}
+	return cl, nil
+}
+
+// Run runs cfg against the cluster of restCfg (an admin configuration: it reads the API
+// server's /metrics).
+func Run(ctx context.Context, restCfg *rest.Config, cfg Config, probes Probes) (*report.Result, error) {
+	c, err := NewClient(restCfg, cfg.QPS)
+	if err != nil {
+		return nil, err
+	}
+	r := &runner{cfg: cfg, probes: probes, c: c, rest: restCfg, start: time.Now()}
+	res := &report.Result{StartedAt: r.start, RefillSeconds: -1}
+
+	if err := r.createObjects(ctx); err != nil {
+		return nil, err
+	}
+	fillStart := time.Now()
+	if err := r.waitForPool(ctx, cfg.PoolCreateWait, "pool filling"); err != nil {
+		return nil, fmt.Errorf("waiting for the warm pool to be full: %w", err)
+	}
+	res.PoolFillSeconds = time.Since(fillStart).Seconds()
+
+	w, err := startWatch(ctx, c, cfg.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	defer w.stop()
+
+	before := r.measure(ctx, res)
+	runStart := time.Now()
+	claims, lastReady := r.fire(ctx, w, res)
+	if lastReady.IsZero() {
+		lastReady = time.Now()
+	}
+	res.RunSeconds = lastReady.Sub(runStart).Seconds()
+
+	if res.Claims.Ready > 0 {
+		refillStart := time.Now()
+		if err := r.waitForPool(ctx, cfg.RefillWait, "pool refilling"); err != nil {
+			res.Errors = append(res.Errors, fmt.Sprintf("pool not full again within %s: %v", cfg.RefillWait, err))
+		} else {
+			res.RefillSeconds = time.Since(refillStart).Seconds()
+		}
+	}
+	// Writes that trail the last Ready (events, the last status patches) belong to the run.
+	time.Sleep(time.Second)
+	after := r.measure(ctx, res)
+	r.account(res, before, after)
+	if err := r.launchTypes(ctx, res, claims, w); err != nil {
+		res.Errors = append(res.Errors, err.Error())
+	}
+	return res, nil
+}
+
+// createObjects creates the namespace, the template and the pool.
+func (r *runner) createObjects(ctx context.Context) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.cfg.Namespace}}
+	if err := r.c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s: %w", r.cfg.Namespace, err)
+	}
+	tmpl := &extv1beta1.SandboxTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: TemplateName, Namespace: r.cfg.Namespace},
+		Spec: extv1beta1.SandboxTemplateSpec{SandboxBlueprint: agentsv1beta1.SandboxBlueprint{
+			PodTemplate: agentsv1beta1.PodTemplate{Spec: r.cfg.PodSpec},
+		}},
+	}
+	if err := r.c.Create(ctx, tmpl); err != nil {
+		return fmt.Errorf("creating template %s/%s: %w", r.cfg.Namespace, TemplateName, err)
+	}
+	pool := &extv1beta1.SandboxWarmPool{
+		ObjectMeta: metav1.ObjectMeta{Name: PoolName, Namespace: r.cfg.Namespace},
+		Spec: extv1beta1.SandboxWarmPoolSpec{
+			Replicas:           ptr.To(r.cfg.WarmPoolSize),
+			SandboxTemplateRef: extv1beta1.SandboxTemplateRef{Name: TemplateName},
+		},
+	}
+	if err := r.c.Create(ctx, pool); err != nil {
+		return fmt.Errorf("creating pool %s/%s: %w", r.cfg.Namespace, PoolName, err)
+	}
+	r.progressf("created template %s and pool %s (%d replicas) in namespace %s", TemplateName, PoolName, r.cfg.WarmPoolSize, r.cfg.Namespace)
+	return nil
+}
+
+// waitForPool waits until the pool's status shows every replica Ready, printing progress
+// every two seconds.
+func (r *runner) waitForPool(ctx context.Context, limit time.Duration, what string) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	start := time.Now()
+	lastPrint := time.Time{}
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var pool extv1beta1.SandboxWarmPool
+		err := r.c.Get(ctx, client.ObjectKey{Namespace: r.cfg.Namespace, Name: PoolName}, &pool)
+		if err == nil && pool.Status.ReadyReplicas >= r.cfg.WarmPoolSize && pool.Status.Replicas == r.cfg.WarmPoolSize {
+			r.progressf("%s: %d/%d ready after %s", what, pool.Status.ReadyReplicas, r.cfg.WarmPoolSize, time.Since(start).Round(100*time.Millisecond))
+			return nil
+		}
+		if time.Since(lastPrint) >= 2*time.Second {
+			lastPrint = time.Now()
+			r.progressf("%s: %d/%d ready, %d members (%s)", what, pool.Status.ReadyReplicas, r.cfg.WarmPoolSize, pool.Status.Replicas, time.Since(start).Round(time.Second))
+		}
+		if err := r.healthy(); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			if err != nil {
+				return fmt.Errorf("%w (last read: %v)", ctx.Err(), err)
+			}
+			return fmt.Errorf("%w: %d/%d ready, %d members", ctx.Err(), pool.Status.ReadyReplicas, r.cfg.WarmPoolSize, pool.Status.Replicas)
+		case <-tick.C:
+		}
+	}
+}
+
+// sent is a claim the run created.
+type sent struct {
+	name      string
+	createdAt time.Time // start of the create call
+	callTook  time.Duration
+	createErr error
+}
+
+// fire sends the bursts and waits for each one's claims; it returns the claims and when the
+// last one became Ready.
+func (r *runner) fire(ctx context.Context, w *watcher, res *report.Result) ([]*sent, time.Time) {
+	var all []*sent
+	var lastReady time.Time
+	limiter := rate.NewLimiter(rate.Limit(r.cfg.QPS), 1)
+	for b := range r.cfg.TotalBursts {
+		burst := make([]*sent, r.cfg.BurstSize)
+		var wg sync.WaitGroup
+		for i := range burst {
+			if err := limiter.Wait(ctx); err != nil {
+				burst = burst[:i]
+				break
+			}
+			s := &sent{name: fmt.Sprintf("claim-%03d-%04d", b, i)}
+			burst[i] = s
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r.create(ctx, s)
+			}()
+		}
+		wg.Wait()
+		all = append(all, burst...)
+		if last := r.waitForClaims(ctx, w, burst, b); last.After(lastReady) {
+			lastReady = last
+		}
+	}
+	for _, s := range all {
+		res.Claims.Created++
+		if s.createErr != nil {
+			res.Claims.Created--
+			res.Claims.CreateErrors++
+			if len(res.Errors) < 10 {
+				res.Errors = append(res.Errors, fmt.Sprintf("creating claim %s: %v", s.name, s.createErr))
+			}
+		}
+	}
+	return all, lastReady
+}
+
+// create creates one claim, noting when the call started; the client-first-requested-at
+// annotation carries that time, as the public clients set it.
+func (r *runner) create(ctx context.Context, s *sent) {
+	s.createdAt = time.Now()
+	claim := &extv1beta1.SandboxClaim{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        s.name,
+			Namespace:   r.cfg.Namespace,
+			Labels:      map[string]string{agentsv1beta1.LabelCreatedBy: agentsv1beta1.CreatedByGoClient},
+			Annotations: map[string]string{agentsv1beta1.AnnotationClientFirstRequestedAt: s.createdAt.UTC().Format(time.RFC3339Nano)},
+		},
+		Spec: extv1beta1.SandboxClaimSpec{WarmPoolRef: extv1beta1.WarmPoolRef{Name: PoolName}},
+	}
+	s.createErr = r.c.Create(ctx, claim)
+	s.callTook = time.Since(s.createdAt)
+}
+
+// waitForClaims waits until every created claim of the burst is Ready or the timeout passes,
+// and returns when the last one became Ready.
+func (r *runner) waitForClaims(ctx context.Context, w *watcher, burst []*sent, b int) time.Time {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
+	defer cancel()
+	start := time.Now()
+	lastPrint := time.Now()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ready, pending := 0, 0
+		var last time.Time
+		for _, s := range burst {
+			if s.createErr != nil {
+				continue
+			}
+			if obs, ok := w.get(s.name); ok {
+				ready++
+				if obs.readyAt.After(last) {
+					last = obs.readyAt
+				}
+			} else {
+				pending++
+			}
+		}
+		if pending == 0 {
+			if r.cfg.TotalBursts > 1 && r.cfg.BurstSize > 1 {
+				r.progressf("burst %d/%d: %d claims Ready", b+1, r.cfg.TotalBursts, ready)
+			}
+			return last
+		}
+		if time.Since(lastPrint) >= 2*time.Second {
+			lastPrint = time.Now()
+			r.progressf("burst %d/%d: %d/%d claims Ready (%s)", b+1, r.cfg.TotalBursts, ready, ready+pending, time.Since(start).Round(time.Second))
+		}
+		healthErr := r.healthy()
+		select {
+		case <-ctx.Done():
+			r.progressf("burst %d/%d: %d claims not Ready after %s", b+1, r.cfg.TotalBursts, pending, r.cfg.Timeout)
+			return last
+		case <-tick.C:
+			if healthErr != nil {
+				r.progressf("giving up on burst %d: %v", b+1, healthErr)
+				return last
+			}
+		}
+	}
+}
+
+// snapshot is everything measured at one moment.
+type snapshot struct {
+	api        scrape.Snapshot
+	operator   scrape.Snapshot
+	usage      *proc.Usage
+	components map[string]proc.Usage
+}
+
+// measure scrapes the API server and the operator and reads the processes' usage; failures
+// become errors of the result, not of the run.
+func (r *runner) measure(ctx context.Context, res *report.Result) snapshot {
+	var s snapshot
+	var err error
+	if s.api, err = scrape.FromAPIServer(ctx, r.rest); err != nil {
+		res.Errors = append(res.Errors, err.Error())
+	}
+	if r.probes.OperatorMetrics != nil {
+		if s.operator, err = r.probes.OperatorMetrics(ctx); err != nil {
+			res.Errors = append(res.Errors, err.Error())
+		}
+	}
+	if r.probes.OperatorUsage != nil {
+		if u, err := r.probes.OperatorUsage(); err != nil {
+			res.Errors = append(res.Errors, fmt.Sprintf("reading the operator's usage: %v", err))
+		} else {
+			s.usage = &u
+		}
+	}
+	if r.probes.ComponentUsage != nil {
+		s.components = r.probes.ComponentUsage()
+	}
+	return s
+}
+
+// errNoClaims is returned by launchTypes when there is nothing to look up.
+var errNoClaims = errors.New("no claim became Ready")

@@ -1,0 +1,162 @@
+package load
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+)
+
+// observed is what the watch saw of a claim when it first showed Ready=True.
+type observed struct {
+	readyAt time.Time // when the event arrived: the end of both latency views
+	// webhookAt is the claim's webhook-first-observed-at; zero when absent or unparsable.
+	webhookAt time.Time
+	sandbox   string
+	stamp     string
+}
+
+// watcher watches the claims of a namespace and records when each first shows Ready=True.
+// The time is taken when the event arrives, so the latency is what a client watching the
+// claim experiences.
+type watcher struct {
+	c  client.WithWatch
+	ns string
+
+	mu   sync.Mutex
+	seen map[string]observed
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// startWatch lists the namespace's claims and watches from there; it returns once the
+// watch is established.
+func startWatch(ctx context.Context, c client.WithWatch, ns string) (*watcher, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &watcher{c: c, ns: ns, seen: map[string]observed{}, cancel: cancel, done: make(chan struct{})}
+	rv, err := w.list(ctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	wi, err := w.open(ctx, rv)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	go w.run(ctx, wi, rv)
+	return w, nil
+}
+
+// list records the claims that are Ready already and returns the list's resourceVersion.
+func (w *watcher) list(ctx context.Context) (string, error) {
+	var list extv1beta1.SandboxClaimList
+	if err := w.c.List(ctx, &list, client.InNamespace(w.ns)); err != nil {
+		return "", fmt.Errorf("listing claims: %w", err)
+	}
+	for i := range list.Items {
+		w.record(&list.Items[i], time.Now())
+	}
+	return list.ResourceVersion, nil
+}
+
+func (w *watcher) open(ctx context.Context, rv string) (watch.Interface, error) {
+	wi, err := w.c.Watch(ctx, &extv1beta1.SandboxClaimList{}, &client.ListOptions{
+		Namespace: w.ns,
+		Raw:       &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watching claims: %w", err)
+	}
+	return wi, nil
+}
+
+// run consumes events, re-opening the watch where it ended (or re-listing when that
+// resourceVersion is gone) until stopped.
+func (w *watcher) run(ctx context.Context, wi watch.Interface, rv string) {
+	defer close(w.done)
+	for {
+		for ev := range wi.ResultChan() {
+			now := time.Now()
+			switch ev.Type {
+			case watch.Added, watch.Modified:
+				if claim, ok := ev.Object.(*extv1beta1.SandboxClaim); ok {
+					rv = claim.ResourceVersion
+					w.record(claim, now)
+				}
+			case watch.Bookmark:
+				if claim, ok := ev.Object.(*extv1beta1.SandboxClaim); ok {
+					rv = claim.ResourceVersion
+				}
+			case watch.Error:
+				if apierrors.IsResourceExpired(apierrors.FromObject(ev.Object)) || apierrors.IsGone(apierrors.FromObject(ev.Object)) {
+					rv = ""
+				}
+			}
+		}
+		wi.Stop()
+		for {
+			if ctx.Err() != nil {
+				return
+			}
+			var err error
+			if rv == "" {
+				if rv, err = w.list(ctx); err != nil {
+					time.Sleep(100 * time.Millisecond)
+					continue
+				}
+			}
+			if wi, err = w.open(ctx, rv); err == nil {
+				break
+			}
+			rv = ""
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// record notes the claim's first Ready=True.
+func (w *watcher) record(claim *extv1beta1.SandboxClaim, at time.Time) {
+	if !meta.IsStatusConditionTrue(claim.Status.Conditions, agentsv1beta1.ConditionReady) {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.seen[claim.Name]; ok {
+		return
+	}
+	obs := observed{
+		readyAt: at,
+		sandbox: claim.Status.Sandbox.Name,
+		stamp:   claim.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash],
+	}
+	if ts, ok := claim.Annotations[agentsv1beta1.AnnotationWebhookFirstObservedAt]; ok {
+		if t, err := time.Parse(time.RFC3339Nano, ts); err == nil {
+			obs.webhookAt = t
+		}
+	}
+	w.seen[claim.Name] = obs
+}
+
+// get returns what was observed of the named claim, if it became Ready.
+func (w *watcher) get(name string) (observed, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	obs, ok := w.seen[name]
+	return obs, ok
+}
+
+func (w *watcher) stop() {
+	w.cancel()
+	<-w.done
+}

@@ -1,0 +1,110 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/sandgate-dev/sandgate/test/bench/scrape"
+	"github.com/sandgate-dev/sandgate/test/bench/stats"
+)
+
+// WriteText prints r as the table a person reads after a run.
+func WriteText(w io.Writer, r *Result) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	p := r.Parameters
+	title := "load run"
+	if r.Scenario != "" {
+		title = "scenario " + r.Scenario
+	}
+	fmt.Fprintf(tw, "\n== %s: %d burst(s) of %d claims at %g QPS into a pool of %d (%s)\n",
+		title, p.TotalBursts, p.BurstSize, p.QPS, p.WarmPoolSize, p.Cluster)
+	fmt.Fprintf(tw, "pool fill\t%.1f s\n", r.PoolFillSeconds)
+	fmt.Fprintf(tw, "run (first create → last Ready)\t%.2f s\n", r.RunSeconds)
+	if r.RefillSeconds >= 0 {
+		fmt.Fprintf(tw, "refill after the run\t%.2f s\n", r.RefillSeconds)
+	} else {
+		fmt.Fprintf(tw, "refill after the run\tnot complete\n")
+	}
+	c := r.Claims
+	fmt.Fprintf(tw, "claims\t%d created, %d Ready, %d never Ready, %d create errors\n", c.Created, c.Ready, c.NeverReady, c.CreateErrors)
+	fmt.Fprintf(tw, "launch\t%d warm, %d cold, %d unknown; %d on a stale template\n", c.WarmHits, c.ColdStarts, c.UnknownLaunch, c.Stale)
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "startup latency (ms)\tn\tp50\tp90\tp99\tmax")
+	for _, row := range []struct {
+		name string
+		s    stats.Summary
+	}{
+		{"client: create call → watch Ready", r.Latency.Client},
+		{"server: webhook-first-observed-at → watch Ready", r.Latency.Server},
+		{"create call", r.Latency.CreateCall},
+	} {
+		if row.s.Count == 0 {
+			fmt.Fprintf(tw, "%s\t0\t-\t-\t-\t-\n", row.name)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.1f\t%.1f\n", row.name, row.s.Count, row.s.P50, row.s.P90, row.s.P99, row.s.Max)
+	}
+	fmt.Fprintln(tw)
+	a := r.API
+	fmt.Fprintf(tw, "API mutating requests (all clients, refill included)\t%.0f\t%.2f per claim\n", a.Mutating, a.MutatingPerClaim)
+	fmt.Fprintf(tw, "API read requests\t%.0f\n", a.Reads)
+	fmt.Fprintf(tw, "409 Conflict responses\t%.0f\t%s\n", a.Conflicts, keys(a.ConflictsByVerbResource))
+	fmt.Fprintf(tw, "kube-apiserver CPU during the run\t%.2f s\n", a.ServerCPUSeconds)
+	for _, row := range a.ByVerbResourceCode {
+		fmt.Fprintf(tw, "  %s\t%.0f\t%s per claim\n", row.Key, row.Count, perClaim(row.Count, c.Created))
+	}
+	fmt.Fprintln(tw)
+	o := r.Operator
+	if o.Measured {
+		fmt.Fprintf(tw, "operator writes\t%.0f\t%.2f per claim\n", sum(o.Writes), o.WritesPerClaim)
+		for _, row := range o.Writes {
+			fmt.Fprintf(tw, "  %s\t%.0f\n", row.Key, row.Count)
+		}
+		fmt.Fprintf(tw, "reconciles by controller\t%s\n", keys(o.ReconcilesByController))
+		fmt.Fprintf(tw, "Sandbox reconciles per claim\t%.2f\n", o.SandboxReconcilesPerClaim)
+		if o.SandboxesBecameReady > 0 {
+			fmt.Fprintf(tw, "Sandbox reconciles create → Ready\t%.2f (mean of %.0f Sandboxes)\n", o.ReconcilesToReady, o.SandboxesBecameReady)
+		}
+	} else {
+		fmt.Fprintln(tw, "operator metrics\tnot measured")
+	}
+	if o.PeakRSSMiB > 0 {
+		fmt.Fprintf(tw, "operator CPU\t%.2f s during the run, %.2f s since start\n", o.CPUSeconds, o.CPUSecondsTotal)
+		fmt.Fprintf(tw, "operator peak memory (VmHWM)\t%.1f MiB\n", o.PeakRSSMiB)
+	}
+	for _, comp := range r.Components {
+		fmt.Fprintf(tw, "%s CPU during the run\t%.2f s\t(peak %.0f MiB)\n", comp.Name, comp.CPUSeconds, comp.PeakRSSMiB)
+	}
+	for _, e := range r.Errors {
+		fmt.Fprintf(tw, "problem\t%s\n", e)
+	}
+	tw.Flush()
+}
+
+func keys(rows []scrape.Count) string {
+	if len(rows) == 0 {
+		return "-"
+	}
+	parts := make([]string, len(rows))
+	for i, r := range rows {
+		parts[i] = fmt.Sprintf("%s %.0f", r.Key, r.Count)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func sum(rows []scrape.Count) float64 {
+	var s float64
+	for _, r := range rows {
+		s += r.Count
+	}
+	return s
+}
+
+func perClaim(v float64, claims int) string {
+	if claims == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", v/float64(claims))
+}
