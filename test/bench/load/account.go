@@ -102,22 +102,22 @@ func (r *runner) account(res *report.Result, before, after snapshot) {
 
 // launchTypes computes latencies and looks up how each Ready claim's Sandbox was launched and
 // whether it was built from the claim's stamped template.
-func (r *runner) launchTypes(ctx context.Context, res *report.Result, claims []*sent, w *watcher) error {
+func (r *runner) launchTypes(ctx context.Context, res *report.Result, claims []*sent, w *ClaimWatcher) error {
 	var clientView, serverView, call []time.Duration
 	for _, s := range claims {
 		if s.createErr != nil {
 			continue
 		}
 		call = append(call, s.callTook)
-		obs, ok := w.get(s.name)
+		obs, ok := w.Ready(s.name)
 		if !ok {
 			res.Claims.NeverReady++
 			continue
 		}
 		res.Claims.Ready++
-		clientView = append(clientView, obs.readyAt.Sub(s.createdAt))
-		if !obs.webhookAt.IsZero() {
-			serverView = append(serverView, obs.readyAt.Sub(obs.webhookAt))
+		clientView = append(clientView, obs.ReadyAt.Sub(s.createdAt))
+		if !obs.WebhookAt.IsZero() {
+			serverView = append(serverView, obs.ReadyAt.Sub(obs.WebhookAt))
 		}
 	}
 	res.Latency = report.Latency{Client: stats.Summarize(clientView), Server: stats.Summarize(serverView), CreateCall: stats.Summarize(call)}
@@ -133,11 +133,11 @@ func (r *runner) launchTypes(ctx context.Context, res *report.Result, claims []*
 		sandboxes[list.Items[i].Name] = &list.Items[i]
 	}
 	for _, s := range claims {
-		obs, ok := w.get(s.name)
+		obs, ok := w.Ready(s.name)
 		if !ok {
 			continue
 		}
-		sb := sandboxes[obs.sandbox]
+		sb := sandboxes[obs.Sandbox]
 		if sb == nil {
 			res.Claims.UnknownLaunch++
 			continue
@@ -150,7 +150,7 @@ func (r *runner) launchTypes(ctx context.Context, res *report.Result, claims []*
 		default:
 			res.Claims.UnknownLaunch++
 		}
-		if hash, ok := sb.Labels[agentsv1beta1.LabelSandboxTemplateHash]; ok && obs.stamp != "" && hash != obs.stamp {
+		if hash, ok := sb.Labels[agentsv1beta1.LabelSandboxTemplateHash]; ok && obs.Stamp != "" && hash != obs.Stamp {
 			res.Claims.Stale++
 		}
 	}

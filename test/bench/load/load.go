@@ -145,11 +145,11 @@ func Run(ctx context.Context, restCfg *rest.Config, cfg Config, probes Probes) (
 	}
 	res.PoolFillSeconds = time.Since(fillStart).Seconds()
 
-	w, err := startWatch(ctx, c, cfg.Namespace)
+	w, err := StartClaimWatch(ctx, c, cfg.Namespace)
 	if err != nil {
 		return nil, err
 	}
-	defer w.stop()
+	defer w.Stop()
 
 	before := r.measure(ctx, res)
 	runStart := time.Now()
@@ -250,7 +250,7 @@ type sent struct {
 
 // fire sends the bursts and waits for each one's claims; it returns the claims and when the
 // last one became Ready.
-func (r *runner) fire(ctx context.Context, w *watcher, res *report.Result) ([]*sent, time.Time) {
+func (r *runner) fire(ctx context.Context, w *ClaimWatcher, res *report.Result) ([]*sent, time.Time) {
 	var all []*sent
 	var lastReady time.Time
 	limiter := rate.NewLimiter(rate.Limit(r.cfg.QPS), 1)
@@ -308,7 +308,7 @@ func (r *runner) create(ctx context.Context, s *sent) {
 
 // waitForClaims waits until every created claim of the burst is Ready or the timeout passes,
 // and returns when the last one became Ready.
-func (r *runner) waitForClaims(ctx context.Context, w *watcher, burst []*sent, b int) time.Time {
+func (r *runner) waitForClaims(ctx context.Context, w *ClaimWatcher, burst []*sent, b int) time.Time {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
 	defer cancel()
 	start := time.Now()
@@ -322,10 +322,10 @@ func (r *runner) waitForClaims(ctx context.Context, w *watcher, burst []*sent, b
 			if s.createErr != nil {
 				continue
 			}
-			if obs, ok := w.get(s.name); ok {
+			if obs, ok := w.Ready(s.name); ok {
 				ready++
-				if obs.readyAt.After(last) {
-					last = obs.readyAt
+				if obs.ReadyAt.After(last) {
+					last = obs.ReadyAt
 				}
 			} else {
 				pending++

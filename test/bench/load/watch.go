@@ -16,24 +16,27 @@ import (
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
 
-// observed is what the watch saw of a claim when it first showed Ready=True.
-type observed struct {
-	readyAt time.Time // when the event arrived: the end of both latency views
-	// webhookAt is the claim's webhook-first-observed-at; zero when absent or unparsable.
-	webhookAt time.Time
-	sandbox   string
-	stamp     string
+// ReadyClaim is what the watch saw of a claim when it first showed Ready=True.
+type ReadyClaim struct {
+	// ReadyAt is when the event arrived: the end of both latency views.
+	ReadyAt time.Time
+	// WebhookAt is the claim's webhook-first-observed-at; zero when absent or unparsable.
+	WebhookAt time.Time
+	// Sandbox is status.sandbox.name.
+	Sandbox string
+	// Stamp is the claim's template-hash annotation.
+	Stamp string
 }
 
-// watcher watches the claims of a namespace and records when each first shows Ready=True.
+// ClaimWatcher watches the claims of a namespace and records when each first shows Ready=True.
 // The time is taken when the event arrives, so the latency is what a client watching the
 // claim experiences.
-type watcher struct {
+type ClaimWatcher struct {
 	c  client.WithWatch
 	ns string
 
 	mu   sync.Mutex
-	seen map[string]observed
+	seen map[string]ReadyClaim
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -41,9 +44,9 @@ type watcher struct {
 
 // startWatch lists the namespace's claims and watches from there; it returns once the
 // watch is established.
-func startWatch(ctx context.Context, c client.WithWatch, ns string) (*watcher, error) {
+func StartClaimWatch(ctx context.Context, c client.WithWatch, ns string) (*ClaimWatcher, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	w := &watcher{c: c, ns: ns, seen: map[string]observed{}, cancel: cancel, done: make(chan struct{})}
+	w := &ClaimWatcher{c: c, ns: ns, seen: map[string]ReadyClaim{}, cancel: cancel, done: make(chan struct{})}
 	rv, err := w.list(ctx)
 	if err != nil {
 		cancel()
@@ -59,7 +62,7 @@ func startWatch(ctx context.Context, c client.WithWatch, ns string) (*watcher, e
 }
 
 // list records the claims that are Ready already and returns the list's resourceVersion.
-func (w *watcher) list(ctx context.Context) (string, error) {
+func (w *ClaimWatcher) list(ctx context.Context) (string, error) {
 	var list extv1beta1.SandboxClaimList
 	if err := w.c.List(ctx, &list, client.InNamespace(w.ns)); err != nil {
 		return "", fmt.Errorf("listing claims: %w", err)
@@ -70,7 +73,7 @@ func (w *watcher) list(ctx context.Context) (string, error) {
 	return list.ResourceVersion, nil
 }
 
-func (w *watcher) open(ctx context.Context, rv string) (watch.Interface, error) {
+func (w *ClaimWatcher) open(ctx context.Context, rv string) (watch.Interface, error) {
 	wi, err := w.c.Watch(ctx, &extv1beta1.SandboxClaimList{}, &client.ListOptions{
 		Namespace: w.ns,
 		Raw:       &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true},
@@ -83,7 +86,7 @@ func (w *watcher) open(ctx context.Context, rv string) (watch.Interface, error) 
 
 // run consumes events, re-opening the watch where it ended (or re-listing when that
 // resourceVersion is gone) until stopped.
-func (w *watcher) run(ctx context.Context, wi watch.Interface, rv string) {
+func (w *ClaimWatcher) run(ctx context.Context, wi watch.Interface, rv string) {
 	defer close(w.done)
 	for {
 		for ev := range wi.ResultChan() {
@@ -126,7 +129,7 @@ func (w *watcher) run(ctx context.Context, wi watch.Interface, rv string) {
 }
 
 // record notes the claim's first Ready=True.
-func (w *watcher) record(claim *extv1beta1.SandboxClaim, at time.Time) {
+func (w *ClaimWatcher) record(claim *extv1beta1.SandboxClaim, at time.Time) {
 	if !meta.IsStatusConditionTrue(claim.Status.Conditions, agentsv1beta1.ConditionReady) {
 		return
 	}
@@ -135,28 +138,29 @@ func (w *watcher) record(claim *extv1beta1.SandboxClaim, at time.Time) {
 	if _, ok := w.seen[claim.Name]; ok {
 		return
 	}
-	obs := observed{
-		readyAt: at,
-		sandbox: claim.Status.Sandbox.Name,
-		stamp:   claim.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash],
+	obs := ReadyClaim{
+		ReadyAt: at,
+		Sandbox: claim.Status.Sandbox.Name,
+		Stamp:   claim.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash],
 	}
 	if ts, ok := claim.Annotations[agentsv1beta1.AnnotationWebhookFirstObservedAt]; ok {
 		if t, err := time.Parse(time.RFC3339Nano, ts); err == nil {
-			obs.webhookAt = t
+			obs.WebhookAt = t
 		}
 	}
 	w.seen[claim.Name] = obs
 }
 
-// get returns what was observed of the named claim, if it became Ready.
-func (w *watcher) get(name string) (observed, bool) {
+// Ready returns what was observed of the named claim, if it became Ready.
+func (w *ClaimWatcher) Ready(name string) (ReadyClaim, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	obs, ok := w.seen[name]
 	return obs, ok
 }
 
-func (w *watcher) stop() {
+// Stop ends the watch.
+func (w *ClaimWatcher) Stop() {
 	w.cancel()
 	<-w.done
 }
