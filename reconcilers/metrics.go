@@ -32,6 +32,13 @@ type Metrics struct {
 	wakeups           *prometheus.CounterVec
 	writes            *prometheus.CounterVec
 
+	// Claims (see claim_metrics.go).
+	claimStartup           *prometheus.HistogramVec
+	claimControllerStartup *prometheus.HistogramVec
+	warmHits               prometheus.Counter
+	coldStarts             prometheus.Counter
+	bindsLost              *prometheus.CounterVec
+
 	mu sync.Mutex
 	// sinceNotReady counts the reconciles of each Sandbox since it was created or last left
 	// Ready; observed into reconcilesToReady when the Sandbox becomes Ready.
@@ -61,7 +68,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"verb", "resource", "result"}),
 		sinceNotReady: map[types.UID]int{},
 	}
-	for _, c := range []prometheus.Collector{m.reconciles, m.reconcilesToReady, m.wakeups, m.writes} {
+	m.initClaimMetrics()
+	for _, c := range []prometheus.Collector{
+		m.reconciles, m.reconcilesToReady, m.wakeups, m.writes,
+		m.claimStartup, m.claimControllerStartup, m.warmHits, m.coldStarts, m.bindsLost,
+	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
+	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
 
@@ -21,6 +22,15 @@ import (
 const (
 	// IndexPodController indexes pods by the name of the Sandbox that controls them.
 	IndexPodController = "sandgate.podController"
+	// IndexSandboxClaimUID indexes Sandboxes by their claim-uid label: how a claim finds the
+	// Sandbox bound to it, after a restart too.
+	IndexSandboxClaimUID = "sandgate.sandboxClaimUID"
+	// IndexSandboxPool indexes Sandboxes by the name of the pool that controls them.
+	IndexSandboxPool = "sandgate.sandboxPool"
+	// IndexPoolTemplate indexes SandboxWarmPools by spec.sandboxTemplateRef.name.
+	IndexPoolTemplate = "sandgate.poolTemplate"
+	// IndexClaimPool indexes SandboxClaims by spec.warmPoolRef.name.
+	IndexClaimPool = "sandgate.claimPool"
 )
 
 // Config configures the controllers Setup registers.
@@ -34,6 +44,15 @@ type Config struct {
 	// PodProgressDelay: see SandboxReconciler.PodProgressDelay; 0 means
 	// DefaultPodProgressDelay.
 	PodProgressDelay time.Duration
+	// Extensions runs the SandboxTemplate, SandboxWarmPool and SandboxClaim controllers.
+	Extensions bool
+	// ColdStartGrace: see DefaultColdStartGrace; 0 means the default.
+	ColdStartGrace time.Duration
+	// MemberReadyTimeout: see DefaultMemberReadyTimeout; 0 means the default.
+	MemberReadyTimeout time.Duration
+	// WarmPoolWorkers and ClaimWorkers are the numbers of concurrent reconciles of pools and
+	// claims (templates get WarmPoolWorkers too); 0 means 1.
+	WarmPoolWorkers, ClaimWorkers int
 	// SkipNameValidation lets tests run several managers with the same controllers in one
 	// process.
 	SkipNameValidation bool
@@ -50,6 +69,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	if err := SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
+	if cfg.Extensions {
+		if err := SetupExtensionIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+			return err
+		}
+	}
 	sandboxes := &SandboxReconciler{
 		Client:           mgr.GetClient(),
 		Recorder:         mgr.GetEventRecorder("sandgate-sandbox-controller"),
@@ -63,6 +87,37 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	}); err != nil {
 		return fmt.Errorf("setting up the sandbox controller: %w", err)
 	}
+	if cfg.Extensions {
+		return setupExtensions(mgr, cfg)
+	}
+	return nil
+}
+
+// setupExtensions registers the SandboxTemplate, SandboxWarmPool and SandboxClaim
+// controllers.
+func setupExtensions(mgr ctrl.Manager, cfg Config) error {
+	options := func(workers int) controller.Options {
+		return controller.Options{MaxConcurrentReconciles: max(workers, 1), SkipNameValidation: &cfg.SkipNameValidation}
+	}
+	templates := &TemplateReconciler{Client: mgr.GetClient(), Metrics: cfg.Metrics}
+	if err := templates.SetupWithManager(mgr, options(cfg.WarmPoolWorkers)); err != nil {
+		return fmt.Errorf("setting up the template controller: %w", err)
+	}
+	pools := &WarmPoolReconciler{Client: mgr.GetClient(), Metrics: cfg.Metrics, MemberReadyTimeout: cfg.MemberReadyTimeout}
+	if err := pools.SetupWithManager(mgr, options(cfg.WarmPoolWorkers)); err != nil {
+		return fmt.Errorf("setting up the warm pool controller: %w", err)
+	}
+	claims := &ClaimReconciler{
+		Client:         mgr.GetClient(),
+		APIReader:      mgr.GetAPIReader(),
+		Recorder:       mgr.GetEventRecorder("sandgate-claim-controller"),
+		Metrics:        cfg.Metrics,
+		Index:          NewWarmIndex(),
+		ColdStartGrace: cfg.ColdStartGrace,
+	}
+	if err := claims.SetupWithManager(mgr, options(cfg.ClaimWorkers)); err != nil {
+		return fmt.Errorf("setting up the claim controller: %w", err)
+	}
 	return nil
 }
 
@@ -70,6 +125,56 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	if err := indexer.IndexField(ctx, &corev1.Pod{}, IndexPodController, podControllerSandbox); err != nil {
 		return fmt.Errorf("indexing pods by controlling sandbox: %w", err)
+	}
+	return nil
+}
+
+// SetupExtensionIndexes registers the field indexes of the template, pool and claim
+// controllers.
+func SetupExtensionIndexes(ctx context.Context, indexer client.FieldIndexer) error {
+	indexes := []struct {
+		obj     client.Object
+		name    string
+		extract client.IndexerFunc
+		what    string
+	}{
+		{&agentsv1beta1.Sandbox{}, IndexSandboxClaimUID, sandboxClaimUID, "sandboxes by claim uid"},
+		{&agentsv1beta1.Sandbox{}, IndexSandboxPool, sandboxPool, "sandboxes by controlling pool"},
+		{&extv1beta1.SandboxWarmPool{}, IndexPoolTemplate, poolTemplate, "pools by template"},
+		{&extv1beta1.SandboxClaim{}, IndexClaimPool, claimPool, "claims by pool"},
+	}
+	for _, ix := range indexes {
+		if err := indexer.IndexField(ctx, ix.obj, ix.name, ix.extract); err != nil {
+			return fmt.Errorf("indexing %s: %w", ix.what, err)
+		}
+	}
+	return nil
+}
+
+func sandboxClaimUID(obj client.Object) []string {
+	if uid := obj.GetLabels()[agentsv1beta1.LabelClaimUID]; uid != "" {
+		return []string{uid}
+	}
+	return nil
+}
+
+func sandboxPool(obj client.Object) []string {
+	if pool, ok := poolOf(obj); ok {
+		return []string{pool.Name}
+	}
+	return nil
+}
+
+func poolTemplate(obj client.Object) []string {
+	if p, ok := obj.(*extv1beta1.SandboxWarmPool); ok && p.Spec.SandboxTemplateRef.Name != "" {
+		return []string{p.Spec.SandboxTemplateRef.Name}
+	}
+	return nil
+}
+
+func claimPool(obj client.Object) []string {
+	if c, ok := obj.(*extv1beta1.SandboxClaim); ok && c.Spec.WarmPoolRef.Name != "" {
+		return []string{c.Spec.WarmPoolRef.Name}
 	}
 	return nil
 }

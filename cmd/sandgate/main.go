@@ -38,6 +38,7 @@ type options struct {
 	warmPoolWorkers         int
 	clusterDomain           string
 	extensions              bool
+	coldStartGrace          time.Duration
 	gracefulShutdownTimeout time.Duration
 }
 
@@ -55,6 +56,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.IntVar(&o.warmPoolWorkers, "sandbox-warm-pool-concurrent-workers", 4, "Concurrent reconciles of SandboxWarmPools.")
 	fs.StringVar(&o.clusterDomain, "cluster-domain", "cluster.local", "Cluster DNS domain used in Sandbox status.serviceFQDN.")
 	fs.BoolVar(&o.extensions, "extensions", false, "Also run the SandboxTemplate, SandboxWarmPool and SandboxClaim controllers.")
+	fs.DurationVar(&o.coldStartGrace, "cold-start-grace", reconcilers.DefaultColdStartGrace, "How long a claim with no ready warm sandbox of its template version waits for pool members being created before it cold-starts a sandbox.")
 	fs.DurationVar(&o.gracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long running reconciles may take to finish on shutdown.")
 }
 
@@ -77,6 +79,9 @@ func (o *options) validate() error {
 	}
 	if o.webhookPort < 1 || o.webhookPort > 65535 {
 		errs = append(errs, fmt.Errorf("--webhook-port must be a TCP port, got %d", o.webhookPort))
+	}
+	if o.coldStartGrace < 0 {
+		errs = append(errs, fmt.Errorf("--cold-start-grace must not be negative, got %s", o.coldStartGrace))
 	}
 	if o.clusterDomain == "" {
 		errs = append(errs, errors.New("--cluster-domain must not be empty"))
@@ -147,9 +152,13 @@ func run(opts options) error {
 
 	ctx := ctrl.SetupSignalHandler()
 	if err := reconcilers.Setup(ctx, mgr, reconcilers.Config{
-		Metrics:        metrics,
-		ClusterDomain:  opts.clusterDomain,
-		SandboxWorkers: opts.sandboxWorkers,
+		Metrics:         metrics,
+		ClusterDomain:   opts.clusterDomain,
+		SandboxWorkers:  opts.sandboxWorkers,
+		Extensions:      opts.extensions,
+		ColdStartGrace:  opts.coldStartGrace,
+		WarmPoolWorkers: opts.warmPoolWorkers,
+		ClaimWorkers:    opts.claimWorkers,
 	}); err != nil {
 		return err
 	}

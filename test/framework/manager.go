@@ -33,6 +33,11 @@ type ManagerOptions struct {
 	Namespaces []string
 	// ClusterDomain defaults to cluster.local.
 	ClusterDomain string
+	// Extensions runs the SandboxTemplate, SandboxWarmPool and SandboxClaim controllers too.
+	Extensions bool
+	// ColdStartGrace is the claim controller's wait for warm members before a cold start;
+	// 0 means reconcilers.DefaultColdStartGrace.
+	ColdStartGrace time.Duration
 }
 
 // Manager is a sandgate manager running in the test process against a Cluster.
@@ -79,6 +84,10 @@ func (c *Cluster) StartManager(t testing.TB, opts ManagerOptions) *Manager {
 		Metrics:            metrics,
 		ClusterDomain:      opts.ClusterDomain,
 		SandboxWorkers:     4,
+		Extensions:         opts.Extensions,
+		ColdStartGrace:     opts.ColdStartGrace,
+		WarmPoolWorkers:    2,
+		ClaimWorkers:       4,
 		SkipNameValidation: true,
 	}); err != nil {
 		cancel()

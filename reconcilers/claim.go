@@ -1,0 +1,467 @@
+package reconcilers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+)
+
+// ClaimControllerName names the SandboxClaim controller in logs and metrics.
+const ClaimControllerName = "sandboxclaim"
+
+const claimKind = "SandboxClaim"
+
+// DefaultColdStartGrace is how long a claim with no ready member of its template version
+// waits for members being created before it cold-starts a Sandbox of its own.
+const DefaultColdStartGrace = 2 * time.Second
+
+// Messages of claim conditions (the contract fixes the reasons, not these).
+const (
+	messageWarmPoolNotFoundFmt = "SandboxWarmPool %s not found"
+	messageTemplateNotFoundFmt = "SandboxTemplate %s not found"
+	messageWaitingForMember    = "Waiting for a warm sandbox"
+	messageSandboxMissingFmt   = "Sandbox %s not found"
+	messageSandboxNotReady     = "Sandbox is not ready"
+	messageClaimExpiredFmt     = "Claim expired at %s"
+)
+
+// ClaimReconciler serves SandboxClaims: it binds a ready warm member of the claim's pool
+// (see claim_binding.go for the protocol), or cold-starts a Sandbox from the pool's
+// template, mirrors the Sandbox's readiness into the claim and ends the claim when its
+// lifecycle says so (claim_lifecycle.go).
+//
+// The Sandbox is the record of a binding (controller reference and claim-uid label); the
+// claim's status only reports it. After a restart a claim finds its Sandbox again through
+// the IndexSandboxClaimUID cache index.
+type ClaimReconciler struct {
+	Client client.Client
+	// APIReader reads from the API server: the stamp fallback must not hash a stale template.
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	Metrics   *Metrics
+	Clock     clock.PassiveClock
+	// Index is the warm member index, fed by this controller's Sandbox watch.
+	Index *WarmIndex
+	// ColdStartGrace: see DefaultColdStartGrace; 0 means the default.
+	ColdStartGrace time.Duration
+
+	mu     sync.Mutex
+	claims map[types.NamespacedName]*claimMemory
+}
+
+// claimMemory is what the controller remembers of a claim between reconciles. It is not
+// needed for correctness after a restart, only for latency bookkeeping and to bridge the
+// cache lag after this process bound a Sandbox.
+type claimMemory struct {
+	uid types.UID
+	// firstSeen is the controller-first-observed time of the claim, kept in memory rather than
+	// written to the claim (a write on the claim path for bookkeeping only).
+	firstSeen time.Time
+	// bound names the Sandbox this process bound or created for the claim, until the cache
+	// shows it: a reconcile in between must not bind a second one.
+	bound string
+	// readyObserved: the startup latency of the claim has been recorded.
+	readyObserved bool
+	// launchType and template label the latency metrics.
+	launchType, template string
+}
+
+// SetupWithManager registers the controller and its watches.
+func (r *ClaimReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	if r.ColdStartGrace == 0 {
+		r.ColdStartGrace = DefaultColdStartGrace
+	}
+	if r.Index == nil {
+		r.Index = NewWarmIndex()
+	}
+	r.claims = map[types.NamespacedName]*claimMemory{}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(ClaimControllerName).
+		WithOptions(opts).
+		// Own status writes never wake the claim; the stamp (an annotation) does.
+		For(&extv1beta1.SandboxClaim{}, builder.WithPredicates(predicate.Or(
+			predicate.GenerationChangedPredicate{},
+			predicate.AnnotationChangedPredicate{},
+		))).
+		Watches(&agentsv1beta1.Sandbox{}, &claimSandboxHandler{index: r.Index}).
+		Watches(&extv1beta1.SandboxWarmPool{}, handler.EnqueueRequestsFromMapFunc(r.unboundClaimsOfPool),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&extv1beta1.SandboxTemplate{}, handler.EnqueueRequestsFromMapFunc(r.unboundClaimsOfTemplate),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Complete(r)
+}
+
+// unboundClaimsOfPool wakes the claims of a pool that appeared or changed and that still
+// wait for a Sandbox (bound claims do not care).
+func (r *ClaimReconciler) unboundClaimsOfPool(ctx context.Context, obj client.Object) []reconcile.Request {
+	var claims extv1beta1.SandboxClaimList
+	if err := r.Client.List(ctx, &claims, client.InNamespace(obj.GetNamespace()), client.MatchingFields{IndexClaimPool: obj.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing claims of pool", "pool", klog.KObj(obj))
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, c := range claims.Items {
+		if c.Status.Sandbox.Name == "" {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Name}})
+		}
+	}
+	return reqs
+}
+
+func (r *ClaimReconciler) unboundClaimsOfTemplate(ctx context.Context, obj client.Object) []reconcile.Request {
+	var pools extv1beta1.SandboxWarmPoolList
+	if err := r.Client.List(ctx, &pools, client.InNamespace(obj.GetNamespace()), client.MatchingFields{IndexPoolTemplate: obj.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing pools of template", "template", klog.KObj(obj))
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range pools.Items {
+		reqs = append(reqs, r.unboundClaimsOfPool(ctx, &pools.Items[i])...)
+	}
+	return reqs
+}
+
+// memory returns what the controller remembers of claim, starting afresh for a new claim.
+func (r *ClaimReconciler) memory(claim *extv1beta1.SandboxClaim) *claimMemory {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	nn := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
+	m := r.claims[nn]
+	if m == nil || m.uid != claim.UID {
+		m = &claimMemory{uid: claim.UID, firstSeen: r.Clock.Now()}
+		r.claims[nn] = m
+	}
+	return m
+}
+
+func (r *ClaimReconciler) forget(nn types.NamespacedName) {
+	r.mu.Lock()
+	delete(r.claims, nn)
+	r.mu.Unlock()
+	r.Index.StopWaiting(nn)
+}
+
+// claimStep is the work of one reconcile: the claim's status is changed in place and
+// written once by Reconcile; events wait until that write succeeded.
+type claimStep struct {
+	claim  *extv1beta1.SandboxClaim
+	mem    *claimMemory
+	events []func()
+}
+
+func (s *claimStep) event(f func()) { s.events = append(s.events, f) }
+
+// errClaimDeleted tells Reconcile the claim was deleted and has no status to write.
+var errClaimDeleted = errors.New("claim deleted")
+
+// Reconcile serves one claim and writes its status.
+func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	r.Metrics.reconciled(ClaimControllerName)
+	claim := &extv1beta1.SandboxClaim{}
+	if err := r.Client.Get(ctx, req.NamespacedName, claim); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(req.NamespacedName)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !claim.DeletionTimestamp.IsZero() {
+		r.forget(req.NamespacedName)
+		return ctrl.Result{}, nil
+	}
+	old := claim.DeepCopy()
+	step := &claimStep{claim: claim, mem: r.memory(claim)}
+	result, err := r.reconcile(ctx, step)
+	if errors.Is(err, errClaimDeleted) {
+		for _, e := range step.events {
+			e()
+		}
+		r.forget(req.NamespacedName)
+		return ctrl.Result{}, nil
+	}
+	if err != nil && !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
+		r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonReconcilerError, err.Error())
+	}
+	if wrote, werr := patchStatus(ctx, r.Client, old, claim, func(c *extv1beta1.SandboxClaim) any { return c.Status }); werr != nil {
+		return quiet(result, errors.Join(err, fmt.Errorf("patching claim status: %w", werr)))
+	} else if wrote {
+		r.observeStartup(step)
+	}
+	for _, e := range step.events {
+		e()
+	}
+	return quiet(result, err)
+}
+
+// reconcile decides the claim's state; the caller writes its status.
+func (r *ClaimReconciler) reconcile(ctx context.Context, s *claimStep) (ctrl.Result, error) {
+	claim := s.claim
+	sb, err := r.boundSandbox(ctx, s)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if sb == nil && s.mem.bound != "" {
+		// Bound (or created) by this process, not in the cache yet: status was written then.
+		return ctrl.Result{RequeueAfter: retryAfterCacheCatchesUp}, nil
+	}
+
+	now := r.Clock.Now()
+	var result ctrl.Result
+	if at, ok := claimExpiry(claim, sb); ok {
+		if !now.Before(at) {
+			return ctrl.Result{}, r.expire(ctx, s, sb, at)
+		}
+		result.RequeueAfter = at.Sub(now)
+	}
+	if sb != nil {
+		if s.mem.template == "" {
+			s.mem.template = sb.Annotations[agentsv1beta1.AnnotationSandboxTemplateRef]
+		}
+		r.mirror(claim, sb)
+		return result, nil
+	}
+	if claim.Status.Sandbox.Name != "" {
+		// The claim was bound and its Sandbox is gone: it is not served again, which would
+		// hand its user a different Sandbox under the same claim.
+		claim.Status.Sandbox.PodIPs = nil
+		r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonSandboxMissing, fmt.Sprintf(messageSandboxMissingFmt, claim.Status.Sandbox.Name))
+		return result, nil
+	}
+	serve, err := r.serve(ctx, s)
+	if result.RequeueAfter == 0 || (serve.RequeueAfter != 0 && serve.RequeueAfter < result.RequeueAfter) {
+		result.RequeueAfter = serve.RequeueAfter
+	}
+	return result, err
+}
+
+// boundSandbox finds the claim's Sandbox through the claim-uid index: the Sandbox, not the
+// claim's status, records the binding.
+func (r *ClaimReconciler) boundSandbox(ctx context.Context, s *claimStep) (*agentsv1beta1.Sandbox, error) {
+	var list agentsv1beta1.SandboxList
+	if err := r.Client.List(ctx, &list, client.InNamespace(s.claim.Namespace), client.MatchingFields{IndexSandboxClaimUID: string(s.claim.UID)}); err != nil {
+		return nil, fmt.Errorf("looking up the claim's sandbox: %w", err)
+	}
+	var found []*agentsv1beta1.Sandbox
+	for i := range list.Items {
+		if sb := &list.Items[i]; controllerUID(sb) == s.claim.UID && sb.DeletionTimestamp.IsZero() {
+			found = append(found, sb)
+		}
+	}
+	switch len(found) {
+	case 0:
+		if s.mem.bound != "" {
+			// The Sandbox may be gone for good (deleted right after binding); the cache shows
+			// the binding if it still exists.
+			sb := &agentsv1beta1.Sandbox{}
+			err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.claim.Namespace, Name: s.mem.bound}, sb)
+			if apierrors.IsNotFound(err) && s.claim.Status.Sandbox.Name == s.mem.bound {
+				s.mem.bound = ""
+			}
+		}
+		return nil, nil
+	case 1:
+		s.mem.bound = ""
+		return found[0], nil
+	default:
+		// Only a second operator instance running at the same time could do this; report it
+		// rather than guess which binding is the real one.
+		return nil, fmt.Errorf("claim is bound to %d sandboxes (%s, %s)", len(found), found[0].Name, found[1].Name)
+	}
+}
+
+// serve gives an unbound claim a Sandbox: warm when a ready member of its template version
+// exists, after a bounded wait for members being created, cold otherwise.
+func (r *ClaimReconciler) serve(ctx context.Context, s *claimStep) (ctrl.Result, error) {
+	claim := s.claim
+	pool := &extv1beta1.SandboxWarmPool{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: claim.Namespace, Name: claim.Spec.WarmPoolRef.Name}, pool); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonWarmPoolNotFound, fmt.Sprintf(messageWarmPoolNotFoundFmt, claim.Spec.WarmPoolRef.Name))
+			return ctrl.Result{}, nil // the pool watch wakes the claim
+		}
+		return ctrl.Result{}, fmt.Errorf("reading pool: %w", err)
+	}
+	tmpl := &extv1beta1.SandboxTemplate{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: claim.Namespace, Name: pool.Spec.SandboxTemplateRef.Name}, tmpl); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonTemplateNotFound, fmt.Sprintf(messageTemplateNotFoundFmt, pool.Spec.SandboxTemplateRef.Name))
+			return ctrl.Result{}, nil // the template watch wakes the claim
+		}
+		return ctrl.Result{}, fmt.Errorf("reading template: %w", err)
+	}
+	stamp, err := r.ensureStamp(ctx, claim, tmpl)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if msg := invalidPodMetadata(claim); msg != "" {
+		r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonInvalidMetadata, msg)
+		return ctrl.Result{}, nil
+	}
+	if len(claim.Spec.Env) > 0 || len(claim.Spec.VolumeClaimTemplates) > 0 {
+		return ctrl.Result{}, r.coldStart(ctx, s, tmpl, stamp)
+	}
+
+	nn := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
+	key := MemberKey{Namespace: claim.Namespace, Pool: pool.Name, Hash: stamp}
+	sb, err := r.bindWarm(ctx, s, key, tmpl.Name)
+	if err != nil || sb != nil {
+		if sb != nil {
+			r.Index.StopWaiting(nn)
+			r.mirror(claim, sb)
+		}
+		return ctrl.Result{}, err
+	}
+
+	// No ready member. Wait while members of the claim's version are on their way: being
+	// created, or about to be (the pool refills with the current version).
+	_, pending := r.Index.Counts(key)
+	coming := pending > 0 || (stamp == agentsv1beta1.BlueprintHash(&tmpl.Spec.SandboxBlueprint) && replicas(pool) > 0)
+	left := s.mem.firstSeen.Add(r.ColdStartGrace).Sub(r.Clock.Now())
+	if coming && left > 0 {
+		r.Index.Wait(key, nn)
+		r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonSandboxCreatePending, messageWaitingForMember)
+		if available, _ := r.Index.Counts(key); available > 0 {
+			// A member became ready between the pick and the registration.
+			return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+		}
+		return ctrl.Result{RequeueAfter: left}, nil
+	}
+	r.Index.StopWaiting(nn)
+	return ctrl.Result{}, r.coldStart(ctx, s, tmpl, stamp)
+}
+
+// ensureStamp returns the claim's stamp, stamping it with the hash of the template as the
+// API server has it when admission could not (the pool or template did not exist yet, or no
+// webhook runs).
+func (r *ClaimReconciler) ensureStamp(ctx context.Context, claim *extv1beta1.SandboxClaim, cached *extv1beta1.SandboxTemplate) (string, error) {
+	if stamp := claim.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash]; stamp != "" {
+		return stamp, nil
+	}
+	tmpl := &extv1beta1.SandboxTemplate{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(cached), tmpl); err != nil {
+		return "", fmt.Errorf("reading template for the stamp: %w", err)
+	}
+	stamp := agentsv1beta1.BlueprintHash(&tmpl.Spec.SandboxBlueprint)
+	p := &metadataPatch{}
+	p.setAnnotation(agentsv1beta1.AnnotationSandboxTemplateHash, &stamp)
+	if err := patchMetadata(ctx, r.Client, claim, p); err != nil {
+		return "", fmt.Errorf("stamping claim: %w", err)
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("stamped claim", "templateHash", stamp)
+	return stamp, nil
+}
+
+// mirror reports the bound Sandbox in the claim's status.
+func (r *ClaimReconciler) mirror(claim *extv1beta1.SandboxClaim, sb *agentsv1beta1.Sandbox) {
+	claim.Status.Sandbox = extv1beta1.SandboxStatusRef{Name: sb.Name, PodIPs: sb.Status.PodIPs}
+	ready := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.ConditionReady)
+	switch {
+	case ready != nil && ready.Status == metav1.ConditionTrue:
+		r.setReady(claim, metav1.ConditionTrue, ready.Reason, ready.Message)
+	case ready != nil && ready.Reason == agentsv1beta1.ReasonSandboxExpired:
+		r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonSandboxExpired, ready.Message)
+	case ready != nil && ready.Message != "":
+		r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonSandboxNotReady, ready.Message)
+	default:
+		r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonSandboxNotReady, messageSandboxNotReady)
+	}
+	if f := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.ConditionFinished); f != nil {
+		finished := *f
+		finished.ObservedGeneration = claim.Generation
+		meta.SetStatusCondition(&claim.Status.Conditions, finished)
+	} else {
+		meta.RemoveStatusCondition(&claim.Status.Conditions, agentsv1beta1.ConditionFinished)
+	}
+}
+
+// setReady sets the claim's Ready condition, keeping its transition time when the status
+// does not change.
+func (r *ClaimReconciler) setReady(claim *extv1beta1.SandboxClaim, status metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&claim.Status.Conditions, metav1.Condition{
+		Type:               agentsv1beta1.ConditionReady,
+		Status:             status,
+		Reason:             reason,
+		Message:            msg,
+		ObservedGeneration: claim.Generation,
+		LastTransitionTime: metav1.NewTime(r.Clock.Now()),
+	})
+}
+
+// observeStartup records the claim's startup latencies the first time this process writes it
+// Ready: from admission (webhook-first-observed-at) and from the controller's first sight.
+func (r *ClaimReconciler) observeStartup(s *claimStep) {
+	if s.mem.readyObserved || !meta.IsStatusConditionTrue(s.claim.Status.Conditions, agentsv1beta1.ConditionReady) {
+		return
+	}
+	s.mem.readyObserved = true
+	now := r.Clock.Now()
+	launch := s.mem.launchType
+	if launch == "" {
+		launch = "unknown" // bound by an earlier run of the operator
+	}
+	template := s.mem.template
+	var fromWebhook *time.Duration
+	if at, err := time.Parse(time.RFC3339Nano, s.claim.Annotations[agentsv1beta1.AnnotationWebhookFirstObservedAt]); err == nil {
+		d := now.Sub(at)
+		fromWebhook = &d
+	}
+	r.Metrics.claimReady(launch, template, fromWebhook, now.Sub(s.mem.firstSeen))
+}
+
+// invalidPodMetadata says why the claim's additionalPodMetadata cannot be used, or "".
+func invalidPodMetadata(claim *extv1beta1.SandboxClaim) string {
+	md := claim.Spec.AdditionalPodMetadata
+	for _, m := range []map[string]string{md.Labels, md.Annotations} {
+		for k := range m {
+			if agentsv1beta1.IsReservedKey(k) {
+				return fmt.Sprintf("additionalPodMetadata key %q is reserved", k)
+			}
+		}
+	}
+	return ""
+}
+
+// claimRef is the controller reference a claim's Sandbox carries.
+func claimRef(claim *extv1beta1.SandboxClaim) metav1.OwnerReference {
+	return *metav1.NewControllerRef(claim, extv1beta1.GroupVersion.WithKind(claimKind))
+}
+
+// createdBy is the created-by label the claim passes on to its Sandbox, "" for none.
+func createdBy(claim *extv1beta1.SandboxClaim) string {
+	v, ok := claim.Labels[agentsv1beta1.LabelCreatedBy]
+	if !ok {
+		return ""
+	}
+	switch v {
+	case agentsv1beta1.CreatedByGoClient, agentsv1beta1.CreatedByPythonClient, agentsv1beta1.CreatedByController:
+		return v
+	}
+	return agentsv1beta1.CreatedByUnknown
+}
+
+func (r *ClaimReconciler) eventf(s *claimStep, eventType, reason, action, note string, args ...any) {
+	claim := s.claim
+	s.event(func() { r.Recorder.Eventf(claim, nil, eventType, reason, action, note, args...) })
+}

@@ -1,0 +1,107 @@
+package reconcilers
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// Names of the claim startup histograms clients scrape (the contract's).
+const (
+	MetricClaimStartupLatency           = "agent_sandbox_claim_startup_latency_ms"
+	MetricClaimControllerStartupLatency = "agent_sandbox_claim_controller_startup_latency_ms"
+)
+
+// claimLatencyBuckets are the contract's buckets, in milliseconds.
+var claimLatencyBuckets = []float64{100, 250, 500, 750, 1000, 1250, 1500, 2000, 2500, 5000, 10000, 30000, 60000, 120000, 240000}
+
+func (m *Metrics) initClaimMetrics() {
+	labels := []string{"launch_type", "sandbox_template"}
+	m.claimStartup = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    MetricClaimStartupLatency,
+		Help:    "Milliseconds from a claim's admission (webhook-first-observed-at) to its first Ready=True status.",
+		Buckets: claimLatencyBuckets,
+	}, labels)
+	m.claimControllerStartup = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    MetricClaimControllerStartupLatency,
+		Help:    "Milliseconds from the claim controller's first sight of a claim to its first Ready=True status.",
+		Buckets: claimLatencyBuckets,
+	}, labels)
+	m.warmHits = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sandgate_claim_warm_hits_total",
+		Help: "Claims bound to a warm pool member.",
+	})
+	m.coldStarts = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sandgate_claim_cold_starts_total",
+		Help: "Sandboxes created for claims that no warm member could serve.",
+	})
+	m.bindsLost = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sandgate_claim_bind_conflicts_total",
+		Help: "Bind attempts that lost, by reason: conflict (409, the member changed), denied (403, the binding guard), gone (404).",
+	}, []string{"reason"})
+}
+
+func (m *Metrics) warmHit()               { m.warmHits.Inc() }
+func (m *Metrics) coldStart()             { m.coldStarts.Inc() }
+func (m *Metrics) bindLost(reason string) { m.bindsLost.WithLabelValues(reason).Inc() }
+
+// claimReady observes a claim's startup latencies; fromWebhook is nil when the claim was
+// not admitted through the stamping webhook.
+func (m *Metrics) claimReady(launchType, template string, fromWebhook *time.Duration, fromController time.Duration) {
+	if fromWebhook != nil {
+		m.claimStartup.WithLabelValues(launchType, template).Observe(ms(*fromWebhook))
+	}
+	m.claimControllerStartup.WithLabelValues(launchType, template).Observe(ms(fromController))
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// WarmHits is the number of claims bound to a warm member.
+func (m *Metrics) WarmHits() float64 { return counterValue(m.warmHits) }
+
+// ColdStarts is the number of Sandboxes cold-started for claims.
+func (m *Metrics) ColdStarts() float64 { return counterValue(m.coldStarts) }
+
+// BindConflicts is the number of bind attempts that lost (409, 403 or 404 on the bind
+// patch); each made the claim try the next member.
+func (m *Metrics) BindConflicts() float64 {
+	var sum float64
+	for _, reason := range []string{bindLostConflict, bindLostDenied, bindLostGone} {
+		sum += counterValue(m.bindsLost.WithLabelValues(reason))
+	}
+	return sum
+}
+
+// LatencySummary is a startup latency histogram summed over its labels.
+type LatencySummary struct {
+	Count uint64
+	SumMs float64
+	// Buckets maps each upper bound (ms) to the cumulative count of observations at or below.
+	Buckets map[float64]uint64
+}
+
+// ClaimStartupLatency summarizes agent_sandbox_claim_startup_latency_ms (from admission) or,
+// with fromController, agent_sandbox_claim_controller_startup_latency_ms.
+func (m *Metrics) ClaimStartupLatency(fromController bool) LatencySummary {
+	h := m.claimStartup
+	if fromController {
+		h = m.claimControllerStartup
+	}
+	out := LatencySummary{Buckets: map[float64]uint64{}}
+	ch := make(chan prometheus.Metric, 16)
+	go func() { h.Collect(ch); close(ch) }()
+	for metric := range ch {
+		pb := &dto.Metric{}
+		if err := metric.Write(pb); err != nil {
+			continue
+		}
+		hist := pb.GetHistogram()
+		out.Count += hist.GetSampleCount()
+		out.SumMs += hist.GetSampleSum()
+		for _, b := range hist.GetBucket() {
+			out.Buckets[b.GetUpperBound()] += b.GetCumulativeCount()
+		}
+	}
+	return out
+}

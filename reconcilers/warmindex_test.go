@@ -1,0 +1,253 @@
+package reconcilers
+
+import (
+	"fmt"
+	"sort"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+)
+
+// poolMember is a Sandbox as a pool makes it: controlled by pool "p", hash h, ready or not.
+func poolMember(name, hash string, ready bool, rv string) *agentsv1beta1.Sandbox {
+	status := metav1.ConditionFalse
+	if ready {
+		status = metav1.ConditionTrue
+	}
+	return &agentsv1beta1.Sandbox{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: "ns", ResourceVersion: rv, UID: types.UID("uid-" + name),
+			Labels: map[string]string{
+				agentsv1beta1.LabelWarmPoolSandbox:     agentsv1beta1.NameHash("p"),
+				agentsv1beta1.LabelSandboxTemplateHash: hash,
+			},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: extv1beta1.GroupVersion.String(), Kind: warmPoolKind, Name: "p", UID: "pool-uid", Controller: ptrTrue(),
+			}},
+		},
+		Status: agentsv1beta1.SandboxStatus{Conditions: []metav1.Condition{{Type: agentsv1beta1.ConditionReady, Status: status}}},
+	}
+}
+
+func ptrTrue() *bool { b := true; return &b }
+
+var keyH1 = MemberKey{Namespace: "ns", Pool: "p", Hash: "h1"}
+
+// pickAll picks every available member of key and returns their names, sorted.
+func pickAll(x *WarmIndex, key MemberKey) []string {
+	var names []string
+	for {
+		sb, ok := x.Pick(key)
+		if !ok {
+			sort.Strings(names)
+			return names
+		}
+		names = append(names, sb.Name)
+	}
+}
+
+func TestWarmIndexMembership(t *testing.T) {
+	bound := poolMember("bound", "h1", true, "1")
+	bound.Labels[agentsv1beta1.LabelClaimUID] = "claim"
+	deleting := poolMember("deleting", "h1", true, "1")
+	now := metav1.Now()
+	deleting.DeletionTimestamp = &now
+	notOwned := poolMember("look-alike", "h1", true, "1")
+	notOwned.OwnerReferences = nil
+	noHash := poolMember("no-hash", "", true, "1")
+	boundA := poolMember("a", "h1", true, "2")
+	boundA.Labels[agentsv1beta1.LabelClaimUID] = "claim"
+
+	tests := map[string]struct {
+		objects     []*agentsv1beta1.Sandbox
+		forget      []string
+		key         MemberKey
+		wantPicked  []string
+		wantPending int
+	}{
+		"ready members of the key are available": {
+			objects:    []*agentsv1beta1.Sandbox{poolMember("a", "h1", true, "1"), poolMember("b", "h1", true, "1")},
+			key:        keyH1,
+			wantPicked: []string{"a", "b"},
+		},
+		"members of another template version are not": {
+			objects:    []*agentsv1beta1.Sandbox{poolMember("a", "h2", true, "1")},
+			key:        keyH1,
+			wantPicked: nil,
+		},
+		"not-ready members count as pending": {
+			objects:     []*agentsv1beta1.Sandbox{poolMember("a", "h1", false, "1"), poolMember("b", "h1", true, "1")},
+			key:         keyH1,
+			wantPicked:  []string{"b"},
+			wantPending: 1,
+		},
+		"bound, deleting, unowned and unhashed sandboxes are not members": {
+			objects:    []*agentsv1beta1.Sandbox{bound, deleting, notOwned, noHash},
+			key:        keyH1,
+			wantPicked: nil,
+		},
+		"a member that becomes ready moves from pending to available": {
+			objects:    []*agentsv1beta1.Sandbox{poolMember("a", "h1", false, "1"), poolMember("a", "h1", true, "2")},
+			key:        keyH1,
+			wantPicked: []string{"a"},
+		},
+		"a member that stops being ready is taken out": {
+			objects:     []*agentsv1beta1.Sandbox{poolMember("a", "h1", true, "1"), poolMember("a", "h1", false, "2")},
+			key:         keyH1,
+			wantPicked:  nil,
+			wantPending: 1,
+		},
+		"a member that gets bound is taken out": {
+			objects:    []*agentsv1beta1.Sandbox{poolMember("a", "h1", true, "1"), boundA},
+			key:        keyH1,
+			wantPicked: nil,
+		},
+		"a deleted member is forgotten": {
+			objects:     []*agentsv1beta1.Sandbox{poolMember("a", "h1", true, "1"), poolMember("b", "h1", false, "1")},
+			forget:      []string{"a", "b"},
+			key:         keyH1,
+			wantPicked:  nil,
+			wantPending: 0,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			x := NewWarmIndex()
+			for _, sb := range tc.objects {
+				x.Observe(sb)
+			}
+			for _, name := range tc.forget {
+				x.Forget("ns", name)
+			}
+			available, pending := x.Counts(tc.key)
+			if available != len(tc.wantPicked) || pending != tc.wantPending {
+				t.Errorf("Counts = %d available, %d pending; want %d, %d", available, pending, len(tc.wantPicked), tc.wantPending)
+			}
+			if diff := cmp.Diff(tc.wantPicked, pickAll(x, tc.key)); diff != "" {
+				t.Errorf("picked (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestWarmIndexReservation(t *testing.T) {
+	tests := map[string]struct {
+		outcome releaseOutcome
+		// then is observed after the release (nil: nothing).
+		then          *agentsv1beta1.Sandbox
+		wantAvailable bool
+	}{
+		"retry makes the member available again": {
+			outcome: releaseRetry, wantAvailable: true,
+		},
+		"a rejected member waits for a newer version": {
+			outcome: releaseRejected, wantAvailable: false,
+		},
+		"a rejected member resynced at the same version stays out": {
+			outcome: releaseRejected, then: poolMember("a", "h1", true, "1"), wantAvailable: false,
+		},
+		"a rejected member comes back with a newer version": {
+			outcome: releaseRejected, then: poolMember("a", "h1", true, "2"), wantAvailable: true,
+		},
+		"a bound member never comes back at the version it was bound from": {
+			outcome: releaseBound, then: poolMember("a", "h1", true, "1"), wantAvailable: false,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			x := NewWarmIndex()
+			x.Observe(poolMember("a", "h1", true, "1"))
+			sb, ok := x.Pick(keyH1)
+			if !ok {
+				t.Fatal("Pick found nothing")
+			}
+			if _, again := x.Pick(keyH1); again {
+				t.Fatal("a reserved member was picked twice")
+			}
+			// While reserved, informer updates do not make it available to others.
+			x.Observe(poolMember("a", "h1", true, "1"))
+			if _, again := x.Pick(keyH1); again {
+				t.Fatal("a reserved member became available through an update")
+			}
+			x.Release(sb, tc.outcome)
+			if tc.then != nil {
+				x.Observe(tc.then)
+			}
+			available, _ := x.Counts(keyH1)
+			if got := available == 1; got != tc.wantAvailable {
+				t.Errorf("available after release = %v, want %v", got, tc.wantAvailable)
+			}
+		})
+	}
+}
+
+func TestWarmIndexWaiters(t *testing.T) {
+	x := NewWarmIndex()
+	first := types.NamespacedName{Namespace: "ns", Name: "first"}
+	second := types.NamespacedName{Namespace: "ns", Name: "second"}
+	gone := types.NamespacedName{Namespace: "ns", Name: "gone"}
+	x.Wait(keyH1, gone)
+	x.Wait(keyH1, first)
+	x.Wait(keyH1, first) // waiting twice keeps one place
+	x.Wait(keyH1, second)
+	x.StopWaiting(gone)
+
+	var woken []string
+	for i, ready := range []bool{false, true, true, true} {
+		if w, ok := x.Observe(poolMember(fmt.Sprint("m", i), "h1", ready, "1")); ok {
+			woken = append(woken, w.Name)
+		}
+	}
+	if diff := cmp.Diff([]string{"first", "second"}, woken); diff != "" {
+		t.Errorf("woken claims (-want +got):\n%s", diff)
+	}
+	if w, ok := x.Observe(poolMember("other-version", "h2", true, "1")); ok {
+		t.Errorf("a member of another key woke %v", w)
+	}
+}
+
+// BenchmarkWarmIndex picks a member and releases it for retry, the index's hot path, at two
+// pool sizes: the cost per operation does not grow with the pool.
+func BenchmarkWarmIndex(b *testing.B) {
+	for _, size := range []int{100, 10000} {
+		b.Run(fmt.Sprintf("pick-release/pool=%d", size), func(b *testing.B) {
+			x := NewWarmIndex()
+			for i := range size {
+				x.Observe(poolMember(fmt.Sprint("m", i), "h1", true, "1"))
+			}
+			b.ResetTimer()
+			for b.Loop() {
+				sb, ok := x.Pick(keyH1)
+				if !ok {
+					b.Fatal("pool exhausted")
+				}
+				x.Release(sb, releaseRetry)
+			}
+		})
+		b.Run(fmt.Sprintf("pick-bind-observe/pool=%d", size), func(b *testing.B) {
+			// A binding cycle: pick, bind, the informer shows the member bound, the pool adds a
+			// replacement.
+			x := NewWarmIndex()
+			for i := range size {
+				x.Observe(poolMember(fmt.Sprint("m", i), "h1", true, "1"))
+			}
+			n := size
+			b.ResetTimer()
+			for b.Loop() {
+				sb, ok := x.Pick(keyH1)
+				if !ok {
+					b.Fatal("pool exhausted")
+				}
+				x.Release(sb, releaseBound)
+				x.Forget(sb.Namespace, sb.Name)
+				x.Observe(poolMember(fmt.Sprint("m", n), "h1", true, "1"))
+				n++
+			}
+		})
+	}
+}

@@ -1,0 +1,457 @@
+package reconcilers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+)
+
+// WarmPoolControllerName names the SandboxWarmPool controller in logs and metrics.
+const WarmPoolControllerName = "sandboxwarmpool"
+
+const warmPoolKind = "SandboxWarmPool"
+
+// DefaultMemberReadyTimeout is how long a pool member may take to become Ready before the
+// pool replaces it.
+const DefaultMemberReadyTimeout = 5 * time.Minute
+
+// Bounds of member creation per reconcile: creates go out in batches of 1, 2, 4, ... up to
+// maxCreateBatch in parallel, so that a template that cannot be instantiated fails once, not
+// replicas times; and at most maxCreatesPerReconcile per reconcile, so a huge scale-up does
+// not hold a worker for long.
+const (
+	maxCreateBatch         = 64
+	maxCreatesPerReconcile = 500
+	// expectationsTTL bounds how long a pool waits for the informer to show its own creates
+	// and deletes before it trusts the cache again (a lost watch event must not stall it).
+	expectationsTTL = time.Minute
+)
+
+// WarmPoolReconciler keeps spec.replicas unbound members of each pool, built from the
+// pool's template, and reports them in status. Claims take members away by binding them
+// (the member's controller reference moves to the claim); the pool sees that through its
+// Sandbox watch and refills, off the claims' path.
+type WarmPoolReconciler struct {
+	Client  client.Client
+	Metrics *Metrics
+	Clock   clock.PassiveClock
+	// MemberReadyTimeout: see DefaultMemberReadyTimeout; 0 means the default.
+	MemberReadyTimeout time.Duration
+
+	expected *poolExpectations
+}
+
+// SetupWithManager registers the controller and its watches.
+func (r *WarmPoolReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	if r.MemberReadyTimeout == 0 {
+		r.MemberReadyTimeout = DefaultMemberReadyTimeout
+	}
+	r.expected = newPoolExpectations(r.Clock)
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(WarmPoolControllerName).
+		WithOptions(opts).
+		// Status writes do not change the generation: the pool's own writes never wake it.
+		For(&extv1beta1.SandboxWarmPool{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&agentsv1beta1.Sandbox{}, &memberEventHandler{expected: r.expected}).
+		Watches(&extv1beta1.SandboxTemplate{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfTemplate),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Complete(r)
+}
+
+// poolsOfTemplate maps a template to the pools built from it.
+func (r *WarmPoolReconciler) poolsOfTemplate(ctx context.Context, obj client.Object) []reconcile.Request {
+	var pools extv1beta1.SandboxWarmPoolList
+	if err := r.Client.List(ctx, &pools, client.InNamespace(obj.GetNamespace()), client.MatchingFields{IndexPoolTemplate: obj.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing pools of template", "template", klog.KObj(obj))
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(pools.Items))
+	for _, p := range pools.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
+	}
+	return reqs
+}
+
+// Reconcile brings one pool's members to spec.replicas and writes its status.
+func (r *WarmPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	r.Metrics.reconciled(WarmPoolControllerName)
+	pool := &extv1beta1.SandboxWarmPool{}
+	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.expected.forget(req.NamespacedName)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !pool.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil // members go with it through garbage collection
+	}
+	members, err := r.members(ctx, pool)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	old := pool.DeepCopy()
+	setPoolStatus(pool, members)
+
+	var result ctrl.Result
+	var errs []error
+	tmpl := &extv1beta1.SandboxTemplate{}
+	err = r.Client.Get(ctx, client.ObjectKey{Namespace: pool.Namespace, Name: pool.Spec.SandboxTemplateRef.Name}, tmpl)
+	switch {
+	case apierrors.IsNotFound(err):
+		// Nothing to build members from; the template watch brings the pool back.
+		ctrl.LoggerFrom(ctx).V(1).Info("template not found", "template", pool.Spec.SandboxTemplateRef.Name)
+	case err != nil:
+		errs = append(errs, fmt.Errorf("reading template: %w", err))
+	case !r.expected.satisfied(req.NamespacedName, r.Clock.Now()):
+		// The cache does not show all of this pool's creates and deletes yet: acting on it now
+		// would create or delete too many. Their events bring the pool back.
+		result.RequeueAfter = expectationsTTL
+	default:
+		plan := planPool(members, replicas(pool), agentsv1beta1.BlueprintHash(&tmpl.Spec.SandboxBlueprint),
+			pool.Spec.UpdateStrategy.Type, r.Clock.Now(), r.MemberReadyTimeout)
+		result.RequeueAfter = plan.recheckAfter
+		errs = append(errs, r.deleteMembers(ctx, pool, plan.delete))
+		errs = append(errs, r.createMembers(ctx, pool, tmpl, plan.create))
+		if plan.create > maxCreatesPerReconcile {
+			result.RequeueAfter = time.Millisecond
+		}
+	}
+
+	if _, err := patchStatus(ctx, r.Client, old, pool, func(p *extv1beta1.SandboxWarmPool) any { return p.Status }); err != nil {
+		errs = append(errs, fmt.Errorf("patching pool status: %w", err))
+	}
+	return quiet(result, errors.Join(errs...))
+}
+
+func replicas(pool *extv1beta1.SandboxWarmPool) int {
+	if pool.Spec.Replicas == nil {
+		return 1
+	}
+	return int(*pool.Spec.Replicas)
+}
+
+// members lists the pool's unbound members from the cache index, those being deleted left
+// out.
+func (r *WarmPoolReconciler) members(ctx context.Context, pool *extv1beta1.SandboxWarmPool) ([]*agentsv1beta1.Sandbox, error) {
+	var list agentsv1beta1.SandboxList
+	if err := r.Client.List(ctx, &list, client.InNamespace(pool.Namespace), client.MatchingFields{IndexSandboxPool: pool.Name}); err != nil {
+		return nil, fmt.Errorf("listing pool members: %w", err)
+	}
+	out := make([]*agentsv1beta1.Sandbox, 0, len(list.Items))
+	for i := range list.Items {
+		sb := &list.Items[i]
+		if ref := metav1.GetControllerOf(sb); ref != nil && ref.UID == pool.UID && sb.DeletionTimestamp.IsZero() {
+			out = append(out, sb)
+		}
+	}
+	return out, nil
+}
+
+func setPoolStatus(pool *extv1beta1.SandboxWarmPool, members []*agentsv1beta1.Sandbox) {
+	ready := 0
+	for _, m := range members {
+		if meta.IsStatusConditionTrue(m.Status.Conditions, agentsv1beta1.ConditionReady) {
+			ready++
+		}
+	}
+	pool.Status = extv1beta1.SandboxWarmPoolStatus{
+		Replicas:           int32(len(members)),
+		ReadyReplicas:      int32(ready),
+		Selector:           agentsv1beta1.LabelWarmPoolSandbox + "=" + agentsv1beta1.NameHash(pool.Name),
+		ObservedGeneration: pool.Generation,
+	}
+}
+
+// poolPlan is what one reconcile of a pool does.
+type poolPlan struct {
+	create int
+	delete []*agentsv1beta1.Sandbox
+	// recheckAfter is when the oldest not-ready member runs out of time; 0 when none waits.
+	recheckAfter time.Duration
+}
+
+// planPool decides which members go and how many are made: failed members and members not
+// Ready within readyTimeout are replaced; with Recreate, members of an older template
+// version go at once (with OnReplenish they stay until claimed); beyond replicas, not-ready
+// members go first, then stale ones, then the newest.
+func planPool(members []*agentsv1beta1.Sandbox, replicas int, hash string, strategy extv1beta1.UpdateStrategyType,
+	now time.Time, readyTimeout time.Duration) poolPlan {
+	var plan poolPlan
+	keep := make([]*agentsv1beta1.Sandbox, 0, len(members))
+	for _, m := range members {
+		ready := meta.IsStatusConditionTrue(m.Status.Conditions, agentsv1beta1.ConditionReady)
+		stale := m.Labels[agentsv1beta1.LabelSandboxTemplateHash] != hash
+		switch {
+		case memberFailed(m):
+			plan.delete = append(plan.delete, m)
+		case stale && strategy == extv1beta1.RecreateUpdateStrategy:
+			plan.delete = append(plan.delete, m)
+		case !ready && now.Sub(m.CreationTimestamp.Time) >= readyTimeout:
+			plan.delete = append(plan.delete, m)
+		default:
+			if !ready {
+				left := m.CreationTimestamp.Add(readyTimeout).Sub(now)
+				if plan.recheckAfter == 0 || left < plan.recheckAfter {
+					plan.recheckAfter = left
+				}
+			}
+			keep = append(keep, m)
+		}
+	}
+	if excess := len(keep) - replicas; excess > 0 {
+		sort.SliceStable(keep, func(i, j int) bool { return scaleDownBefore(keep[i], keep[j], hash) })
+		plan.delete = append(plan.delete, keep[:excess]...)
+	} else {
+		plan.create = -excess
+	}
+	return plan
+}
+
+// scaleDownBefore orders members for scale-down: not ready, then stale, then newest.
+func scaleDownBefore(a, b *agentsv1beta1.Sandbox, hash string) bool {
+	ra := meta.IsStatusConditionTrue(a.Status.Conditions, agentsv1beta1.ConditionReady)
+	rb := meta.IsStatusConditionTrue(b.Status.Conditions, agentsv1beta1.ConditionReady)
+	if ra != rb {
+		return !ra
+	}
+	sa := a.Labels[agentsv1beta1.LabelSandboxTemplateHash] != hash
+	sb := b.Labels[agentsv1beta1.LabelSandboxTemplateHash] != hash
+	if sa != sb {
+		return sa
+	}
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return b.CreationTimestamp.Before(&a.CreationTimestamp)
+	}
+	return a.Name > b.Name
+}
+
+// memberFailed: a member whose pod ended (or that reports Finished) never becomes Ready again.
+func memberFailed(sb *agentsv1beta1.Sandbox) bool {
+	if meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.ConditionFinished) {
+		return true
+	}
+	c := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.ConditionReady)
+	return c != nil && (c.Reason == agentsv1beta1.ReasonPodFailed || c.Reason == agentsv1beta1.ReasonPodSucceeded)
+}
+
+// deleteMembers deletes members on condition that they are unchanged since the cache saw
+// them: a member a claim bound meanwhile fails the precondition and is left alone.
+func (r *WarmPoolReconciler) deleteMembers(ctx context.Context, pool *extv1beta1.SandboxWarmPool, members []*agentsv1beta1.Sandbox) error {
+	key := client.ObjectKeyFromObject(pool)
+	var errs []error
+	for _, m := range members {
+		uid, rv := m.UID, m.ResourceVersion
+		r.expected.expectDelete(key, uid)
+		err := r.Client.Delete(ctx, m, client.Preconditions{UID: &uid, ResourceVersion: &rv})
+		switch {
+		case err == nil:
+			ctrl.LoggerFrom(ctx).V(1).Info("deleted pool member", "sandbox", klog.KObj(m))
+		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+			r.expected.deleteObserved(key, uid) // gone already, or changed (bound): reconsidered next time
+		default:
+			r.expected.deleteObserved(key, uid)
+			errs = append(errs, fmt.Errorf("deleting pool member %s: %w", m.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// createMembers creates n members in growing batches, stopping at the first batch with an
+// error.
+func (r *WarmPoolReconciler) createMembers(ctx context.Context, pool *extv1beta1.SandboxWarmPool, tmpl *extv1beta1.SandboxTemplate, n int) error {
+	n = min(n, maxCreatesPerReconcile)
+	key := client.ObjectKeyFromObject(pool)
+	for batch := 1; n > 0; batch = min(2*batch, maxCreateBatch) {
+		size := min(batch, n)
+		n -= size
+		r.expected.expectCreates(key, size)
+		var wg sync.WaitGroup
+		errs := make([]error, size)
+		for i := range size {
+			wg.Go(func() {
+				sb := newPoolMember(pool, tmpl)
+				if err := r.Client.Create(ctx, sb); err != nil {
+					r.expected.createObserved(key)
+					errs[i] = fmt.Errorf("creating pool member: %w", err)
+				}
+			})
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// newPoolMember is a new member of pool built from tmpl, named <pool>-<random>.
+func newPoolMember(pool *extv1beta1.SandboxWarmPool, tmpl *extv1beta1.SandboxTemplate) *agentsv1beta1.Sandbox {
+	sb := sandboxFromTemplate(tmpl)
+	sb.GenerateName = pool.Name + "-"
+	sb.Namespace = pool.Namespace
+	sb.Labels[agentsv1beta1.LabelWarmPoolSandbox] = agentsv1beta1.NameHash(pool.Name)
+	sb.Labels[agentsv1beta1.LabelSandboxTemplateHash] = agentsv1beta1.BlueprintHash(&tmpl.Spec.SandboxBlueprint)
+	sb.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(pool, extv1beta1.GroupVersion.WithKind(warmPoolKind))}
+	return sb
+}
+
+// memberEventHandler wakes the pool that controls (or controlled) a Sandbox when the
+// Sandbox's part in the pool changes: created, deleted, ready or not, bound away, relabelled.
+// It also tells the pool's expectations what the informer has seen.
+type memberEventHandler struct {
+	expected *poolExpectations
+}
+
+func poolOf(obj client.Object) (types.NamespacedName, bool) {
+	ref := metav1.GetControllerOf(obj)
+	if ref == nil || ref.Kind != warmPoolKind || ref.APIVersion != extv1beta1.GroupVersion.String() {
+		return types.NamespacedName{}, false
+	}
+	return types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}, true
+}
+
+func (h *memberEventHandler) Create(_ context.Context, e event.TypedCreateEvent[client.Object], q queue) {
+	if pool, ok := poolOf(e.Object); ok {
+		h.expected.createObserved(pool)
+		q.Add(reconcile.Request{NamespacedName: pool})
+	}
+}
+
+func (h *memberEventHandler) Update(_ context.Context, e event.TypedUpdateEvent[client.Object], q queue) {
+	oldSb, okOld := e.ObjectOld.(*agentsv1beta1.Sandbox)
+	cur, okCur := e.ObjectNew.(*agentsv1beta1.Sandbox)
+	if !okOld || !okCur {
+		return
+	}
+	if controllerUID(oldSb) == controllerUID(cur) && memberFailed(oldSb) == memberFailed(cur) &&
+		meta.IsStatusConditionTrue(oldSb.Status.Conditions, agentsv1beta1.ConditionReady) == meta.IsStatusConditionTrue(cur.Status.Conditions, agentsv1beta1.ConditionReady) &&
+		oldSb.Labels[agentsv1beta1.LabelSandboxTemplateHash] == cur.Labels[agentsv1beta1.LabelSandboxTemplateHash] &&
+		oldSb.DeletionTimestamp.IsZero() == cur.DeletionTimestamp.IsZero() {
+		return
+	}
+	for _, obj := range []client.Object{oldSb, cur} {
+		if pool, ok := poolOf(obj); ok {
+			q.Add(reconcile.Request{NamespacedName: pool})
+		}
+	}
+}
+
+func (h *memberEventHandler) Delete(_ context.Context, e event.TypedDeleteEvent[client.Object], q queue) {
+	if pool, ok := poolOf(e.Object); ok {
+		h.expected.deleteObserved(pool, e.Object.GetUID())
+		q.Add(reconcile.Request{NamespacedName: pool})
+	}
+}
+
+func (h *memberEventHandler) Generic(_ context.Context, e event.TypedGenericEvent[client.Object], q queue) {
+	if pool, ok := poolOf(e.Object); ok {
+		q.Add(reconcile.Request{NamespacedName: pool})
+	}
+}
+
+// poolExpectations count, per pool, the member creates and deletes sent but not yet seen by
+// the informer, so that a reconcile running on a lagging cache does not act twice.
+type poolExpectations struct {
+	clock clock.PassiveClock
+	mu    sync.Mutex
+	pools map[types.NamespacedName]*poolExpectation
+}
+
+type poolExpectation struct {
+	creates int
+	deletes map[types.UID]bool
+	// since is when the pool last had outstanding expectations added.
+	since time.Time
+}
+
+func newPoolExpectations(c clock.PassiveClock) *poolExpectations {
+	return &poolExpectations{clock: c, pools: map[types.NamespacedName]*poolExpectation{}}
+}
+
+func (e *poolExpectations) get(pool types.NamespacedName) *poolExpectation {
+	p := e.pools[pool]
+	if p == nil {
+		p = &poolExpectation{deletes: map[types.UID]bool{}}
+		e.pools[pool] = p
+	}
+	return p
+}
+
+func (e *poolExpectations) expectCreates(pool types.NamespacedName, n int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	p := e.get(pool)
+	p.creates += n
+	p.since = e.clock.Now()
+}
+
+// createObserved lowers the creates expected; members that exist before the pool starts
+// expecting anything (a restart) do not make the count negative.
+func (e *poolExpectations) createObserved(pool types.NamespacedName) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if p := e.pools[pool]; p != nil && p.creates > 0 {
+		p.creates--
+	}
+}
+
+func (e *poolExpectations) expectDelete(pool types.NamespacedName, uid types.UID) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	p := e.get(pool)
+	p.deletes[uid] = true
+	p.since = e.clock.Now()
+}
+
+func (e *poolExpectations) deleteObserved(pool types.NamespacedName, uid types.UID) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if p := e.pools[pool]; p != nil {
+		delete(p.deletes, uid)
+	}
+}
+
+// satisfied: everything sent has been seen, or it has been too long to keep waiting.
+func (e *poolExpectations) satisfied(pool types.NamespacedName, now time.Time) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	p := e.pools[pool]
+	if p == nil || (p.creates == 0 && len(p.deletes) == 0) {
+		return true
+	}
+	if now.Sub(p.since) > expectationsTTL {
+		p.creates, p.deletes = 0, map[types.UID]bool{}
+		return true
+	}
+	return false
+}
+
+func (e *poolExpectations) forget(pool types.NamespacedName) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.pools, pool)
+}
