@@ -111,8 +111,7 @@ func BuildOperator(ctx context.Context, root string, log func(string, ...any)) (
 }
 
 // startOperator runs command (placeholders substituted) through /bin/sh, output to logPath,
-// and waits until it serves: its readiness probe when the command has {{probe-port}}, else
-// its metrics endpoint, else its webhook port.
+// and waits until it serves.
 func startOperator(ctx context.Context, command string, ep endpoints, logPath string) (*Operator, error) {
 	expanded := expand(command, ep)
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -138,16 +137,26 @@ func startOperator(ctx context.Context, command string, ep endpoints, logPath st
 		close(o.done)
 	}()
 
-	var ready func(context.Context) bool
+	// Ready means every endpoint the command line mentions answers: the readiness probe (or
+	// else the metrics endpoint) and the webhook port, which the API server calls with
+	// failurePolicy Fail as soon as the webhook configurations exist.
+	var checks []func(context.Context) bool
 	switch {
 	case strings.Contains(command, PlaceholderProbePort):
-		ready = httpOK(fmt.Sprintf("http://127.0.0.1:%d/readyz", ep.probePort))
+		checks = append(checks, httpOK(fmt.Sprintf("http://127.0.0.1:%d/readyz", ep.probePort)))
 	case o.MetricsURL != "":
-		ready = httpOK(o.MetricsURL)
-	case strings.Contains(command, PlaceholderWebhookPort):
-		ready = dials(net.JoinHostPort(ep.webhookHost, strconv.Itoa(ep.webhookPort)))
-	default:
-		ready = func(context.Context) bool { return true }
+		checks = append(checks, httpOK(o.MetricsURL))
+	}
+	if strings.Contains(command, PlaceholderWebhookPort) && ep.webhookCertDir != "" {
+		checks = append(checks, dials(net.JoinHostPort(ep.webhookHost, strconv.Itoa(ep.webhookPort))))
+	}
+	ready := func(ctx context.Context) bool {
+		for _, check := range checks {
+			if !check(ctx) {
+				return false
+			}
+		}
+		return true
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, operatorReadyTimeout)
 	defer cancel()
