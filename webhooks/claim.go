@@ -1,0 +1,147 @@
+package webhooks
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+)
+
+var claimGK = extv1beta1.GroupVersion.WithKind("SandboxClaim").GroupKind()
+
+// ClaimWebhook stamps SandboxClaims at creation (the mutating half) and validates them (the
+// validating half).
+type ClaimWebhook struct {
+	// Reader reads pools and templates; it must read from the API server, not from a cache:
+	// the stamp decides which Sandboxes the claim may be bound to, and a cache lagging behind
+	// a template update would stamp the previous version.
+	Reader client.Reader
+	// OperatorUser is the operator's user name, the only one that may change a stamp.
+	OperatorUser string
+	// Now is the clock of webhook-first-observed-at; nil means time.Now.
+	Now func() time.Time
+}
+
+var (
+	_ admission.Defaulter[*extv1beta1.SandboxClaim] = &ClaimWebhook{}
+	_ admission.Validator[*extv1beta1.SandboxClaim] = &ClaimWebhook{}
+)
+
+// Default applies the claim's defaults and, on CREATE, stamps it with the blueprint hash of its
+// pool's template and the admission time. Without pool or template the claim is admitted
+// unstamped: the claim reconciler stamps it once the template exists. A stamp the client
+// supplied must equal the computed one.
+func (w *ClaimWebhook) Default(ctx context.Context, c *extv1beta1.SandboxClaim) error {
+	DefaultClaim(c)
+	req, err := admission.RequestFromContext(ctx)
+	if err != nil {
+		return apierrors.NewInternalError(fmt.Errorf("reading the admission request: %w", err))
+	}
+	if req.Operation != admissionv1.Create {
+		return nil
+	}
+	if c.Annotations == nil {
+		c.Annotations = map[string]string{}
+	}
+	now := time.Now
+	if w.Now != nil {
+		now = w.Now
+	}
+	c.Annotations[agentsv1beta1.AnnotationWebhookFirstObservedAt] = now().UTC().Format(time.RFC3339Nano)
+
+	// The request's namespace: a create through a namespaced URL may leave metadata.namespace empty.
+	ns := req.Namespace
+	tmpl, why, err := w.templateOf(ctx, ns, c.Spec.WarmPoolRef.Name)
+	if err != nil {
+		return err
+	}
+	stampPath := field.NewPath("metadata", "annotations").Key(agentsv1beta1.AnnotationSandboxTemplateHash)
+	supplied, hasStamp := c.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash]
+	if tmpl == nil {
+		if hasStamp {
+			return apierrors.NewInvalid(claimGK, c.Name, field.ErrorList{field.Invalid(stampPath, supplied,
+				fmt.Sprintf("cannot be verified: %s; leave it unset, sandgate stamps the claim when the template exists", why))})
+		}
+		ctrl.LoggerFrom(ctx).V(1).Info("admitting claim unstamped", "reason", why)
+		return nil
+	}
+	hash := agentsv1beta1.BlueprintHash(&tmpl.Spec.SandboxBlueprint)
+	if hasStamp && supplied != hash {
+		return apierrors.NewInvalid(claimGK, c.Name, field.ErrorList{field.Invalid(stampPath, supplied,
+			fmt.Sprintf("does not match the blueprint hash %s of template %s (set by admission; leave it unset)", hash, tmpl.Name))})
+	}
+	c.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash] = hash
+	return nil
+}
+
+// templateOf reads pool and template from the API server. A missing pool or template is not an
+// error: it returns nil and says which is missing.
+func (w *ClaimWebhook) templateOf(ctx context.Context, ns, pool string) (*extv1beta1.SandboxTemplate, string, error) {
+	if pool == "" {
+		return nil, "the claim names no warm pool", nil
+	}
+	var p extv1beta1.SandboxWarmPool
+	if err := w.Reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: pool}, &p); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Sprintf("warm pool %s/%s not found", ns, pool), nil
+		}
+		return nil, "", apierrors.NewInternalError(fmt.Errorf("reading warm pool %s/%s: %w", ns, pool, err))
+	}
+	name := p.Spec.SandboxTemplateRef.Name
+	if name == "" {
+		return nil, fmt.Sprintf("warm pool %s/%s names no template", ns, pool), nil
+	}
+	var t extv1beta1.SandboxTemplate
+	if err := w.Reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &t); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Sprintf("template %s/%s of warm pool %s not found", ns, name, pool), nil
+		}
+		return nil, "", apierrors.NewInternalError(fmt.Errorf("reading template %s/%s: %w", ns, name, err))
+	}
+	return &t, "", nil
+}
+
+// ValidateCreate checks the claim, and its env and volumeClaimTemplates against the template's
+// injection policies when it sets any (the template is read only then: most claims set neither).
+func (w *ClaimWebhook) ValidateCreate(ctx context.Context, c *extv1beta1.SandboxClaim) (admission.Warnings, error) {
+	errs := ValidateClaim(c)
+	if len(c.Spec.Env) > 0 || len(c.Spec.VolumeClaimTemplates) > 0 {
+		req, err := admission.RequestFromContext(ctx)
+		if err != nil {
+			return nil, apierrors.NewInternalError(fmt.Errorf("reading the admission request: %w", err))
+		}
+		tmpl, _, err := w.templateOf(ctx, req.Namespace, c.Spec.WarmPoolRef.Name)
+		if err != nil {
+			return nil, err
+		}
+		// Without a template the claim reconciler reports TemplateNotFound; nothing to check yet.
+		if tmpl != nil {
+			errs = append(errs, ValidateClaimAgainstTemplate(c, tmpl)...)
+		}
+	}
+	return nil, invalid(claimGK, c.Name, errs)
+}
+
+// ValidateUpdate checks the updated claim (problems the old one had already are not held
+// against the update), that warmPoolRef did not change, and that only the operator changed the
+// stamp.
+func (w *ClaimWebhook) ValidateUpdate(ctx context.Context, oldClaim, newClaim *extv1beta1.SandboxClaim) (admission.Warnings, error) {
+	errs := RatchetUpdate(ValidateClaim(newClaim), ValidateClaim(oldClaim))
+	errs = append(errs, ValidateClaimUpdate(newClaim, oldClaim, isOperator(ctx, w.OperatorUser))...)
+	return nil, invalid(claimGK, newClaim.Name, errs)
+}
+
+// ValidateDelete admits every deletion.
+func (w *ClaimWebhook) ValidateDelete(context.Context, *extv1beta1.SandboxClaim) (admission.Warnings, error) {
+	return nil, nil
+}

@@ -1,0 +1,71 @@
+package webhooks
+
+import (
+	"fmt"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+)
+
+// DefaultOperatorUser is the user the operator's requests come from once installed with
+// config/default: the service account controller-manager in namespace sandgate-system. The
+// binding guard admits bindings from this user only.
+const DefaultOperatorUser = "system:serviceaccount:sandgate-system:sandgate-controller-manager"
+
+// Admission configuration, generated into config/webhook/manifests.yaml by `make manifests`.
+// failurePolicy is Fail everywhere: without the webhook no claim is stamped and no binding
+// happens, which is safe; admitting them unchecked is not. The paths are the ones
+// ctrl.NewWebhookManagedBy derives from each kind.
+//
+// +kubebuilder:webhook:path=/mutate-extensions-agents-x-k8s-io-v1beta1-sandboxclaim,mutating=true,failurePolicy=fail,sideEffects=None,groups=extensions.agents.x-k8s.io,resources=sandboxclaims,verbs=create,versions=v1beta1,name=stamp.sandboxclaims.extensions.agents.x-k8s.io,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/validate-extensions-agents-x-k8s-io-v1beta1-sandboxclaim,mutating=false,failurePolicy=fail,sideEffects=None,groups=extensions.agents.x-k8s.io,resources=sandboxclaims,verbs=create;update,versions=v1beta1,name=validate.sandboxclaims.extensions.agents.x-k8s.io,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/mutate-agents-x-k8s-io-v1beta1-sandbox,mutating=true,failurePolicy=fail,sideEffects=None,groups=agents.x-k8s.io,resources=sandboxes,verbs=create,versions=v1beta1,name=default.sandboxes.agents.x-k8s.io,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/validate-agents-x-k8s-io-v1beta1-sandbox,mutating=false,failurePolicy=fail,sideEffects=None,groups=agents.x-k8s.io,resources=sandboxes,verbs=create;update,versions=v1beta1,name=binding-guard.sandboxes.agents.x-k8s.io,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/mutate-extensions-agents-x-k8s-io-v1beta1-sandboxtemplate,mutating=true,failurePolicy=fail,sideEffects=None,groups=extensions.agents.x-k8s.io,resources=sandboxtemplates,verbs=create;update,versions=v1beta1,name=default.sandboxtemplates.extensions.agents.x-k8s.io,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/validate-extensions-agents-x-k8s-io-v1beta1-sandboxtemplate,mutating=false,failurePolicy=fail,sideEffects=None,groups=extensions.agents.x-k8s.io,resources=sandboxtemplates,verbs=create;update,versions=v1beta1,name=validate.sandboxtemplates.extensions.agents.x-k8s.io,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/mutate-extensions-agents-x-k8s-io-v1beta1-sandboxwarmpool,mutating=true,failurePolicy=fail,sideEffects=None,groups=extensions.agents.x-k8s.io,resources=sandboxwarmpools,verbs=create;update,versions=v1beta1,name=default.sandboxwarmpools.extensions.agents.x-k8s.io,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/validate-extensions-agents-x-k8s-io-v1beta1-sandboxwarmpool,mutating=false,failurePolicy=fail,sideEffects=None,groups=extensions.agents.x-k8s.io,resources=sandboxwarmpools,verbs=create;update,versions=v1beta1,name=validate.sandboxwarmpools.extensions.agents.x-k8s.io,admissionReviewVersions=v1,timeoutSeconds=10
+
+// The webhooks read pools and templates (stamping) and claims (binding guard).
+// +kubebuilder:rbac:groups=extensions.agents.x-k8s.io,resources=sandboxwarmpools;sandboxtemplates,verbs=get
+// +kubebuilder:rbac:groups=extensions.agents.x-k8s.io,resources=sandboxclaims,verbs=get;list;watch
+
+// Options configure Setup.
+type Options struct {
+	// OperatorUser is the user name of the operator's requests (its service account); only it
+	// may bind Sandboxes to claims and change stamps. "" means DefaultOperatorUser.
+	OperatorUser string
+	// Now is the clock of the claims' webhook-first-observed-at; nil means time.Now.
+	Now func() time.Time
+}
+
+// Setup registers every webhook with the manager's webhook server. The claim stamping reads
+// through mgr.GetAPIReader() (never a cache); the binding guard reads claims from the cache
+// and falls back to the API server.
+func Setup(mgr ctrl.Manager, opts Options) error {
+	if opts.OperatorUser == "" {
+		opts.OperatorUser = DefaultOperatorUser
+	}
+	claims := &ClaimWebhook{Reader: mgr.GetAPIReader(), OperatorUser: opts.OperatorUser, Now: opts.Now}
+	if err := ctrl.NewWebhookManagedBy(mgr, &extv1beta1.SandboxClaim{}).
+		WithDefaulter(claims).WithValidator(claims).Complete(); err != nil {
+		return fmt.Errorf("registering the SandboxClaim webhooks (stamping, validation): %w", err)
+	}
+	sandboxes := &SandboxWebhook{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), OperatorUser: opts.OperatorUser}
+	if err := ctrl.NewWebhookManagedBy(mgr, &agentsv1beta1.Sandbox{}).
+		WithDefaulter(sandboxes).WithValidator(sandboxes).Complete(); err != nil {
+		return fmt.Errorf("registering the Sandbox webhooks (defaulting, binding guard): %w", err)
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &extv1beta1.SandboxTemplate{}).
+		WithDefaulter(TemplateWebhook{}).WithValidator(TemplateWebhook{}).Complete(); err != nil {
+		return fmt.Errorf("registering the SandboxTemplate webhooks: %w", err)
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &extv1beta1.SandboxWarmPool{}).
+		WithDefaulter(PoolWebhook{}).WithValidator(PoolWebhook{}).Complete(); err != nil {
+		return fmt.Errorf("registering the SandboxWarmPool webhooks: %w", err)
+	}
+	return nil
+}

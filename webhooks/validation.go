@@ -1,0 +1,355 @@
+package webhooks
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+)
+
+// The rules below are what the CRD schema cannot say (or says only for the API server, not for
+// Go callers). Every function is pure: same object in, same list out, no API reads.
+
+// reservedPodKeyDomains are the key prefixes (exact, not subdomains) users may not set on sandbox
+// pods besides agents.x-k8s.io and its subdomains: Kubernetes reserves them for itself.
+// Subdomains such as app.kubernetes.io stay open: they are the recommended labels.
+var reservedPodKeyDomains = []string{"kubernetes.io", "k8s.io"}
+
+// IsReservedPodKey reports whether a label or annotation key supplied for a sandbox pod is
+// reserved: keys under agents.x-k8s.io/ and extensions.agents.x-k8s.io/ (set only by the
+// operator, clients select on them), kubernetes.io/ and k8s.io/.
+func IsReservedPodKey(key string) bool {
+	if agentsv1beta1.IsReservedKey(key) {
+		return true
+	}
+	prefix, _, found := strings.Cut(key, "/")
+	if !found {
+		return false
+	}
+	for _, d := range reservedPodKeyDomains {
+		if prefix == d {
+			return true
+		}
+	}
+	return false
+}
+
+// ValidatePodMetadata checks labels and annotations meant for a sandbox pod: valid keys and
+// values, and no reserved key. Keys are reported in sorted order so the list is stable.
+func ValidatePodMetadata(md *agentsv1beta1.PodMetadata, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, metav1validation.ValidateLabels(md.Labels, fldPath.Child("labels"))...)
+	errs = append(errs, apivalidation.ValidateAnnotations(md.Annotations, fldPath.Child("annotations"))...)
+	errs = append(errs, reservedKeys(md.Labels, fldPath.Child("labels"))...)
+	errs = append(errs, reservedKeys(md.Annotations, fldPath.Child("annotations"))...)
+	return errs
+}
+
+func reservedKeys(m map[string]string, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, k := range sortedKeys(m) {
+		if IsReservedPodKey(k) {
+			errs = append(errs, field.Forbidden(fldPath.Key(k),
+				"keys under agents.x-k8s.io/, extensions.agents.x-k8s.io/, kubernetes.io/ and k8s.io/ are reserved"))
+		}
+	}
+	return errs
+}
+
+// ValidateReferenceName checks the name of a referenced object (pool, template): required and a
+// DNS-1123 subdomain, as object names are.
+func ValidateReferenceName(name string, fldPath *field.Path) field.ErrorList {
+	if name == "" {
+		return field.ErrorList{field.Required(fldPath, "")}
+	}
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1123Subdomain(name) {
+		errs = append(errs, field.Invalid(fldPath, name, msg))
+	}
+	return errs
+}
+
+// validateVolumeClaimTemplates checks that each template has a unique DNS-1123 label name: the
+// PVC is named <name>-<sandbox> and the pod mounts it by that name.
+func validateVolumeClaimTemplates(vcts []agentsv1beta1.PersistentVolumeClaimTemplate, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	seen := sets.New[string]()
+	for i := range vcts {
+		p := fldPath.Index(i).Child("metadata", "name")
+		name := vcts[i].Name
+		switch {
+		case name == "":
+			errs = append(errs, field.Required(p, "the PVC is named <name>-<sandbox>"))
+		case seen.Has(name):
+			errs = append(errs, field.Duplicate(p, name))
+		default:
+			for _, msg := range validation.IsDNS1123Label(name) {
+				errs = append(errs, field.Invalid(p, name, msg))
+			}
+		}
+		seen.Insert(name)
+	}
+	return errs
+}
+
+// validateBlueprint checks what sandboxes, templates and (through templates) pools share.
+func validateBlueprint(bp *agentsv1beta1.SandboxBlueprint, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, ValidatePodMetadata(&bp.PodTemplate.ObjectMeta, fldPath.Child("podTemplate", "metadata"))...)
+	errs = append(errs, validateVolumeClaimTemplates(bp.VolumeClaimTemplates, fldPath.Child("volumeClaimTemplates"))...)
+	return errs
+}
+
+// ValidateSandbox checks a Sandbox: its blueprint and its enums.
+func ValidateSandbox(sb *agentsv1beta1.Sandbox) field.ErrorList {
+	spec := field.NewPath("spec")
+	errs := validateBlueprint(&sb.Spec.SandboxBlueprint, spec)
+	errs = append(errs, enum(string(sb.Spec.ShutdownPolicy), spec.Child("shutdownPolicy"),
+		agentsv1beta1.ShutdownPolicyDelete, agentsv1beta1.ShutdownPolicyRetain)...)
+	errs = append(errs, enum(string(sb.Spec.OperatingMode), spec.Child("operatingMode"),
+		agentsv1beta1.OperatingModeRunning, agentsv1beta1.OperatingModeSuspended)...)
+	return errs
+}
+
+// ValidateTemplate checks a SandboxTemplate: its blueprint and its policies.
+func ValidateTemplate(t *extv1beta1.SandboxTemplate) field.ErrorList {
+	spec := field.NewPath("spec")
+	errs := validateBlueprint(&t.Spec.SandboxBlueprint, spec)
+	errs = append(errs, enum(string(t.Spec.NetworkPolicyManagement), spec.Child("networkPolicyManagement"),
+		extv1beta1.NetworkPolicyManaged, extv1beta1.NetworkPolicyUnmanaged)...)
+	errs = append(errs, enum(string(t.Spec.EnvVarsInjectionPolicy), spec.Child("envVarsInjectionPolicy"),
+		extv1beta1.EnvVarsInjectionAllowed, extv1beta1.EnvVarsInjectionOverrides, extv1beta1.EnvVarsInjectionDisallowed)...)
+	errs = append(errs, enum(string(t.Spec.VolumeClaimTemplatesPolicy), spec.Child("volumeClaimTemplatesPolicy"),
+		extv1beta1.VolumeClaimTemplatesDisallowed, extv1beta1.VolumeClaimTemplatesAllowed, extv1beta1.VolumeClaimTemplatesOverrides)...)
+	return errs
+}
+
+// ValidatePool checks a SandboxWarmPool: a template reference is required and must be a valid
+// name, replicas are not negative, the update strategy is known.
+func ValidatePool(p *extv1beta1.SandboxWarmPool) field.ErrorList {
+	spec := field.NewPath("spec")
+	errs := ValidateReferenceName(p.Spec.SandboxTemplateRef.Name, spec.Child("sandboxTemplateRef", "name"))
+	if p.Spec.Replicas != nil && *p.Spec.Replicas < 0 {
+		errs = append(errs, field.Invalid(spec.Child("replicas"), *p.Spec.Replicas, "must be greater than or equal to 0"))
+	}
+	errs = append(errs, enum(string(p.Spec.UpdateStrategy.Type), spec.Child("updateStrategy", "type"),
+		extv1beta1.RecreateUpdateStrategy, extv1beta1.OnReplenishUpdateStrategy)...)
+	return errs
+}
+
+// ValidateClaim checks a SandboxClaim on its own: pool reference, pod metadata, env entries,
+// volume claim templates and lifecycle. ValidateClaimAgainstTemplate adds the template's policies.
+func ValidateClaim(c *extv1beta1.SandboxClaim) field.ErrorList {
+	spec := field.NewPath("spec")
+	errs := ValidateReferenceName(c.Spec.WarmPoolRef.Name, spec.Child("warmPoolRef", "name"))
+	errs = append(errs, ValidatePodMetadata(&c.Spec.AdditionalPodMetadata, spec.Child("additionalPodMetadata"))...)
+	errs = append(errs, validateClaimEnv(c.Spec.Env, spec.Child("env"))...)
+	errs = append(errs, validateVolumeClaimTemplates(c.Spec.VolumeClaimTemplates, spec.Child("volumeClaimTemplates"))...)
+	if lc := c.Spec.Lifecycle; lc != nil {
+		p := spec.Child("lifecycle")
+		// A ttl on a sandbox that never finishes is harmless (it never expires by ttl); only a
+		// negative one is meaningless.
+		if lc.TTLSecondsAfterFinished != nil && *lc.TTLSecondsAfterFinished < 0 {
+			errs = append(errs, field.Invalid(p.Child("ttlSecondsAfterFinished"), *lc.TTLSecondsAfterFinished, "must be greater than or equal to 0"))
+		}
+		errs = append(errs, enum(string(lc.ShutdownPolicy), p.Child("shutdownPolicy"),
+			extv1beta1.ClaimShutdownPolicyDelete, extv1beta1.ClaimShutdownPolicyDeleteForeground, extv1beta1.ClaimShutdownPolicyRetain)...)
+	}
+	return errs
+}
+
+func validateClaimEnv(env []extv1beta1.EnvVar, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	type key struct{ name, container string }
+	seen := sets.New[key]()
+	for i, e := range env {
+		p := fldPath.Index(i)
+		if e.Name == "" {
+			errs = append(errs, field.Required(p.Child("name"), ""))
+		} else {
+			for _, msg := range validation.IsEnvVarName(e.Name) {
+				errs = append(errs, field.Invalid(p.Child("name"), e.Name, msg))
+			}
+		}
+		if e.ContainerName != "" {
+			for _, msg := range validation.IsDNS1123Label(e.ContainerName) {
+				errs = append(errs, field.Invalid(p.Child("containerName"), e.ContainerName, msg))
+			}
+		}
+		k := key{e.Name, e.ContainerName}
+		if e.Name != "" && seen.Has(k) {
+			errs = append(errs, field.Duplicate(p.Child("name"), e.Name))
+		}
+		seen.Insert(k)
+	}
+	return errs
+}
+
+// ValidateClaimAgainstTemplate checks a claim's env and volumeClaimTemplates against the
+// injection policies of the template its pool uses, and that env entries name containers the
+// template has.
+func ValidateClaimAgainstTemplate(c *extv1beta1.SandboxClaim, t *extv1beta1.SandboxTemplate) field.ErrorList {
+	var errs field.ErrorList
+	spec := field.NewPath("spec")
+	envPolicy := t.Spec.EnvVarsInjectionPolicy
+	if envPolicy == "" {
+		envPolicy = extv1beta1.EnvVarsInjectionDisallowed
+	}
+	if len(c.Spec.Env) > 0 && envPolicy == extv1beta1.EnvVarsInjectionDisallowed {
+		errs = append(errs, field.Forbidden(spec.Child("env"),
+			fmt.Sprintf("template %s does not allow env injection (envVarsInjectionPolicy %s)", t.Name, envPolicy)))
+	} else if len(c.Spec.Env) > 0 {
+		errs = append(errs, validateEnvAgainstContainers(c.Spec.Env, t, envPolicy, spec.Child("env"))...)
+	}
+
+	vctPolicy := t.Spec.VolumeClaimTemplatesPolicy
+	if vctPolicy == "" {
+		vctPolicy = extv1beta1.VolumeClaimTemplatesDisallowed
+	}
+	switch {
+	case len(c.Spec.VolumeClaimTemplates) == 0:
+	case vctPolicy == extv1beta1.VolumeClaimTemplatesDisallowed:
+		errs = append(errs, field.Forbidden(spec.Child("volumeClaimTemplates"),
+			fmt.Sprintf("template %s does not allow volumeClaimTemplates (volumeClaimTemplatesPolicy %s)", t.Name, vctPolicy)))
+	case vctPolicy == extv1beta1.VolumeClaimTemplatesAllowed:
+		own := sets.New[string]()
+		for _, v := range t.Spec.VolumeClaimTemplates {
+			own.Insert(v.Name)
+		}
+		for i, v := range c.Spec.VolumeClaimTemplates {
+			if own.Has(v.Name) {
+				errs = append(errs, field.Forbidden(spec.Child("volumeClaimTemplates").Index(i).Child("metadata", "name"),
+					fmt.Sprintf("template %s already has a volume claim template %q; replacing it needs volumeClaimTemplatesPolicy %s",
+						t.Name, v.Name, extv1beta1.VolumeClaimTemplatesOverrides)))
+			}
+		}
+	}
+	return errs
+}
+
+func validateEnvAgainstContainers(env []extv1beta1.EnvVar, t *extv1beta1.SandboxTemplate, policy extv1beta1.EnvVarsInjectionPolicy, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	// Variables the template sets, per container, to tell an addition from an override.
+	templateVars := map[string]sets.Set[string]{}
+	spec := &t.Spec.PodTemplate.Spec
+	for _, list := range [][]corev1.Container{spec.Containers, spec.InitContainers} {
+		for _, ctr := range list {
+			vars := sets.New[string]()
+			for _, e := range ctr.Env {
+				vars.Insert(e.Name)
+			}
+			templateVars[ctr.Name] = vars
+		}
+	}
+	containerNames := sortedKeys(templateVars)
+	for i, e := range env {
+		p := fldPath.Index(i)
+		targets := containerNames
+		if e.ContainerName != "" {
+			if _, ok := templateVars[e.ContainerName]; !ok {
+				errs = append(errs, field.NotFound(p.Child("containerName"), e.ContainerName))
+				continue
+			}
+			targets = []string{e.ContainerName}
+		}
+		if policy == extv1beta1.EnvVarsInjectionOverrides {
+			continue
+		}
+		for _, name := range targets {
+			if templateVars[name].Has(e.Name) {
+				errs = append(errs, field.Forbidden(p.Child("name"),
+					fmt.Sprintf("container %s of template %s already sets %s; overriding it needs envVarsInjectionPolicy %s",
+						name, t.Name, e.Name, extv1beta1.EnvVarsInjectionOverrides)))
+				break
+			}
+		}
+	}
+	return errs
+}
+
+// ValidateClaimUpdate checks what may change on a claim: warmPoolRef never (the stamp and any
+// binding were made for that pool), the template-hash stamp only by the operator.
+func ValidateClaimUpdate(newClaim, oldClaim *extv1beta1.SandboxClaim, byOperator bool) field.ErrorList {
+	errs := apivalidation.ValidateImmutableField(newClaim.Spec.WarmPoolRef, oldClaim.Spec.WarmPoolRef,
+		field.NewPath("spec", "warmPoolRef"))
+	if !byOperator {
+		errs = append(errs, immutableKey(newClaim.Annotations, oldClaim.Annotations, agentsv1beta1.AnnotationSandboxTemplateHash,
+			field.NewPath("metadata", "annotations"), "set by admission and the operator only")...)
+	}
+	return errs
+}
+
+// ValidateSandboxUpdate checks what non-operators may not change on a Sandbox: the
+// template-hash label, which says what the Sandbox was built from and which the binding guard
+// compares with a claim's stamp.
+func ValidateSandboxUpdate(newSB, oldSB *agentsv1beta1.Sandbox, byOperator bool) field.ErrorList {
+	if byOperator {
+		return nil
+	}
+	return immutableKey(newSB.Labels, oldSB.Labels, agentsv1beta1.LabelSandboxTemplateHash,
+		field.NewPath("metadata", "labels"), "set by the operator only")
+}
+
+// immutableKey reports a change (set, changed or removed) of one map key.
+func immutableKey(newMap, oldMap map[string]string, key string, fldPath *field.Path, why string) field.ErrorList {
+	nv, nok := newMap[key]
+	ov, ook := oldMap[key]
+	if nok == ook && nv == ov {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(fldPath.Key(key), nv, "field is immutable: "+why)}
+}
+
+// RatchetUpdate drops from the errors of an updated object those the old object already had
+// (same type and field path): an update is not refused for a problem it did not introduce,
+// such as a reserved key on an object created before the rule existed.
+func RatchetUpdate(newErrs, oldErrs field.ErrorList) field.ErrorList {
+	type key struct {
+		typ  field.ErrorType
+		path string
+	}
+	old := sets.New[key]()
+	for _, e := range oldErrs {
+		old.Insert(key{e.Type, e.Field})
+	}
+	var errs field.ErrorList
+	for _, e := range newErrs {
+		if !old.Has(key{e.Type, e.Field}) {
+			errs = append(errs, e)
+		}
+	}
+	return errs
+}
+
+// enum checks an optional enum value ("" passes: the default applies).
+func enum[T ~string](value string, fldPath *field.Path, allowed ...T) field.ErrorList {
+	if value == "" {
+		return nil
+	}
+	valid := make([]string, len(allowed))
+	for i, a := range allowed {
+		if string(a) == value {
+			return nil
+		}
+		valid[i] = string(a)
+	}
+	return field.ErrorList{field.NotSupported(fldPath, value, valid)}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,335 @@
+package webhooks_test
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+
+	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/test/builders"
+	"github.com/sandgate-dev/sandgate/webhooks"
+)
+
+// summary is what a test compares of an error list: type and field path of each error.
+func summary(errs field.ErrorList) []string {
+	var out []string
+	for _, e := range errs {
+		out = append(out, e.Type.String()+" "+e.Field)
+	}
+	return out
+}
+
+func TestIsReservedPodKey(t *testing.T) {
+	for key, want := range map[string]bool{
+		"agents.x-k8s.io/claim-uid":               true,
+		"extensions.agents.x-k8s.io/anything":     true,
+		"sub.agents.x-k8s.io/x":                   true,
+		"kubernetes.io/egress-bandwidth":          true,
+		"k8s.io/x":                                true,
+		"app.kubernetes.io/name":                  false,
+		"kubectl.kubernetes.io/default-container": false,
+		"example.com/agents.x-k8s.io":             false,
+		"app":                                     false,
+		"notagents.x-k8s.io/x":                    false,
+	} {
+		if got := webhooks.IsReservedPodKey(key); got != want {
+			t.Errorf("IsReservedPodKey(%q) = %v, want %v", key, got, want)
+		}
+	}
+}
+
+func TestValidateTemplate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tmpl *extv1beta1.SandboxTemplate
+		want []string
+	}{
+		{name: "valid", tmpl: builders.MakeTemplate("t", "ns").PodLabel("app", "x").PodAnnotation("app.kubernetes.io/name", "y").
+			VolumeClaimTemplate("data", "1Gi").Obj()},
+		{name: "reserved label", tmpl: builders.MakeTemplate("t", "ns").PodLabel(agentsv1beta1.LabelClaimUID, "x").Obj(),
+			want: []string{"Forbidden spec.podTemplate.metadata.labels[agents.x-k8s.io/claim-uid]"}},
+		{name: "reserved extensions annotation", tmpl: builders.MakeTemplate("t", "ns").PodAnnotation("extensions.agents.x-k8s.io/x", "y").Obj(),
+			want: []string{"Forbidden spec.podTemplate.metadata.annotations[extensions.agents.x-k8s.io/x]"}},
+		{name: "reserved kubernetes.io and k8s.io", tmpl: builders.MakeTemplate("t", "ns").PodLabel("kubernetes.io/a", "x").PodAnnotation("k8s.io/b", "y").Obj(),
+			want: []string{"Forbidden spec.podTemplate.metadata.labels[kubernetes.io/a]", "Forbidden spec.podTemplate.metadata.annotations[k8s.io/b]"}},
+		{name: "invalid label value", tmpl: builders.MakeTemplate("t", "ns").PodLabel("app", "not a value").Obj(),
+			want: []string{"Invalid value spec.podTemplate.metadata.labels"}},
+		{name: "volume claim template name", tmpl: builders.MakeTemplate("t", "ns").VolumeClaimTemplate("Data_1", "1Gi").Obj(),
+			want: []string{"Invalid value spec.volumeClaimTemplates[0].metadata.name"}},
+		{name: "duplicate volume claim templates", tmpl: builders.MakeTemplate("t", "ns").VolumeClaimTemplate("data", "1Gi").VolumeClaimTemplate("data", "2Gi").Obj(),
+			want: []string{"Duplicate value spec.volumeClaimTemplates[1].metadata.name"}},
+		{name: "unnamed volume claim template", tmpl: builders.MakeTemplate("t", "ns").VolumeClaimTemplate("", "1Gi").Obj(),
+			want: []string{"Required value spec.volumeClaimTemplates[0].metadata.name"}},
+		{name: "unknown env policy", tmpl: builders.MakeTemplate("t", "ns").EnvVarsInjectionPolicy("Sometimes").Obj(),
+			want: []string{"Unsupported value spec.envVarsInjectionPolicy"}},
+		{name: "unknown volume policy", tmpl: builders.MakeTemplate("t", "ns").VolumeClaimTemplatesPolicy("Maybe").Obj(),
+			want: []string{"Unsupported value spec.volumeClaimTemplatesPolicy"}},
+		{name: "unknown network policy management", tmpl: builders.MakeTemplate("t", "ns").NetworkPolicyManagement("Partly").Obj(),
+			want: []string{"Unsupported value spec.networkPolicyManagement"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, summary(webhooks.ValidateTemplate(tc.tmpl))); diff != "" {
+				t.Errorf("ValidateTemplate (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestValidateSandbox(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		sb   *agentsv1beta1.Sandbox
+		want []string
+	}{
+		{name: "valid", sb: builders.MakeSandbox("s", "ns").PodLabel("app", "x").Obj()},
+		{name: "reserved pod label", sb: builders.MakeSandbox("s", "ns").PodLabel(agentsv1beta1.LabelSandboxTemplateHash, "x").Obj(),
+			want: []string{"Forbidden spec.podTemplate.metadata.labels[agents.x-k8s.io/sandbox-template-hash]"}},
+		{name: "unknown operating mode", sb: builders.MakeSandbox("s", "ns").OperatingMode("Paused").Obj(),
+			want: []string{"Unsupported value spec.operatingMode"}},
+		{name: "unknown shutdown policy", sb: builders.MakeSandbox("s", "ns").ShutdownPolicy("Archive").Obj(),
+			want: []string{"Unsupported value spec.shutdownPolicy"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, summary(webhooks.ValidateSandbox(tc.sb))); diff != "" {
+				t.Errorf("ValidateSandbox (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestValidatePool(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pool *extv1beta1.SandboxWarmPool
+		want []string
+	}{
+		{name: "valid", pool: builders.MakePool("p", "ns", "tmpl").Replicas(0).Obj()},
+		{name: "no template", pool: builders.MakePool("p", "ns", "").Obj(),
+			want: []string{"Required value spec.sandboxTemplateRef.name"}},
+		{name: "template name not DNS-1123", pool: builders.MakePool("p", "ns", "My_Template").Obj(),
+			want: []string{"Invalid value spec.sandboxTemplateRef.name"}},
+		{name: "negative replicas", pool: builders.MakePool("p", "ns", "t").Replicas(-1).Obj(),
+			want: []string{"Invalid value spec.replicas"}},
+		{name: "unknown update strategy", pool: builders.MakePool("p", "ns", "t").UpdateStrategy("Rolling").Obj(),
+			want: []string{"Unsupported value spec.updateStrategy.type"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, summary(webhooks.ValidatePool(tc.pool))); diff != "" {
+				t.Errorf("ValidatePool (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestValidateClaim(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		claim *extv1beta1.SandboxClaim
+		want  []string
+	}{
+		{name: "valid", claim: builders.MakeClaim("c", "ns", "pool").Env("A", "1", "main").PodLabel("team", "x").
+			VolumeClaimTemplate("scratch", "1Gi").TTLSecondsAfterFinished(0).ShutdownPolicy(extv1beta1.ClaimShutdownPolicyDelete).Obj()},
+		{name: "ttl without shutdown time is fine", claim: builders.MakeClaim("c", "ns", "pool").TTLSecondsAfterFinished(60).Obj()},
+		{name: "no pool", claim: builders.MakeClaim("c", "ns", "").Obj(),
+			want: []string{"Required value spec.warmPoolRef.name"}},
+		{name: "pool name not DNS-1123", claim: builders.MakeClaim("c", "ns", "Pool.").Obj(),
+			want: []string{"Invalid value spec.warmPoolRef.name"}},
+		{name: "reserved additional label", claim: builders.MakeClaim("c", "ns", "pool").PodLabel(agentsv1beta1.LabelClaimUID, "x").Obj(),
+			want: []string{"Forbidden spec.additionalPodMetadata.labels[agents.x-k8s.io/claim-uid]"}},
+		{name: "reserved additional annotation", claim: builders.MakeClaim("c", "ns", "pool").PodAnnotation("kubernetes.io/x", "y").Obj(),
+			want: []string{"Forbidden spec.additionalPodMetadata.annotations[kubernetes.io/x]"}},
+		{name: "env name", claim: builders.MakeClaim("c", "ns", "pool").Env("1=A", "1", "").Obj(),
+			want: []string{"Invalid value spec.env[0].name"}},
+		{name: "env without name", claim: builders.MakeClaim("c", "ns", "pool").Env("", "1", "").Obj(),
+			want: []string{"Required value spec.env[0].name"}},
+		{name: "env container name", claim: builders.MakeClaim("c", "ns", "pool").Env("A", "1", "Main").Obj(),
+			want: []string{"Invalid value spec.env[0].containerName"}},
+		{name: "duplicate env", claim: builders.MakeClaim("c", "ns", "pool").Env("A", "1", "").Env("A", "2", "").Obj(),
+			want: []string{"Duplicate value spec.env[1].name"}},
+		{name: "same env for two containers", claim: builders.MakeClaim("c", "ns", "pool").Env("A", "1", "a").Env("A", "2", "b").Obj()},
+		{name: "volume claim template name", claim: builders.MakeClaim("c", "ns", "pool").VolumeClaimTemplate("x.y", "1Gi").Obj(),
+			want: []string{"Invalid value spec.volumeClaimTemplates[0].metadata.name"}},
+		{name: "negative ttl", claim: builders.MakeClaim("c", "ns", "pool").TTLSecondsAfterFinished(-1).Obj(),
+			want: []string{"Invalid value spec.lifecycle.ttlSecondsAfterFinished"}},
+		{name: "unknown shutdown policy", claim: builders.MakeClaim("c", "ns", "pool").ShutdownPolicy("Later").Obj(),
+			want: []string{"Unsupported value spec.lifecycle.shutdownPolicy"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, summary(webhooks.ValidateClaim(tc.claim))); diff != "" {
+				t.Errorf("ValidateClaim (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestValidateClaimAgainstTemplate(t *testing.T) {
+	tmpl := func(env extv1beta1.EnvVarsInjectionPolicy, vct extv1beta1.VolumeClaimTemplatesPolicy) *extv1beta1.SandboxTemplate {
+		t := builders.MakeTemplate("t", "ns").Env("main", "SET", "x").VolumeClaimTemplate("data", "1Gi").Obj()
+		t.Spec.EnvVarsInjectionPolicy = env
+		t.Spec.VolumeClaimTemplatesPolicy = vct
+		t.Spec.PodTemplate.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "busybox"}}
+		return t
+	}
+	for _, tc := range []struct {
+		name  string
+		claim *extv1beta1.SandboxClaim
+		tmpl  *extv1beta1.SandboxTemplate
+		want  []string
+	}{
+		{name: "nothing injected", claim: builders.MakeClaim("c", "ns", "p").Obj(), tmpl: tmpl("", "")},
+		{name: "env disallowed by default", claim: builders.MakeClaim("c", "ns", "p").Env("A", "1", "").Obj(), tmpl: tmpl("", ""),
+			want: []string{"Forbidden spec.env"}},
+		{name: "env disallowed", claim: builders.MakeClaim("c", "ns", "p").Env("A", "1", "").Obj(), tmpl: tmpl(extv1beta1.EnvVarsInjectionDisallowed, ""),
+			want: []string{"Forbidden spec.env"}},
+		{name: "env added", claim: builders.MakeClaim("c", "ns", "p").Env("A", "1", "main").Env("B", "2", "init").Obj(),
+			tmpl: tmpl(extv1beta1.EnvVarsInjectionAllowed, "")},
+		{name: "env for a container the template lacks", claim: builders.MakeClaim("c", "ns", "p").Env("A", "1", "sidecar").Obj(),
+			tmpl: tmpl(extv1beta1.EnvVarsInjectionOverrides, ""), want: []string{"Not found spec.env[0].containerName"}},
+		{name: "override needs Overrides", claim: builders.MakeClaim("c", "ns", "p").Env("SET", "1", "").Obj(),
+			tmpl: tmpl(extv1beta1.EnvVarsInjectionAllowed, ""), want: []string{"Forbidden spec.env[0].name"}},
+		{name: "override allowed", claim: builders.MakeClaim("c", "ns", "p").Env("SET", "1", "main").Obj(),
+			tmpl: tmpl(extv1beta1.EnvVarsInjectionOverrides, "")},
+		{name: "override of another container's variable is an addition", claim: builders.MakeClaim("c", "ns", "p").Env("SET", "1", "init").Obj(),
+			tmpl: tmpl(extv1beta1.EnvVarsInjectionAllowed, "")},
+		{name: "volume claim templates disallowed by default", claim: builders.MakeClaim("c", "ns", "p").VolumeClaimTemplate("scratch", "1Gi").Obj(),
+			tmpl: tmpl("", ""), want: []string{"Forbidden spec.volumeClaimTemplates"}},
+		{name: "volume claim template added", claim: builders.MakeClaim("c", "ns", "p").VolumeClaimTemplate("scratch", "1Gi").Obj(),
+			tmpl: tmpl("", extv1beta1.VolumeClaimTemplatesAllowed)},
+		{name: "volume claim template replaced needs Overrides", claim: builders.MakeClaim("c", "ns", "p").VolumeClaimTemplate("data", "5Gi").Obj(),
+			tmpl: tmpl("", extv1beta1.VolumeClaimTemplatesAllowed), want: []string{"Forbidden spec.volumeClaimTemplates[0].metadata.name"}},
+		{name: "volume claim template replaced", claim: builders.MakeClaim("c", "ns", "p").VolumeClaimTemplate("data", "5Gi").Obj(),
+			tmpl: tmpl("", extv1beta1.VolumeClaimTemplatesOverrides)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, summary(webhooks.ValidateClaimAgainstTemplate(tc.claim, tc.tmpl))); diff != "" {
+				t.Errorf("ValidateClaimAgainstTemplate (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestValidateClaimUpdate(t *testing.T) {
+	stamped := func(pool, hash string) *extv1beta1.SandboxClaim {
+		w := builders.MakeClaim("c", "ns", pool)
+		if hash != "" {
+			w.Annotation(agentsv1beta1.AnnotationSandboxTemplateHash, hash)
+		}
+		return w.Obj()
+	}
+	for _, tc := range []struct {
+		name     string
+		old, new *extv1beta1.SandboxClaim
+		operator bool
+		want     []string
+	}{
+		{name: "nothing changed", old: stamped("p", "aaa"), new: stamped("p", "aaa")},
+		{name: "pool changed", old: stamped("p", "aaa"), new: stamped("q", "aaa"), operator: true,
+			want: []string{"Invalid value spec.warmPoolRef"}},
+		{name: "stamp changed by a user", old: stamped("p", "aaa"), new: stamped("p", "bbb"),
+			want: []string{"Invalid value metadata.annotations[agents.x-k8s.io/sandbox-template-hash]"}},
+		{name: "stamp removed by a user", old: stamped("p", "aaa"), new: stamped("p", ""),
+			want: []string{"Invalid value metadata.annotations[agents.x-k8s.io/sandbox-template-hash]"}},
+		{name: "stamp added by a user", old: stamped("p", ""), new: stamped("p", "aaa"),
+			want: []string{"Invalid value metadata.annotations[agents.x-k8s.io/sandbox-template-hash]"}},
+		{name: "stamp added by the operator", old: stamped("p", ""), new: stamped("p", "aaa"), operator: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, summary(webhooks.ValidateClaimUpdate(tc.new, tc.old, tc.operator))); diff != "" {
+				t.Errorf("ValidateClaimUpdate (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestValidateSandboxUpdate(t *testing.T) {
+	withHash := func(hash string) *agentsv1beta1.Sandbox {
+		w := builders.MakeSandbox("s", "ns")
+		if hash != "" {
+			w.Label(agentsv1beta1.LabelSandboxTemplateHash, hash)
+		}
+		return w.Obj()
+	}
+	for _, tc := range []struct {
+		name     string
+		old, new *agentsv1beta1.Sandbox
+		operator bool
+		want     []string
+	}{
+		{name: "unchanged", old: withHash("aaa"), new: withHash("aaa")},
+		{name: "changed by a user", old: withHash("aaa"), new: withHash("bbb"),
+			want: []string{"Invalid value metadata.labels[agents.x-k8s.io/sandbox-template-hash]"}},
+		{name: "set by a user", old: withHash(""), new: withHash("bbb"),
+			want: []string{"Invalid value metadata.labels[agents.x-k8s.io/sandbox-template-hash]"}},
+		{name: "changed by the operator", old: withHash("aaa"), new: withHash("bbb"), operator: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, summary(webhooks.ValidateSandboxUpdate(tc.new, tc.old, tc.operator))); diff != "" {
+				t.Errorf("ValidateSandboxUpdate (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestRatchetUpdate(t *testing.T) {
+	old := builders.MakeTemplate("t", "ns").PodLabel("kubernetes.io/legacy", "x").Obj()
+	for _, tc := range []struct {
+		name string
+		new  *extv1beta1.SandboxTemplate
+		want []string
+	}{
+		{name: "old problem kept", new: builders.MakeTemplate("t", "ns").PodLabel("kubernetes.io/legacy", "x").Image("other").Obj()},
+		{name: "new problem", new: builders.MakeTemplate("t", "ns").PodLabel("kubernetes.io/legacy", "x").PodLabel("k8s.io/new", "y").Obj(),
+			want: []string{"Forbidden spec.podTemplate.metadata.labels[k8s.io/new]"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := webhooks.RatchetUpdate(webhooks.ValidateTemplate(tc.new), webhooks.ValidateTemplate(old))
+			if diff := cmp.Diff(tc.want, summary(got)); diff != "" {
+				t.Errorf("RatchetUpdate (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	pool := builders.MakePool("p", "ns", "t").Obj()
+	pool.Spec.Replicas = nil
+	pool.Spec.UpdateStrategy.Type = ""
+	webhooks.DefaultPool(pool)
+	if diff := cmp.Diff(extv1beta1.SandboxWarmPoolSpec{
+		Replicas:           ptr.To[int32](1),
+		SandboxTemplateRef: extv1beta1.SandboxTemplateRef{Name: "t"},
+		UpdateStrategy:     extv1beta1.UpdateStrategy{Type: extv1beta1.OnReplenishUpdateStrategy},
+	}, pool.Spec); diff != "" {
+		t.Errorf("DefaultPool (-want +got):\n%s", diff)
+	}
+
+	tmpl := builders.MakeTemplate("t", "ns").Obj()
+	webhooks.DefaultTemplate(tmpl)
+	if diff := cmp.Diff([]string{"Managed", "Disallowed", "Disallowed"}, []string{
+		string(tmpl.Spec.NetworkPolicyManagement), string(tmpl.Spec.EnvVarsInjectionPolicy), string(tmpl.Spec.VolumeClaimTemplatesPolicy),
+	}); diff != "" {
+		t.Errorf("DefaultTemplate (-want +got):\n%s", diff)
+	}
+
+	sb := builders.MakeSandbox("s", "ns").Obj()
+	webhooks.DefaultSandbox(sb)
+	if diff := cmp.Diff([]string{"Retain", "Running"}, []string{string(sb.Spec.ShutdownPolicy), string(sb.Spec.OperatingMode)}); diff != "" {
+		t.Errorf("DefaultSandbox (-want +got):\n%s", diff)
+	}
+
+	claim := builders.MakeClaim("c", "ns", "p").TTLSecondsAfterFinished(5).Obj()
+	claim.Spec.Lifecycle.ShutdownPolicy = ""
+	webhooks.DefaultClaim(claim)
+	if got := claim.Spec.Lifecycle.ShutdownPolicy; got != extv1beta1.ClaimShutdownPolicyRetain {
+		t.Errorf("DefaultClaim: shutdownPolicy = %q, want Retain", got)
+	}
+	noLifecycle := builders.MakeClaim("c", "ns", "p").Obj()
+	webhooks.DefaultClaim(noLifecycle)
+	if noLifecycle.Spec.Lifecycle != nil {
+		t.Errorf("DefaultClaim added a lifecycle: %+v", noLifecycle.Spec.Lifecycle)
+	}
+}
