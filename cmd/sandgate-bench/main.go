@@ -73,6 +73,7 @@ type options struct {
 	nodes          int
 	profile        string
 	jsonPath       string
+	webhooks       bool
 
 	scenarios  string
 	scalePool  int
@@ -105,6 +106,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 			"default: build ./cmd/sandgate and run it (local cluster), none with --kubeconfig; \"none\" runs no operator")
 	fs.IntVar(&o.nodes, "nodes", 0, "simulated nodes of the local cluster (default: enough for the pool and the claims)")
 	fs.StringVar(&o.profile, "profile", string(framework.ProfileFast), "how the local cluster's pods become Ready: fast or kubelet")
+	fs.BoolVar(&o.webhooks, "webhooks", true, "install config/webhook in the local cluster; --webhooks=false for an operator that serves none")
 	fs.StringVar(&o.jsonPath, "json", "", "also write the result as JSON to this file")
 	fs.StringVar(&o.scenarios, "scenarios", "", "run canonical scenarios instead (each on a fresh local cluster): all, or a comma-separated list of "+strings.Join(scenarioNames(), ", "))
 	fs.IntVar(&o.scalePool, "scale-pool", 5000, "pool size of the large scale scenario")
@@ -187,6 +189,7 @@ func runOnce(ctx context.Context, o options, podSpec corev1.PodSpec, templateNam
 		Nodes:           nodes,
 		Profile:         framework.Profile(o.profile),
 		OperatorCommand: o.operatorCmd,
+		NoWebhooks:      !o.webhooks,
 		Log:             progress,
 	})
 	if err != nil {

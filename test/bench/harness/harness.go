@@ -45,6 +45,9 @@ type Options struct {
 	// {{metrics-port}} and {{probe-port}}. "" builds ./cmd/sandgate and runs it (local cluster
 	// only); NoOperator runs none.
 	OperatorCommand string
+	// NoWebhooks leaves config/webhook uninstalled in a local cluster: for an operator that
+	// serves no webhooks, such as another implementation of the API.
+	NoWebhooks bool
 	// Log receives progress lines.
 	Log io.Writer
 }
@@ -108,6 +111,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, retErr error) {
 		ep.kubeconfig = kubeconfig
 		wh := e.Cluster.Env.WebhookInstallOptions
 		ep.webhookHost, ep.webhookPort, ep.webhookCertDir = wh.LocalServingHost, wh.LocalServingPort, wh.LocalServingCertDir
+		ep.webhooksInstalled = e.Webhooks
 	}
 	if opts.OperatorCommand == NoOperator {
 		return e, nil
@@ -162,13 +166,16 @@ func (e *Env) startLocal(ctx context.Context, opts Options) error {
 		NoSignalHandler: true, // the commands handle signals and call Stop
 	}
 	webhookDir := filepath.Join(root, "config", "webhook")
-	if hasWebhookConfigurations(webhookDir) {
+	switch {
+	case opts.NoWebhooks:
+		e.logf("webhooks off: the webhook configurations of %s are not installed", webhookDir)
+	case hasWebhookConfigurations(webhookDir):
 		fopts.WebhookInstallOptions = envtest.WebhookInstallOptions{
 			Paths:            []string{webhookDir},
 			LocalServingHost: "127.0.0.1",
 		}
 		e.Webhooks = true
-	} else {
+	default:
 		e.logf("warning: no webhook configurations in %s: running without admission webhooks", webhookDir)
 	}
 	cluster, err := framework.Start(ctx, fopts)

@@ -59,6 +59,8 @@ type Operator struct {
 type endpoints struct {
 	kubeconfig, webhookHost, webhookCertDir string
 	webhookPort, metricsPort, probePort     int
+	// webhooksInstalled: the API server calls the webhook port, so it must answer.
+	webhooksInstalled bool
 }
 
 // expand substitutes the placeholders of command.
@@ -140,19 +142,23 @@ func startOperator(ctx context.Context, command string, ep endpoints, logPath st
 	// Ready means every endpoint the command line mentions answers: the readiness probe (or
 	// else the metrics endpoint) and the webhook port, which the API server calls with
 	// failurePolicy Fail as soon as the webhook configurations exist.
-	var checks []func(context.Context) bool
+	checks := map[string]func(context.Context) bool{}
 	switch {
 	case strings.Contains(command, PlaceholderProbePort):
-		checks = append(checks, httpOK(fmt.Sprintf("http://127.0.0.1:%d/readyz", ep.probePort)))
+		url := fmt.Sprintf("http://127.0.0.1:%d/readyz", ep.probePort)
+		checks[url] = httpOK(url)
 	case o.MetricsURL != "":
-		checks = append(checks, httpOK(o.MetricsURL))
+		checks[o.MetricsURL] = httpOK(o.MetricsURL)
 	}
-	if strings.Contains(command, PlaceholderWebhookPort) && ep.webhookCertDir != "" {
-		checks = append(checks, dials(net.JoinHostPort(ep.webhookHost, strconv.Itoa(ep.webhookPort))))
+	if strings.Contains(command, PlaceholderWebhookPort) && ep.webhooksInstalled {
+		addr := net.JoinHostPort(ep.webhookHost, strconv.Itoa(ep.webhookPort))
+		checks["webhook server "+addr] = dials(addr)
 	}
+	var waitingFor string
 	ready := func(ctx context.Context) bool {
-		for _, check := range checks {
+		for name, check := range checks {
 			if !check(ctx) {
+				waitingFor = name
 				return false
 			}
 		}
@@ -168,7 +174,7 @@ func startOperator(ctx context.Context, command string, ep endpoints, logPath st
 			return nil, fmt.Errorf("the operator exited before it was ready (%v); log %s ends:\n%s", o.err, logPath, Tail(logPath, 20))
 		case <-waitCtx.Done():
 			_ = o.Stop()
-			return nil, fmt.Errorf("the operator was not ready within %s; log %s ends:\n%s", operatorReadyTimeout, logPath, Tail(logPath, 20))
+			return nil, fmt.Errorf("the operator was not ready within %s (%s did not answer); log %s ends:\n%s", operatorReadyTimeout, waitingFor, logPath, Tail(logPath, 20))
 		case <-tick.C:
 		}
 	}

@@ -154,12 +154,13 @@ func Run(ctx context.Context, restCfg *rest.Config, cfg Config, probes Probes) (
 	before := r.measure(ctx, res)
 	runStart := time.Now()
 	claims, lastReady := r.fire(ctx, w, res)
-	if lastReady.IsZero() {
+	anyReady := !lastReady.IsZero()
+	if !anyReady {
 		lastReady = time.Now()
 	}
 	res.RunSeconds = lastReady.Sub(runStart).Seconds()
 
-	if res.Claims.Ready > 0 {
+	if anyReady {
 		refillStart := time.Now()
 		if err := r.waitForPool(ctx, cfg.RefillWait, "pool refilling"); err != nil {
 			res.Errors = append(res.Errors, fmt.Sprintf("pool not full again within %s: %v", cfg.RefillWait, err))
