@@ -43,7 +43,12 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	cluster = c
-	k8s, err = client.New(c.Config, client.Options{Scheme: api.NewScheme()})
+	scheme := api.NewScheme()
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		fmt.Fprintf(os.Stderr, "registering apiextensions: %v\n", err)
+		os.Exit(1)
+	}
+	k8s, err = client.New(c.Config, client.Options{Scheme: scheme})
 	code := 1
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "creating client: %v\n", err)
@@ -210,8 +215,8 @@ func TestWarmPoolScaleSubresource(t *testing.T) {
 	g.Expect(scale.Status.Replicas).To(Equal(int32(2)))
 	g.Expect(scale.Status.Selector).To(Equal(agentsv1beta1.LabelWarmPoolSandbox + "=abc"))
 
-	// kubectl scale sends this patch.
-	g.Expect(k8s.SubResource("scale").Patch(ctx, pool, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":7}}`)))).To(Succeed())
+	// kubectl scale sends this patch. The answer is a Scale, decoded over the object passed in.
+	g.Expect(k8s.SubResource("scale").Patch(ctx, pool.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":7}}`)))).To(Succeed())
 	got := &extv1beta1.SandboxWarmPool{}
 	g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(pool), got)).To(Succeed())
 	g.Expect(got.Spec.Replicas).To(HaveValue(Equal(int32(7))))
