@@ -80,6 +80,8 @@ type claimMemory struct {
 	// bound names the Sandbox this process bound or created for the claim, until the cache
 	// shows it: a reconcile in between must not bind a second one.
 	bound string
+	// written is the status as this process last wrote (or found) it.
+	written *extv1beta1.SandboxClaimStatus
 	// readyObserved: the startup latency of the claim has been recorded.
 	readyObserved bool
 	// launchType and template label the latency metrics.
@@ -191,8 +193,13 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		r.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
-	old := claim.DeepCopy()
 	step := &claimStep{claim: claim, mem: r.memory(claim)}
+	if w := step.mem.written; w != nil {
+		// Only this controller writes claim status, so its last write is at least as new as
+		// the cache: comparing with the cache right after a write would write it again.
+		claim.Status = *w.DeepCopy()
+	}
+	old := claim.DeepCopy()
 	result, err := r.reconcile(ctx, step)
 	if errors.Is(err, errClaimDeleted) {
 		for _, e := range step.events {
@@ -209,6 +216,7 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	} else if wrote {
 		r.observeStartup(step)
 	}
+	step.mem.written = claim.Status.DeepCopy()
 	for _, e := range step.events {
 		e()
 	}
@@ -335,9 +343,11 @@ func (r *ClaimReconciler) serve(ctx context.Context, s *claimStep) (ctrl.Result,
 	}
 
 	// No ready member. Wait while members of the claim's version are on their way: being
-	// created, or about to be (the pool refills with the current version).
+	// created, or about to be (the pool refills with the current version when it has fewer
+	// members than replicas; stale members kept under OnReplenish fill it too).
 	_, pending := r.Index.Counts(key)
-	coming := pending > 0 || (stamp == agentsv1beta1.BlueprintHash(&tmpl.Spec.SandboxBlueprint) && replicas(pool) > 0)
+	coming := pending > 0 ||
+		(stamp == agentsv1beta1.BlueprintHash(&tmpl.Spec.SandboxBlueprint) && r.Index.PoolMembers(pool.Namespace, pool.Name) < replicas(pool))
 	left := s.mem.firstSeen.Add(r.ColdStartGrace).Sub(r.Clock.Now())
 	if coming && left > 0 {
 		r.Index.Wait(key, nn)

@@ -79,6 +79,8 @@ type WarmIndex struct {
 	mu      sync.Mutex
 	buckets map[MemberKey]*bucket
 	members map[types.NamespacedName]*member
+	// pools counts the unbound members of each pool, of every version and state.
+	pools map[types.NamespacedName]int
 	// waiting maps a waiting claim to the key it waits on, so that a claim waits in one
 	// bucket at most once; stale waiter entries are skipped lazily.
 	waiting map[types.NamespacedName]MemberKey
@@ -89,6 +91,7 @@ func NewWarmIndex() *WarmIndex {
 	return &WarmIndex{
 		buckets: map[MemberKey]*bucket{},
 		members: map[types.NamespacedName]*member{},
+		pools:   map[types.NamespacedName]int{},
 		waiting: map[types.NamespacedName]MemberKey{},
 	}
 }
@@ -131,6 +134,7 @@ func (x *WarmIndex) Observe(sb *agentsv1beta1.Sandbox) (wake types.NamespacedNam
 		m = &member{key: key, pos: -1, state: statePending}
 		x.members[nn] = m
 		x.bucket(key).pending++
+		x.pools[poolName(key)]++
 	}
 	m.sb = sb
 	if !ready {
@@ -201,6 +205,17 @@ func (x *WarmIndex) Counts(key MemberKey) (available, pending int) {
 		return len(b.available), b.pending
 	}
 	return 0, 0
+}
+
+// PoolMembers returns how many unbound members the pool has, of any version, ready or not.
+func (x *WarmIndex) PoolMembers(namespace, pool string) int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.pools[types.NamespacedName{Namespace: namespace, Name: pool}]
+}
+
+func poolName(key MemberKey) types.NamespacedName {
+	return types.NamespacedName{Namespace: key.Namespace, Name: key.Pool}
 }
 
 // Wait registers claim as waiting for a member of key: the next member that becomes
@@ -282,6 +297,11 @@ func (x *WarmIndex) setState(m *member, s memberState) {
 func (x *WarmIndex) remove(nn types.NamespacedName, m *member) {
 	x.setState(m, stateParked) // parked counts nowhere
 	delete(x.members, nn)
+	if pn := poolName(m.key); x.pools[pn] <= 1 {
+		delete(x.pools, pn)
+	} else {
+		x.pools[pn]--
+	}
 	if b := x.buckets[m.key]; b != nil && b.empty() {
 		delete(x.buckets, m.key)
 	}
