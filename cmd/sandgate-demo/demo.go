@@ -124,7 +124,7 @@ func (d *demo) run(ctx context.Context, w io.Writer, claims int) error {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nStale-template check: template %s was updated (container env AGENT_MODE changed),\n", d.template.Name)
-	fmt.Fprintf(w, "its hash went %s → %s. Claim %s was stamped %s at admission\n", oldHash, newHash, after.claim, after.stamp)
+	fmt.Fprintf(w, "its hash went %s → %s. Claim %s carries the stamp %s\n", oldHash, newHash, after.claim, after.stamp)
 	fmt.Fprintf(w, "and bound to %s, built from %s (%s launch):", after.sandbox, after.built, after.launch)
 	if after.built == newHash && after.stamp == newHash {
 		fmt.Fprintf(w, " the new version, as it must be.\n")

@@ -47,6 +47,7 @@ type options struct {
 	kubeconfig  string
 	operatorCmd string
 	verbose     bool
+	webhooks    bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -61,6 +62,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.claims, "claims", 4, "claims to create before the template update")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", filepath.Join("bin", "sandgate-demo.kubeconfig"), "where to write the admin kubeconfig (removed on exit)")
 	fs.StringVar(&o.operatorCmd, "operator-cmd", "", "operator command line (see sandgate-bench --help); default: build and run ./cmd/sandgate")
+	fs.BoolVar(&o.webhooks, "webhooks", true, "install the admission webhooks (--webhooks=false shows what happens without them)")
 	fs.BoolVar(&o.verbose, "v", false, "print the control plane's start-up steps")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -97,7 +99,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (retErr e
 	if o.verbose {
 		log = stderr
 	}
-	env, err := harness.Start(ctx, harness.Options{Profile: framework.ProfileFast, OperatorCommand: o.operatorCmd, Log: progressLog{log, say}})
+	env, err := harness.Start(ctx, harness.Options{Profile: framework.ProfileFast, OperatorCommand: o.operatorCmd, NoWebhooks: !o.webhooks, Log: progressLog{log, say}})
 	if err != nil {
 		return err
 	}
@@ -117,7 +119,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (retErr e
 		return err
 	}
 	if !env.Webhooks {
-		say("warning: config/webhook has no webhook configurations: claims are not stamped and bindings not guarded")
+		say("warning: no admission webhooks: claims are not stamped at admission and bindings are not guarded")
 	}
 
 	d, err := newDemo(env, root, say)
