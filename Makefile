@@ -85,8 +85,14 @@ dev-cluster: tools ## Run a local control plane with simulated nodes until Ctrl-
 	go run ./cmd/sandgate-dev $(ARGS)
 
 .PHONY: demo
-demo: tools ## The operator's main job on a local control plane.
-	@echo "make demo arrives with the demo issue; meanwhile 'make dev-cluster' starts the local control plane"
+demo: tools ## The operator's main job on a local control plane, until Ctrl-C (ARGS=--once exits after the table).
+	go build -o $(BIN)/sandgate-demo ./cmd/sandgate-demo
+	$(BIN)/sandgate-demo $(ARGS)
+
+.PHONY: bench
+bench: tools ## Run the load scenarios and write docs/performance.md (ARGS=--scale-pool 2000 to shrink the largest pool).
+	go build -o $(BIN)/sandgate-bench ./cmd/sandgate-bench
+	$(BIN)/sandgate-bench --scenarios all --out docs/performance.md --results-dir $(BIN)/bench $(ARGS)
 
 ##@ Tool binaries
 
