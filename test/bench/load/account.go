@@ -71,6 +71,10 @@ func OperatorFigures(delta scrape.Snapshot, claims int) report.Operator {
 	if claims > 0 {
 		out.SandboxReconcilesPerClaim = round2(sandbox / float64(claims))
 		out.WritesPerClaim = round2(delta.Sum("sandgate_api_writes_total", nil) / float64(claims))
+		claimPath := delta.Sum("sandgate_api_writes_total", map[string]string{"resource": "sandboxclaims"}) +
+			delta.Sum("sandgate_api_writes_total", map[string]string{"resource": "sandboxclaims/status"}) +
+			delta.Sum("sandgate_api_writes_total", map[string]string{"resource": "sandboxes", "verb": "patch"})
+		out.ClaimPathWritesPerClaim = round2(claimPath / float64(claims))
 	}
 	return out
 }

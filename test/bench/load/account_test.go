@@ -97,7 +97,8 @@ sandgate_sandbox_reconciles_to_ready_count 70
 			{Key: "patch sandboxes success", Count: 10},
 			{Key: "patch sandboxes conflict", Count: 1},
 		},
-		WritesPerClaim: 2.1,
+		WritesPerClaim:          2.1,
+		ClaimPathWritesPerClaim: 2.1,
 	}
 	got := OperatorFigures(scrape.Delta(before, after), 10)
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -84,6 +84,10 @@ type Operator struct {
 	// Writes is sandgate_api_writes_total by "verb resource result".
 	Writes         []scrape.Count `json:"writes"`
 	WritesPerClaim float64        `json:"writesPerClaim"`
+	// ClaimPathWritesPerClaim counts the operator's writes to claims (metadata and status)
+	// and its non-status writes to Sandboxes (the binding), per claim: the writes a claim
+	// waits for. Pool refill and pod metadata propagation are left out.
+	ClaimPathWritesPerClaim float64 `json:"claimPathWritesPerClaim"`
 	// CPUSeconds is user+system time during the run; CPUSecondsTotal since the start.
 	CPUSeconds      float64 `json:"cpuSeconds"`
 	CPUSecondsTotal float64 `json:"cpuSecondsTotal"`

@@ -59,6 +59,7 @@ func WriteText(w io.Writer, r *Result) {
 	o := r.Operator
 	if o.Measured {
 		fmt.Fprintf(tw, "operator writes\t%.0f\t%.2f per claim\n", sum(o.Writes), o.WritesPerClaim)
+		fmt.Fprintf(tw, "operator writes on the claim path\t%.2f per claim\t(claims, claim status, Sandbox binding)\n", o.ClaimPathWritesPerClaim)
 		for _, row := range o.Writes {
 			fmt.Fprintf(tw, "  %s\t%.0f\n", row.Key, row.Count)
 		}
