@@ -80,6 +80,11 @@ type Options struct {
 	CRDDirectoryPaths []string
 	// WebhookInstallOptions are passed to envtest, which installs the webhook configurations.
 	WebhookInstallOptions envtest.WebhookInstallOptions
+	// Webhooks installs sandgate's webhook configurations (<repo root>/config/webhook unless
+	// WebhookInstallOptions.Paths says otherwise), pointed at the local webhook server that
+	// StartManager runs with ManagerOptions.Webhooks. Their failure policy is Fail: while no
+	// such manager runs, writes of sandgate's kinds are refused.
+	Webhooks bool
 	// BinaryDir holds kube-apiserver, etcd, kubectl, kube-scheduler, kube-controller-manager
 	// and kwok; default $KUBEBUILDER_ASSETS, else <repo root>/bin/k8s/<KubernetesVersion>.
 	BinaryDir string
@@ -243,6 +248,13 @@ func (o *Options) defaults() error {
 	}
 	if abs, err := filepath.Abs(o.BinaryDir); err == nil {
 		o.BinaryDir = abs
+	}
+	if o.Webhooks && len(o.WebhookInstallOptions.Paths) == 0 {
+		paths, err := defaultWebhookPaths()
+		if err != nil {
+			return fmt.Errorf("locate webhook configurations: %w", err)
+		}
+		o.WebhookInstallOptions.Paths = paths
 	}
 	if len(o.CRDDirectoryPaths) == 0 {
 		paths, err := defaultCRDDirectoryPaths()

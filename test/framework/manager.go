@@ -14,6 +14,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/sandgate-dev/sandgate/api"
+	"github.com/sandgate-dev/sandgate/certs"
 	"github.com/sandgate-dev/sandgate/reconcilers"
 )
 
@@ -38,6 +39,11 @@ type ManagerOptions struct {
 	// ColdStartGrace is the claim controller's wait for warm members before a cold start;
 	// 0 means reconcilers.DefaultColdStartGrace.
 	ColdStartGrace time.Duration
+	// Webhooks serves sandgate's admission webhooks (webhooks.Setup) on the address the
+	// cluster's webhook configurations call; the cluster must have been started with
+	// Options.Webhooks. StartManager returns once the webhook server accepts connections.
+	// Only one such manager can run at a time per cluster.
+	Webhooks bool
 }
 
 // Manager is a sandgate manager running in the test process against a Cluster.
@@ -69,15 +75,30 @@ func (c *Cluster) StartManager(t testing.TB, opts ManagerOptions) *Manager {
 		}
 	}
 	scheme := api.NewScheme()
-	mgr, err := ctrl.NewManager(c.Config, ctrl.Options{
+	// The manager acts as the operator's identity, the one the binding guard admits.
+	operatorCfg, err := c.OperatorConfig()
+	if err != nil {
+		t.Fatalf("provisioning the operator user: %v", err)
+	}
+	mgrOpts := ctrl.Options{
 		Scheme:                 scheme,
 		Cache:                  cacheOpts,
 		NewClient:              reconcilers.NewClientFunc(metrics),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-	})
+	}
+	var certWatcher *certs.Watcher
+	if opts.Webhooks {
+		mgrOpts.WebhookServer, certWatcher = c.webhookServer(t)
+	}
+	mgr, err := ctrl.NewManager(operatorCfg, mgrOpts)
 	if err != nil {
 		t.Fatalf("creating manager: %v", err)
+	}
+	if opts.Webhooks {
+		if err := setupWebhooks(mgr, certWatcher); err != nil {
+			t.Fatalf("setting up webhooks: %v", err)
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := reconcilers.Setup(ctx, mgr, reconcilers.Config{
@@ -110,6 +131,12 @@ func (c *Cluster) StartManager(t testing.TB, opts ManagerOptions) *Manager {
 	defer syncCancel()
 	if !mgr.GetCache().WaitForCacheSync(syncCtx) {
 		t.Fatalf("manager cache did not sync within %s", Timeout)
+	}
+	if opts.Webhooks {
+		started := mgr.GetWebhookServer().StartedChecker()
+		if err := c.waitForWebhookServer(syncCtx, func() error { return started(nil) }); err != nil {
+			t.Fatalf("waiting for the webhook server: %v", err)
+		}
 	}
 
 	direct, err := client.New(c.Config, client.Options{Scheme: scheme})

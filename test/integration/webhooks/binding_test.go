@@ -1,0 +1,118 @@
+package webhooks_test
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/test/builders"
+	"github.com/sandgate-dev/sandgate/webhooks"
+)
+
+// bindingEnv is a pool with a stamped claim and a member built from the claim's template
+// version.
+type bindingEnv struct {
+	*env
+	claim *extv1beta1.SandboxClaim
+	hash  string
+	warm  *agentsv1beta1.Sandbox
+}
+
+func setupBinding(t *testing.T) *bindingEnv {
+	e := setup(t)
+	e.templatePool("web")
+	claim := builders.MakeClaim("c1", e.ns, "web").Obj()
+	e.create(e.user, claim)
+	e.get(claim)
+	hash := claim.Annotations[stampKey]
+	e.g.Expect(hash).NotTo(BeEmpty())
+	return &bindingEnv{env: e, claim: claim, hash: hash, warm: e.member("web-abcde", "web", hash)}
+}
+
+// The operator binds a member of the claim's template version in one patch.
+func TestBindingByOperatorAllowed(t *testing.T) {
+	e := setupBinding(t)
+	e.g.Expect(e.bind(e.operator, e.warm, e.claim)).To(Succeed())
+
+	got := &agentsv1beta1.Sandbox{}
+	e.g.Expect(e.admin.Get(e.ctx(), client.ObjectKeyFromObject(e.warm), got)).To(Succeed())
+	e.g.Expect(metav1.GetControllerOf(got)).To(HaveField("UID", e.claim.UID))
+	e.g.Expect(got.Labels).To(HaveKeyWithValue(agentsv1beta1.LabelClaimUID, string(e.claim.UID)))
+	e.g.Expect(got.Labels).NotTo(HaveKey(agentsv1beta1.LabelWarmPoolSandbox))
+
+	// A bound Sandbox stays its users' to operate: changes that leave the binding alone pass.
+	e.g.Expect(mergePatch(e.ctx(), e.user, got, map[string]any{"spec": map[string]any{"operatingMode": "Suspended"}})).To(Succeed())
+}
+
+// Nobody but the operator binds, not even the cluster admin; the denial names the Sandbox, the
+// claim and both hashes.
+func TestBindingByNonOperatorForbidden(t *testing.T) {
+	e := setupBinding(t)
+	for _, c := range []client.Client{e.user, e.admin} {
+		expectForbidden(e.g, e.bind(c, e.warm, e.claim), e.warm.Name, e.claim.Name, e.hash, webhooks.DefaultOperatorUser)
+	}
+	// The claim-uid label alone is a binding too.
+	labelOnly := map[string]any{"metadata": map[string]any{"labels": map[string]any{agentsv1beta1.LabelClaimUID: string(e.claim.UID)}}}
+	expectForbidden(e.g, mergePatch(e.ctx(), e.user, e.warm.DeepCopy(), labelOnly), e.warm.Name)
+	// And so is creating a Sandbox already bound.
+	prebound := builders.MakeSandbox("prebound", e.ns).Label(agentsv1beta1.LabelSandboxTemplateHash, e.hash).
+		Label(agentsv1beta1.LabelClaimUID, string(e.claim.UID)).Obj()
+	prebound.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(e.claim, extv1beta1.GroupVersion.WithKind("SandboxClaim"))}
+	expectForbidden(e.g, e.user.Create(e.ctx(), prebound), "prebound", e.claim.Name)
+	e.g.Expect(e.operator.Create(e.ctx(), prebound)).To(Succeed(), "the operator's cold start")
+}
+
+// A member built from another template version cannot be bound to the claim, even by the
+// operator: the denial names both hashes.
+func TestBindingToOtherHashForbidden(t *testing.T) {
+	e := setupBinding(t)
+	stale := e.member("web-stale", "web", "0123456789abcdef")
+	expectForbidden(e.g, e.bind(e.operator, stale, e.claim), "web-stale", e.claim.Name, e.hash, "0123456789abcdef")
+	unlabelled := builders.MakeSandbox("web-nohash", e.ns).Obj()
+	e.create(e.operator, unlabelled)
+	expectForbidden(e.g, e.bind(e.operator, unlabelled, e.claim), "web-nohash", e.hash, "<none>")
+}
+
+// A bound Sandbox is never handed to another claim, and only the operator releases it.
+func TestRebindingForbidden(t *testing.T) {
+	e := setupBinding(t)
+	e.g.Expect(e.bind(e.operator, e.warm, e.claim)).To(Succeed())
+	second := builders.MakeClaim("c2", e.ns, "web").Obj()
+	e.create(e.user, second)
+	e.get(second)
+	e.get(e.warm)
+
+	expectForbidden(e.g, e.bind(e.operator, e.warm, second), e.warm.Name, second.Name, "already bound", string(e.claim.UID))
+
+	unbind := map[string]any{"metadata": map[string]any{
+		"ownerReferences": nil,
+		"labels":          map[string]any{agentsv1beta1.LabelClaimUID: nil},
+	}}
+	expectForbidden(e.g, mergePatch(e.ctx(), e.user, e.warm.DeepCopy(), unbind), e.warm.Name)
+}
+
+// A claim that does not exist, or a UID that is not the claim's, binds nothing.
+func TestBindingToUnknownClaimForbidden(t *testing.T) {
+	e := setupBinding(t)
+	ghost := e.claim.DeepCopy()
+	ghost.Name, ghost.UID = "ghost", "00000000-0000-0000-0000-000000000000"
+	expectForbidden(e.g, e.bind(e.operator, e.warm, ghost), "ghost", "does not exist")
+	impostor := e.claim.DeepCopy()
+	impostor.UID = "00000000-0000-0000-0000-000000000001"
+	expectForbidden(e.g, e.bind(e.operator, e.warm, impostor), e.claim.Name, "does not exist")
+}
+
+// The template-hash label says what a member was built from: only the operator changes it.
+func TestMemberTemplateHashImmutableForUsers(t *testing.T) {
+	e := setupBinding(t)
+	field := "metadata.labels[" + agentsv1beta1.LabelSandboxTemplateHash + "]"
+	relabel := map[string]any{"metadata": map[string]any{"labels": map[string]any{agentsv1beta1.LabelSandboxTemplateHash: "0123456789abcdef"}}}
+	expectInvalid(e.g, mergePatch(e.ctx(), e.user, e.warm.DeepCopy(), relabel), field)
+	unlabel := map[string]any{"metadata": map[string]any{"labels": map[string]any{agentsv1beta1.LabelSandboxTemplateHash: nil}}}
+	expectInvalid(e.g, mergePatch(e.ctx(), e.admin, e.warm.DeepCopy(), unlabel), field)
+	e.g.Expect(mergePatch(e.ctx(), e.operator, e.warm.DeepCopy(), relabel)).To(Succeed())
+}

@@ -1,0 +1,115 @@
+package webhooks_test
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/test/builders"
+)
+
+const stampKey = agentsv1beta1.AnnotationSandboxTemplateHash
+
+// A claim is stamped at creation with the blueprint hash of its pool's template as stored,
+// and with its admission time.
+func TestClaimStampedWithTemplateHash(t *testing.T) {
+	e := setup(t)
+	tmpl := e.templatePool("web")
+
+	before := time.Now()
+	claim := builders.MakeClaim("c1", e.ns, "web").Obj()
+	e.create(e.user, claim)
+	after := time.Now()
+
+	e.get(claim)
+	e.g.Expect(claim.Annotations).To(HaveKeyWithValue(stampKey, agentsv1beta1.BlueprintHash(&tmpl.Spec.SandboxBlueprint)))
+	observed, err := time.Parse(time.RFC3339Nano, claim.Annotations[agentsv1beta1.AnnotationWebhookFirstObservedAt])
+	e.g.Expect(err).NotTo(HaveOccurred())
+	e.g.Expect(observed).To(BeTemporally(">=", before.Add(-time.Second)))
+	e.g.Expect(observed).To(BeTemporally("<=", after.Add(time.Second)))
+}
+
+// After a template update, new claims carry the new hash and existing claims keep theirs.
+func TestTemplateUpdateStampsNewClaimsOnly(t *testing.T) {
+	e := setup(t)
+	tmpl := e.templatePool("web")
+	oldHash := agentsv1beta1.BlueprintHash(&tmpl.Spec.SandboxBlueprint)
+	before := builders.MakeClaim("before", e.ns, "web").Obj()
+	e.create(e.user, before)
+
+	e.g.Expect(mergePatch(e.ctx(), e.admin, tmpl, map[string]any{"spec": map[string]any{"podTemplate": map[string]any{
+		"metadata": map[string]any{"labels": map[string]any{"version": "2"}},
+	}}})).To(Succeed())
+	e.get(tmpl)
+	newHash := agentsv1beta1.BlueprintHash(&tmpl.Spec.SandboxBlueprint)
+	e.g.Expect(newHash).NotTo(Equal(oldHash))
+
+	after := builders.MakeClaim("after", e.ns, "web").Obj()
+	e.create(e.user, after)
+	e.get(after)
+	e.get(before)
+	e.g.Expect(after.Annotations).To(HaveKeyWithValue(stampKey, newHash))
+	e.g.Expect(before.Annotations).To(HaveKeyWithValue(stampKey, oldHash))
+}
+
+// Without the pool or its template the claim is admitted unstamped (the claim reconciler
+// stamps it later), but with its admission time.
+func TestClaimWithoutTemplateAdmittedUnstamped(t *testing.T) {
+	e := setup(t)
+	e.create(e.admin, builders.MakePool("orphan", e.ns, "missing").Obj())
+	for _, pool := range []string{"no-such-pool", "orphan"} {
+		claim := builders.MakeClaim("claim-"+pool, e.ns, pool).Obj()
+		e.create(e.user, claim)
+		e.get(claim)
+		e.g.Expect(claim.Annotations).NotTo(HaveKey(stampKey), "pool %s", pool)
+		e.g.Expect(claim.Annotations).To(HaveKey(agentsv1beta1.AnnotationWebhookFirstObservedAt), "pool %s", pool)
+	}
+}
+
+// A stamp supplied by the client is checked: a forged one is refused, the right one accepted,
+// and one that cannot be checked (no template) is refused too.
+func TestForgedStampRejected(t *testing.T) {
+	e := setup(t)
+	tmpl := e.templatePool("web")
+	field := "metadata.annotations[" + stampKey + "]"
+
+	forged := builders.MakeClaim("forged", e.ns, "web").Annotation(stampKey, "0123456789abcdef").Obj()
+	expectInvalid(e.g, e.user.Create(e.ctx(), forged), field)
+	unverifiable := builders.MakeClaim("unverifiable", e.ns, "no-such-pool").Annotation(stampKey, "0123456789abcdef").Obj()
+	expectInvalid(e.g, e.user.Create(e.ctx(), unverifiable), field)
+
+	honest := builders.MakeClaim("honest", e.ns, "web").Annotation(stampKey, agentsv1beta1.BlueprintHash(&tmpl.Spec.SandboxBlueprint)).Obj()
+	e.create(e.user, honest)
+}
+
+// Once stamped, only the operator may change the stamp; nobody may move a claim to another
+// pool.
+func TestStampImmutableExceptForOperator(t *testing.T) {
+	e := setup(t)
+	e.templatePool("web")
+	claim := builders.MakeClaim("c1", e.ns, "web").Obj()
+	e.create(e.user, claim)
+	field := "metadata.annotations[" + stampKey + "]"
+
+	for _, c := range []client.Client{e.admin, e.user} {
+		restamp := map[string]any{"metadata": map[string]any{"annotations": map[string]any{stampKey: "0123456789abcdef"}}}
+		expectInvalid(e.g, mergePatch(e.ctx(), c, claim.DeepCopy(), restamp), field)
+		unstamp := map[string]any{"metadata": map[string]any{"annotations": map[string]any{stampKey: nil}}}
+		expectInvalid(e.g, mergePatch(e.ctx(), c, claim.DeepCopy(), unstamp), field)
+	}
+	move := map[string]any{"spec": map[string]any{"warmPoolRef": map[string]any{"name": "other"}}}
+	expectInvalid(e.g, mergePatch(e.ctx(), e.operator, claim.DeepCopy(), move), "spec.warmPoolRef")
+
+	restamp := map[string]any{"metadata": map[string]any{"annotations": map[string]any{stampKey: "fedcba9876543210"}}}
+	e.g.Expect(mergePatch(e.ctx(), e.operator, claim, restamp)).To(Succeed())
+	var got extv1beta1.SandboxClaim
+	e.g.Expect(e.admin.Get(e.ctx(), client.ObjectKeyFromObject(claim), &got)).To(Succeed())
+	e.g.Expect(got.Annotations).To(HaveKeyWithValue(stampKey, "fedcba9876543210"))
+
+	// Other metadata stays the user's to change.
+	e.g.Expect(mergePatch(e.ctx(), e.user, claim, map[string]any{"metadata": map[string]any{"labels": map[string]any{"team": "a"}}})).To(Succeed())
+}

@@ -1,0 +1,189 @@
+// Package webhooks_test checks sandgate's admission through real API calls: the API server of
+// a local control plane calls the webhooks as config/webhook configures them, served by a
+// manager in the test process. Writes come from three identities: the cluster admin, the
+// operator (webhooks.DefaultOperatorUser, as the manager itself runs) and another user; only
+// the operator may bind. Each test gets its own namespace and manager; the tests run one after
+// the other because one webhook port serves them all.
+package webhooks_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/test/builders"
+	"github.com/sandgate-dev/sandgate/test/framework"
+)
+
+var cluster *framework.Cluster
+
+func TestMain(m *testing.M) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	// No pod runs in these tests: admission is all they look at.
+	c, err := framework.Start(ctx, framework.Options{
+		Webhooks: true, NoKwok: true, NoScheduler: true, NoControllerManager: true, Log: os.Stderr,
+	})
+	cancel()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "starting the test cluster: %v\n", err)
+		os.Exit(1)
+	}
+	cluster = c
+	code := m.Run()
+	if err := c.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "stopping the test cluster: %v\n", err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// env is one test's namespace, manager and clients.
+type env struct {
+	t  *testing.T
+	g  *WithT
+	ns string
+	// admin is the cluster admin (system:masters, not the operator).
+	admin client.Client
+	// operator acts as webhooks.DefaultOperatorUser.
+	operator client.Client
+	// user is another user, in system:masters too: the API server would let it do anything,
+	// admission is what stops it.
+	user client.Client
+}
+
+const otherUser = "jane@example.com"
+
+func setup(t *testing.T) *env {
+	t.Helper()
+	ns := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	if len(ns) > 50 {
+		ns = ns[:50]
+	}
+	ns = strings.TrimRight(ns, "-")
+	mgr := cluster.StartManager(t, framework.ManagerOptions{Namespaces: []string{ns}, Webhooks: true})
+	operatorCfg, err := cluster.OperatorConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	operator, err := client.New(operatorCfg, client.Options{Scheme: mgr.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	user, err := cluster.ClientAs(otherUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, g: NewWithT(t), ns: ns, admin: mgr.Client, operator: operator, user: user}
+	e.g.Expect(e.admin.Create(e.ctx(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+	return e
+}
+
+func (e *env) ctx() context.Context { return context.Background() }
+
+func (e *env) create(c client.Client, obj client.Object) {
+	e.t.Helper()
+	e.g.Expect(c.Create(e.ctx(), obj)).To(Succeed())
+}
+
+func (e *env) get(obj client.Object) {
+	e.t.Helper()
+	e.g.Expect(e.admin.Get(e.ctx(), client.ObjectKeyFromObject(obj), obj)).To(Succeed())
+}
+
+// mergePatch sends a JSON merge patch, as `kubectl patch --type=merge` does.
+func mergePatch(ctx context.Context, c client.Client, obj client.Object, patch map[string]any) error {
+	body, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	return c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, body))
+}
+
+// templatePoolClaim creates a template and a pool on it (as admin), and returns the template
+// as stored (with the schema's defaults, which the hash covers).
+func (e *env) templatePool(name string) *extv1beta1.SandboxTemplate {
+	e.t.Helper()
+	tmpl := builders.MakeTemplate(name, e.ns).Obj()
+	e.create(e.admin, tmpl)
+	e.create(e.admin, builders.MakePool(name, e.ns, name).Obj())
+	e.get(tmpl)
+	return tmpl
+}
+
+// member creates, as the operator, an unbound pool member of pool built with the given
+// template hash, as the warm pool controller does.
+func (e *env) member(name, pool, hash string) *agentsv1beta1.Sandbox {
+	e.t.Helper()
+	sb := builders.MakeSandbox(name, e.ns).
+		Label(agentsv1beta1.LabelSandboxTemplateHash, hash).
+		Label(agentsv1beta1.LabelWarmPoolSandbox, agentsv1beta1.NameHash(pool)).Obj()
+	e.create(e.operator, sb)
+	return sb
+}
+
+// bindPatch is the binding of the agreed protocol: one merge patch with the resourceVersion as
+// precondition that makes the claim the Sandbox's controller, sets the claim-uid and
+// launch-type labels and removes the warm-pool label.
+func bindPatch(sb *agentsv1beta1.Sandbox, claim *extv1beta1.SandboxClaim) map[string]any {
+	return map[string]any{"metadata": map[string]any{
+		"resourceVersion": sb.ResourceVersion,
+		"ownerReferences": []metav1.OwnerReference{*metav1.NewControllerRef(claim, extv1beta1.GroupVersion.WithKind("SandboxClaim"))},
+		"labels": map[string]any{
+			agentsv1beta1.LabelClaimUID:        string(claim.UID),
+			agentsv1beta1.LabelLaunchType:      agentsv1beta1.LaunchTypeWarm,
+			agentsv1beta1.LabelWarmPoolSandbox: nil,
+		},
+	}}
+}
+
+// bind sends the binding patch as c, based on the Sandbox as it is now: the Sandbox controller
+// writes to a new Sandbox too, and a conflict is retried with the new version as the claim
+// controller does. The result is the admission's answer.
+func (e *env) bind(c client.Client, sb *agentsv1beta1.Sandbox, claim *extv1beta1.SandboxClaim) error {
+	e.t.Helper()
+	var err error
+	for range 20 {
+		latest := &agentsv1beta1.Sandbox{}
+		e.g.Expect(e.admin.Get(e.ctx(), client.ObjectKeyFromObject(sb), latest)).To(Succeed())
+		if err = mergePatch(e.ctx(), c, latest, bindPatch(latest, claim)); !apierrors.IsConflict(err) {
+			return err
+		}
+		time.Sleep(framework.Interval)
+	}
+	return err
+}
+
+// expectInvalid asserts a 422 Invalid naming the field path.
+func expectInvalid(g Gomega, err error, field string) {
+	g.Expect(err).To(HaveOccurred(), "want 422 Invalid at %s", field)
+	g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want 422 Invalid at %s, got %v", field, err)
+	var fields []string
+	if status, ok := err.(apierrors.APIStatus); ok && status.Status().Details != nil {
+		for _, c := range status.Status().Details.Causes {
+			fields = append(fields, c.Field)
+		}
+	}
+	g.Expect(fields).To(ContainElement(field), "error %v", err)
+}
+
+// expectForbidden asserts a 403 Forbidden whose message contains every part.
+func expectForbidden(g Gomega, err error, parts ...string) {
+	g.Expect(err).To(HaveOccurred(), "want 403 Forbidden")
+	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "want 403 Forbidden, got %v", err)
+	for _, p := range parts {
+		g.Expect(err.Error()).To(ContainSubstring(p))
+	}
+}
