@@ -18,8 +18,11 @@ func WriteText(w io.Writer, r *Result) {
 	if r.Scenario != "" {
 		title = "scenario " + r.Scenario
 	}
-	fmt.Fprintf(tw, "\n== %s: %d burst(s) of %d claims at %g QPS into a pool of %d (%s)\n",
-		title, p.TotalBursts, p.BurstSize, p.QPS, p.WarmPoolSize, p.Cluster)
+	what := fmt.Sprintf("%d burst(s) of %d claims at %g QPS", p.TotalBursts, p.BurstSize, p.QPS)
+	if p.BurstSize == 1 {
+		what = fmt.Sprintf("%d claims one at a time", p.TotalBursts)
+	}
+	fmt.Fprintf(tw, "\n== %s: %s into a pool of %d (%s)\n", title, what, p.WarmPoolSize, p.Cluster)
 	fmt.Fprintf(tw, "pool fill\t%.1f s\n", r.PoolFillSeconds)
 	fmt.Fprintf(tw, "run (first create → last Ready)\t%.2f s\n", r.RunSeconds)
 	if r.RefillSeconds >= 0 {
