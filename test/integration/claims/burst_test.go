@@ -134,7 +134,7 @@ func TestRestartMidBurst(t *testing.T) {
 			claims, createErr = e.createClaims("r", 60, 6, started)
 		}()
 		<-started
-		Eventually(func(g Gomega) {
+		e.g.Eventually(func(g Gomega) {
 			g.Expect(first.Metrics.WarmHits()).To(BeNumerically(">=", 5))
 		}).WithTimeout(framework.Timeout).WithPolling(5 * time.Millisecond).Should(Succeed())
 		t.Logf("stopping the first manager after %v warm binds", first.Metrics.WarmHits())

@@ -37,6 +37,8 @@ func TestPoolScaling(t *testing.T) {
 	e.create(builders.MakePool("pool", e.ns, "tmpl").Replicas(2).Obj())
 	first := names(e.waitPoolReady("pool", 2))
 
+	// creationTimestamp has a resolution of one second: make the newer members newer.
+	time.Sleep(1100 * time.Millisecond)
 	pool := builders.MakePool("pool", e.ns, "tmpl").Obj()
 	e.patch(pool, `{"spec":{"replicas":5}}`)
 	e.waitPoolReady("pool", 5)
@@ -52,12 +54,13 @@ func TestPoolScaling(t *testing.T) {
 	e.g.Expect(scale.Spec.Replicas).To(Equal(int32(2)))
 	e.g.Expect(scale.Status.Replicas).To(Equal(int32(2)))
 	e.g.Expect(scale.Status.Selector).To(Equal(agentsv1beta1.LabelWarmPoolSandbox + "=" + agentsv1beta1.NameHash("pool")))
-	e.g.Expect(e.Client.SubResource("scale").Patch(e.ctx(), pool,
+	// The response of a scale write is a Scale: patch through a throwaway object.
+	e.g.Expect(e.Client.SubResource("scale").Patch(e.ctx(), builders.MakePool("pool", e.ns, "tmpl").Obj(),
 		client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"replicas":3}}`)))).To(Succeed())
 	e.waitPoolReady("pool", 3)
 	e.eventually(func(g Gomega) {
 		s := &autoscalingv1.Scale{}
-		g.Expect(e.Client.SubResource("scale").Get(e.ctx(), pool, s)).To(Succeed())
+		g.Expect(e.Client.SubResource("scale").Get(e.ctx(), builders.MakePool("pool", e.ns, "tmpl").Obj(), s)).To(Succeed())
 		g.Expect(s.Status.Replicas).To(Equal(int32(3)))
 	})
 
