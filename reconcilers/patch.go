@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,16 +18,30 @@ import (
 
 // patchStatus writes the status of obj when it differs from old's, as a JSON merge patch of
 // the status subresource. It reports whether it wrote.
+//
+// The patch is the merge-patch difference of the two statuses: changed fields are set, and
+// fields old had but obj has not are set to null (a merge patch leaves absent keys alone, so
+// a status that shrinks — an expired Sandbox losing its podIPs — needs the nulls). Lists are
+// replaced whole, as merge patches do, so no stale condition survives either.
 func patchStatus[T client.Object](ctx context.Context, c client.Client, old, obj T, status func(T) any) (bool, error) {
 	if equality.Semantic.DeepEqual(status(old), status(obj)) {
 		return false, nil
 	}
-	data, err := json.Marshal(map[string]any{"status": status(obj)})
+	before, err := json.Marshal(map[string]any{"status": status(old)})
 	if err != nil {
 		return false, fmt.Errorf("encoding status patch: %w", err)
 	}
-	// The whole status goes in the patch: it is owned by this controller alone, and a full
-	// replacement cannot leave stale list entries behind the way a merge of a diff could.
+	after, err := json.Marshal(map[string]any{"status": status(obj)})
+	if err != nil {
+		return false, fmt.Errorf("encoding status patch: %w", err)
+	}
+	data, err := jsonpatch.CreateMergePatch(before, after)
+	if err != nil {
+		return false, fmt.Errorf("computing status patch: %w", err)
+	}
+	if string(data) == "{}" { // semantically different, identical on the wire
+		return false, nil
+	}
 	if err := c.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, data)); err != nil {
 		return false, err
 	}

@@ -321,10 +321,12 @@ func TestServiceTrueFalseUnset(t *testing.T) {
 	e.waitReady("svc", readyPodService)
 
 	e.patchSandbox("svc", `{"spec":{"service":null}}`) // unset keeps the existing Service
-	e.consistently(func(g Gomega) {
+	keepsService := func(g Gomega) {
 		g.Expect(e.Client.Get(e.ctx(), client.ObjectKey{Namespace: e.ns, Name: "svc"}, &corev1.Service{})).To(Succeed())
 		expectCondition(g, e.sandbox(g, "svc"), agentsv1beta1.ConditionReady, readyPodService)
-	})
+	}
+	e.eventually(keepsService) // once the new generation is observed...
+	e.consistently(keepsService) // ...it stays so
 
 	e.patchSandbox("svc", `{"spec":{"service":false}}`)
 	e.eventually(func(g Gomega) {
