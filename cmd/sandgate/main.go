@@ -1,6 +1,7 @@
 // Command sandgate is the operator manager: it runs the Sandbox controller and, with
 // --extensions, the SandboxTemplate, SandboxWarmPool and SandboxClaim controllers, against the
-// cluster of the current kubeconfig (or in-cluster config).
+// cluster of the current kubeconfig (or in-cluster config), and serves the admission webhooks
+// (claim stamping, the binding guard, defaulting and validation) on --webhook-port.
 package main
 
 import (
@@ -16,10 +17,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/sandgate-dev/sandgate/api"
 	"github.com/sandgate-dev/sandgate/reconcilers"
+	"github.com/sandgate-dev/sandgate/webhooks"
 )
 
 // options are the manager's flags. Names match the public agent-sandbox controller where the
@@ -33,6 +34,9 @@ type options struct {
 	probeAddr               string
 	webhookPort             int
 	webhookCertDir          string
+	webhookHost             string
+	selfSignedCerts         bool
+	operatorUser            string
 	sandboxWorkers          int
 	claimWorkers            int
 	warmPoolWorkers         int
@@ -51,6 +55,9 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
 	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "Port of the admission webhook server.")
 	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory with tls.crt and tls.key of the webhook server.")
+	fs.StringVar(&o.webhookHost, "webhook-host", "", "Address the webhook server listens on (default: all interfaces).")
+	fs.BoolVar(&o.selfSignedCerts, "self-signed-certs", false, "Write a throwaway self-signed webhook certificate (CA in memory only) into --webhook-cert-dir. For local runs only, never in production: installed clusters get theirs from cert-manager.")
+	fs.StringVar(&o.operatorUser, "operator-service-account", webhooks.DefaultOperatorUser, "User name of this manager's requests (system:serviceaccount:<namespace>:<name>); the binding guard admits bindings from it only.")
 	fs.IntVar(&o.sandboxWorkers, "sandbox-concurrent-workers", 10, "Concurrent reconciles of Sandboxes.")
 	fs.IntVar(&o.claimWorkers, "sandbox-claim-concurrent-workers", 10, "Concurrent reconciles of SandboxClaims.")
 	fs.IntVar(&o.warmPoolWorkers, "sandbox-warm-pool-concurrent-workers", 4, "Concurrent reconciles of SandboxWarmPools.")
@@ -79,6 +86,9 @@ func (o *options) validate() error {
 	}
 	if o.webhookPort < 1 || o.webhookPort > 65535 {
 		errs = append(errs, fmt.Errorf("--webhook-port must be a TCP port, got %d", o.webhookPort))
+	}
+	if o.operatorUser == "" {
+		errs = append(errs, errors.New("--operator-service-account must not be empty"))
 	}
 	if o.coldStartGrace < 0 {
 		errs = append(errs, fmt.Errorf("--cold-start-grace must not be negative, got %s", o.coldStartGrace))
@@ -121,6 +131,10 @@ func run(opts options) error {
 	if err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
+	webhookSrv, certWatcher, err := webhookServer(opts, log)
+	if err != nil {
+		return err
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  api.NewScheme(),
 		Cache:                   reconcilers.CacheOptions(),
@@ -134,10 +148,7 @@ func run(opts options) error {
 		// the next replica take over at once instead of after the lease duration.
 		LeaderElectionReleaseOnCancel: true,
 		GracefulShutdownTimeout:       &opts.gracefulShutdownTimeout,
-		WebhookServer: webhook.NewServer(webhook.Options{
-			Port:    opts.webhookPort,
-			CertDir: opts.webhookCertDir,
-		}),
+		WebhookServer:                 webhookSrv,
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
@@ -146,8 +157,8 @@ func run(opts options) error {
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("adding health check: %w", err)
 	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-		return fmt.Errorf("adding readiness check: %w", err)
+	if err := setupWebhooks(mgr, opts, certWatcher); err != nil {
+		return err
 	}
 
 	ctx := ctrl.SetupSignalHandler()
