@@ -123,7 +123,7 @@ func TestRestartMidBurst(t *testing.T) {
 	// The first manager runs in a subtest and stops when the subtest ends: mid-burst, with
 	// some claims bound and others not yet created.
 	t.Run("first-manager", func(t *testing.T) {
-		e := &env{Manager: e.Manager, t: t, g: NewWithT(t), ns: e.ns, opts: e.opts}
+		e := e.sub(t)
 		first := cluster.StartManager(t, e.opts)
 		e.create(builders.MakeTemplate("tmpl", e.ns).Obj())
 		e.create(builders.MakePool("pool", e.ns, "tmpl").Replicas(20).Obj())

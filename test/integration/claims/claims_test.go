@@ -164,6 +164,8 @@ func TestClaimRejections(t *testing.T) {
 		template   *builders.TemplateWrapper
 		claim      func(*builders.ClaimWrapper) *builders.ClaimWrapper
 		wantReason string
+		// admissionRejects: the webhook refuses the claim whatever the template says.
+		admissionRejects bool
 		// wantEnv is checked on the cold-started Sandbox when the claim is served.
 		wantEnv []corev1.EnvVar
 	}{
@@ -198,18 +200,26 @@ func TestClaimRejections(t *testing.T) {
 				c.Spec.AdditionalPodMetadata.Labels = map[string]string{agentsv1beta1.LabelClaimUID: "forged"}
 				return c
 			},
-			wantReason: extv1beta1.ReasonInvalidMetadata,
+			wantReason:       extv1beta1.ReasonInvalidMetadata,
+			admissionRejects: true,
 		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
+			e := e.sub(t)
 			tmpl := tc.template.Obj()
 			pool := tmpl.Name + "-pool"
+			// The claim comes first: admission cannot check it against a template it cannot
+			// find, so the claim controller has to, once the template and pool exist.
+			claim := tc.claim(builders.MakeClaim(tmpl.Name+"-claim", e.ns, pool)).Obj()
+			if webhooksEnabled && tc.admissionRejects {
+				err := e.Client.Create(e.ctx(), claim)
+				e.g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "admission should refuse the claim, got %v", err)
+				return
+			}
+			e.create(claim)
 			e.create(tmpl)
 			e.create(builders.MakePool(pool, e.ns, tmpl.Name).Replicas(1).Obj())
-			e.waitPoolReady(pool, 1)
-			claim := tc.claim(builders.MakeClaim(tmpl.Name+"-claim", e.ns, pool)).Obj()
-			e.create(claim)
 			if tc.wantReason != "" {
 				e.eventually(func(g Gomega) {
 					c := e.claim(g, claim.Name)

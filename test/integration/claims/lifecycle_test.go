@@ -56,6 +56,7 @@ func TestClaimExpiry(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
+			e := e.sub(t)
 			claim := builders.MakeClaim(claimName(t), e.ns, "pool").Obj()
 			claim.Spec.Lifecycle = tc.lifecycle()
 			e.create(claim)

@@ -32,12 +32,13 @@ import (
 var cluster *framework.Cluster
 
 // webhooksEnabled says whether the suite runs with the admission webhooks (stamping and the
-// binding guard). Without them the claim controller stamps claims itself.
-const webhooksEnabled = false
+// binding guard). Without them the claim controller stamps claims itself; flip it to run the
+// controllers alone.
+const webhooksEnabled = true
 
 func TestMain(m *testing.M) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	c, err := framework.Start(ctx, framework.Options{Profile: framework.ProfileFast, Log: os.Stderr})
+	c, err := framework.Start(ctx, framework.Options{Profile: framework.ProfileFast, Webhooks: webhooksEnabled, Log: os.Stderr})
 	cancel()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting the test cluster: %v\n", err)
@@ -78,7 +79,7 @@ func setupWithoutManager(t *testing.T, grace time.Duration) *env {
 	}
 	ns = strings.TrimRight(ns, "-")
 	e := &env{t: t, g: NewWithT(t), ns: ns}
-	e.opts = framework.ManagerOptions{Namespaces: []string{ns}, Extensions: true, ColdStartGrace: grace}
+	e.opts = framework.ManagerOptions{Namespaces: []string{ns}, Extensions: true, Webhooks: webhooksEnabled, ColdStartGrace: grace}
 	direct, err := client.New(cluster.Config, client.Options{Scheme: api.NewScheme()})
 	e.g.Expect(err).NotTo(HaveOccurred())
 	e.Manager = &framework.Manager{Client: direct}
@@ -87,6 +88,11 @@ func setupWithoutManager(t *testing.T, grace time.Duration) *env {
 		_ = e.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	})
 	return e
+}
+
+// sub is e for a subtest: failures end the subtest, not its parent.
+func (e *env) sub(t *testing.T) *env {
+	return &env{Manager: e.Manager, t: t, g: NewWithT(t), ns: e.ns, opts: e.opts}
 }
 
 func (e *env) ctx() context.Context { return context.Background() }
