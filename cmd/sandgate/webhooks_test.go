@@ -24,7 +24,7 @@ func TestSelfSignedWebhookServing(t *testing.T) {
 		t.Fatal(err)
 	}
 	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	_ = l.Close()
 	opts := options{webhookHost: "127.0.0.1", webhookPort: port, webhookCertDir: filepath.Join(t.TempDir(), "certs"), selfSignedCerts: true}
 	srv, watcher, err := webhookServer(opts, logr.Discard())
 	if err != nil {
@@ -54,7 +54,7 @@ func TestSelfSignedWebhookServing(t *testing.T) {
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool, ServerName: "localhost", MinVersion: tls.VersionTLS12})
 		if lastErr = err; err == nil {
-			conn.Close()
+			_ = conn.Close()
 			break
 		}
 	}
