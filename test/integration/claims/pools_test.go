@@ -42,6 +42,7 @@ func TestPoolScaling(t *testing.T) {
 	pool := builders.MakePool("pool", e.ns, "tmpl").Obj()
 	e.patch(pool, `{"spec":{"replicas":5}}`)
 	e.waitPoolReady("pool", 5)
+	t.Logf("writes: %v", e.writes())
 	e.g.Expect(e.writes()).To(HaveKeyWithValue("create sandboxes success", 5.0), "no member created twice")
 
 	e.patch(pool, `{"spec":{"replicas":2}}`)

@@ -21,6 +21,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sandgate-dev/sandgate/api"
@@ -77,7 +78,9 @@ func setupWithoutManager(t *testing.T, grace time.Duration) *env {
 	if len(ns) > 50 {
 		ns = ns[:50]
 	}
-	ns = strings.TrimRight(ns, "-")
+	// A suffix of its own, so that -count=N does not meet the previous run's namespace
+	// still terminating.
+	ns = strings.TrimRight(ns, "-") + "-" + utilrand.String(4)
 	e := &env{t: t, g: NewWithT(t), ns: ns}
 	e.opts = framework.ManagerOptions{Namespaces: []string{ns}, Extensions: true, Webhooks: webhooksEnabled, ColdStartGrace: grace}
 	direct, err := client.New(cluster.Config, client.Options{Scheme: api.NewScheme()})

@@ -1,0 +1,173 @@
+package reconcilers
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+)
+
+func template(mutate ...func(*extv1beta1.SandboxTemplate)) *extv1beta1.SandboxTemplate {
+	tmpl := &extv1beta1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: "tmpl", Namespace: "ns", UID: "tmpl-uid"}}
+	tmpl.Spec.PodTemplate.Spec = *sandbox().Spec.PodTemplate.Spec.DeepCopy()
+	for _, m := range mutate {
+		m(tmpl)
+	}
+	return tmpl
+}
+
+func TestDesiredNetworkPolicy(t *testing.T) {
+	port := intstr.FromInt32(443)
+	own := &extv1beta1.NetworkPolicySpec{Egress: []networkingv1.NetworkPolicyEgressRule{{
+		Ports: []networkingv1.NetworkPolicyPort{{Port: &port}},
+	}}}
+	defaultIngress, defaultEgress := secureDefaultRules()
+	tests := map[string]struct {
+		tmpl        *extv1beta1.SandboxTemplate
+		wantIngress []networkingv1.NetworkPolicyIngressRule
+		wantEgress  []networkingv1.NetworkPolicyEgressRule
+	}{
+		"no rules: the secure default": {
+			tmpl: template(), wantIngress: defaultIngress, wantEgress: defaultEgress,
+		},
+		"the template's rules, even empty ones (deny all ingress)": {
+			tmpl:       template(func(t *extv1beta1.SandboxTemplate) { t.Spec.NetworkPolicy = own }),
+			wantEgress: own.Egress,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			np := desiredNetworkPolicy(tc.tmpl)
+			if np.Name != "tmpl-network-policy" || np.Namespace != "ns" {
+				t.Errorf("policy is %s/%s", np.Namespace, np.Name)
+			}
+			wantSelector := map[string]string{agentsv1beta1.LabelSandboxTemplateRefHash: agentsv1beta1.NameHash("tmpl")}
+			if diff := cmp.Diff(wantSelector, np.Spec.PodSelector.MatchLabels); diff != "" {
+				t.Errorf("pod selector (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff([]networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}, np.Spec.PolicyTypes); diff != "" {
+				t.Errorf("policy types (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantIngress, np.Spec.Ingress); diff != "" {
+				t.Errorf("ingress (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantEgress, np.Spec.Egress); diff != "" {
+				t.Errorf("egress (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestSameNetworkPolicySpec(t *testing.T) {
+	port := intstr.FromInt32(443)
+	want := desiredNetworkPolicy(template(func(t *extv1beta1.SandboxTemplate) {
+		t.Spec.NetworkPolicy = &extv1beta1.NetworkPolicySpec{Egress: []networkingv1.NetworkPolicyEgressRule{{
+			Ports: []networkingv1.NetworkPolicyPort{{Port: &port}},
+		}}}
+	})).Spec
+	tests := map[string]struct {
+		mutate   func(*networkingv1.NetworkPolicySpec)
+		wantSame bool
+	}{
+		"as written":                       {mutate: func(*networkingv1.NetworkPolicySpec) {}, wantSame: true},
+		"as read back, protocol defaulted": {mutate: func(s *networkingv1.NetworkPolicySpec) { s.Egress[0].Ports[0].Protocol = ptr.To(corev1.ProtocolTCP) }, wantSame: true},
+		"a rule removed":                   {mutate: func(s *networkingv1.NetworkPolicySpec) { s.Egress = nil }},
+		"a selector label added":           {mutate: func(s *networkingv1.NetworkPolicySpec) { s.PodSelector.MatchLabels["x"] = "y" }},
+		"a selector expression added": {mutate: func(s *networkingv1.NetworkPolicySpec) {
+			s.PodSelector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "x", Operator: metav1.LabelSelectorOpExists}}
+		}},
+		"a policy type dropped": {mutate: func(s *networkingv1.NetworkPolicySpec) { s.PolicyTypes = s.PolicyTypes[:1] }},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			have := want.DeepCopy()
+			tc.mutate(have)
+			if got := sameNetworkPolicySpec(have, &want); got != tc.wantSame {
+				t.Errorf("same = %v, want %v", got, tc.wantSame)
+			}
+		})
+	}
+}
+
+func TestNetworkPolicySpecPatch(t *testing.T) {
+	have := &networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"extra": "x", "keep": "old"}}}
+	want := &networkingv1.NetworkPolicySpec{
+		PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"keep": "new"}},
+		PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+	}
+	got := networkPolicySpecPatch(have, want)
+	wantPatch := map[string]any{
+		"podSelector": map[string]any{"matchLabels": map[string]any{"extra": nil, "keep": "new"}, "matchExpressions": nil},
+		"policyTypes": want.PolicyTypes,
+		"ingress":     []networkingv1.NetworkPolicyIngressRule{},
+		"egress":      []networkingv1.NetworkPolicyEgressRule{},
+	}
+	if diff := cmp.Diff(wantPatch, got); diff != "" {
+		t.Errorf("patch (-want +got):\n%s", diff)
+	}
+}
+
+func TestSandboxFromTemplate(t *testing.T) {
+	tests := map[string]struct {
+		tmpl          *extv1beta1.SandboxTemplate
+		wantDNSPolicy corev1.DNSPolicy
+		wantDNSConfig *corev1.PodDNSConfig
+		wantAutomount *bool
+	}{
+		"secure default: public DNS, no token": {
+			tmpl:          template(),
+			wantDNSPolicy: corev1.DNSNone,
+			wantDNSConfig: &corev1.PodDNSConfig{Nameservers: publicNameservers},
+			wantAutomount: ptr.To(false),
+		},
+		"secure default keeps what the template sets": {
+			tmpl: template(func(t *extv1beta1.SandboxTemplate) {
+				t.Spec.PodTemplate.Spec.DNSPolicy = corev1.DNSClusterFirst
+				t.Spec.PodTemplate.Spec.AutomountServiceAccountToken = ptr.To(true)
+			}),
+			wantDNSPolicy: corev1.DNSClusterFirst,
+			wantAutomount: ptr.To(true),
+		},
+		"the template's own rules: pod spec untouched": {
+			tmpl: template(func(t *extv1beta1.SandboxTemplate) { t.Spec.NetworkPolicy = &extv1beta1.NetworkPolicySpec{} }),
+		},
+		"unmanaged: pod spec untouched": {
+			tmpl: template(func(t *extv1beta1.SandboxTemplate) {
+				t.Spec.NetworkPolicyManagement = extv1beta1.NetworkPolicyUnmanaged
+			}),
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			before := tc.tmpl.DeepCopy()
+			sb := sandboxFromTemplate(tc.tmpl)
+			spec := sb.Spec.PodTemplate.Spec
+			if spec.DNSPolicy != tc.wantDNSPolicy {
+				t.Errorf("dnsPolicy = %q, want %q", spec.DNSPolicy, tc.wantDNSPolicy)
+			}
+			if diff := cmp.Diff(tc.wantDNSConfig, spec.DNSConfig); diff != "" {
+				t.Errorf("dnsConfig (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantAutomount, spec.AutomountServiceAccountToken); diff != "" {
+				t.Errorf("automountServiceAccountToken (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(before, tc.tmpl); diff != "" {
+				t.Errorf("the template itself was changed (-before +after):\n%s", diff)
+			}
+			wantLabels := map[string]string{agentsv1beta1.LabelSandboxTemplateRefHash: agentsv1beta1.NameHash("tmpl")}
+			if diff := cmp.Diff(wantLabels, sb.Labels); diff != "" {
+				t.Errorf("labels (-want +got):\n%s", diff)
+			}
+			if got := sb.Annotations[agentsv1beta1.AnnotationSandboxTemplateRef]; got != "tmpl" {
+				t.Errorf("template ref annotation = %q", got)
+			}
+		})
+	}
+}

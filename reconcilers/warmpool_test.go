@@ -1,0 +1,168 @@
+package reconcilers
+
+import (
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+)
+
+var planNow = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+// aged is a pool member created age ago.
+func aged(name, hash string, ready bool, age time.Duration) *agentsv1beta1.Sandbox {
+	sb := poolMember(name, hash, ready, "1")
+	sb.CreationTimestamp = metav1.NewTime(planNow.Add(-age))
+	return sb
+}
+
+func failedMember(name string) *agentsv1beta1.Sandbox {
+	sb := aged(name, "h1", false, time.Minute)
+	sb.Status.Conditions = []metav1.Condition{
+		{Type: agentsv1beta1.ConditionReady, Status: metav1.ConditionFalse, Reason: agentsv1beta1.ReasonPodFailed},
+		{Type: agentsv1beta1.ConditionFinished, Status: metav1.ConditionTrue, Reason: agentsv1beta1.ReasonPodFailed},
+	}
+	return sb
+}
+
+func TestPlanPool(t *testing.T) {
+	const timeout = 5 * time.Minute
+	tests := map[string]struct {
+		members     []*agentsv1beta1.Sandbox
+		replicas    int
+		strategy    extv1beta1.UpdateStrategyType
+		wantCreate  int
+		wantDelete  []string
+		wantRecheck time.Duration
+	}{
+		"an empty pool is filled": {
+			replicas: 3, wantCreate: 3,
+		},
+		"a full pool is left alone": {
+			members:  []*agentsv1beta1.Sandbox{aged("a", "h1", true, time.Hour), aged("b", "h1", true, time.Hour)},
+			replicas: 2,
+		},
+		"scale-down deletes not-ready members first, then the newest": {
+			members: []*agentsv1beta1.Sandbox{
+				aged("old", "h1", true, time.Hour), aged("new", "h1", true, time.Minute),
+				aged("mid", "h1", true, 30*time.Minute), aged("starting", "h1", false, time.Second),
+			},
+			replicas:    2,
+			wantDelete:  []string{"new", "starting"},
+			wantRecheck: timeout - time.Second, // computed before scale-down; a spare wake-up
+		},
+		"scale-down under OnReplenish deletes stale members before current ones": {
+			members:    []*agentsv1beta1.Sandbox{aged("stale", "h0", true, time.Minute), aged("current", "h1", true, time.Hour)},
+			replicas:   1,
+			strategy:   extv1beta1.OnReplenishUpdateStrategy,
+			wantDelete: []string{"stale"},
+		},
+		"OnReplenish keeps stale members": {
+			members:  []*agentsv1beta1.Sandbox{aged("stale", "h0", true, time.Hour), aged("current", "h1", true, time.Hour)},
+			replicas: 2,
+			strategy: extv1beta1.OnReplenishUpdateStrategy,
+		},
+		"Recreate replaces stale members at once": {
+			members:    []*agentsv1beta1.Sandbox{aged("stale", "h0", true, time.Hour), aged("current", "h1", true, time.Hour)},
+			replicas:   2,
+			strategy:   extv1beta1.RecreateUpdateStrategy,
+			wantDelete: []string{"stale"},
+			wantCreate: 1,
+		},
+		"failed members are replaced": {
+			members:    []*agentsv1beta1.Sandbox{failedMember("failed"), aged("ok", "h1", true, time.Hour)},
+			replicas:   2,
+			wantDelete: []string{"failed"},
+			wantCreate: 1,
+		},
+		"members not ready in time are replaced; the others are rechecked when their time is up": {
+			members:     []*agentsv1beta1.Sandbox{aged("late", "h1", false, timeout), aged("young", "h1", false, timeout-time.Minute)},
+			replicas:    2,
+			wantDelete:  []string{"late"},
+			wantCreate:  1,
+			wantRecheck: time.Minute,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			plan := planPool(tc.members, tc.replicas, "h1", tc.strategy, planNow, timeout)
+			var deleted []string
+			for _, sb := range plan.delete {
+				deleted = append(deleted, sb.Name)
+			}
+			sort.Strings(deleted)
+			sort.Strings(tc.wantDelete)
+			if diff := cmp.Diff(tc.wantDelete, deleted); diff != "" {
+				t.Errorf("deleted (-want +got):\n%s", diff)
+			}
+			if plan.create != tc.wantCreate {
+				t.Errorf("create = %d, want %d", plan.create, tc.wantCreate)
+			}
+			if plan.recheckAfter != tc.wantRecheck {
+				t.Errorf("recheckAfter = %s, want %s", plan.recheckAfter, tc.wantRecheck)
+			}
+		})
+	}
+}
+
+func TestPoolExpectations(t *testing.T) {
+	clock := clocktesting.NewFakePassiveClock(planNow)
+	pool := types.NamespacedName{Namespace: "ns", Name: "p"}
+	e := newPoolExpectations(clock)
+	if !e.satisfied(pool, clock.Now()) {
+		t.Fatal("a pool without expectations must be satisfied")
+	}
+	e.createObserved(pool) // a member seen at start-up lowers nothing below zero
+	e.expectCreates(pool, 2)
+	e.expectDelete(pool, "uid-a")
+	steps := []struct {
+		name          string
+		do            func()
+		wantSatisfied bool
+	}{
+		{"nothing seen yet", func() {}, false},
+		{"one create seen", func() { e.createObserved(pool) }, false},
+		{"both creates seen", func() { e.createObserved(pool) }, false},
+		{"the delete seen", func() { e.deleteObserved(pool, "uid-a") }, true},
+		{"new creates expected", func() { e.expectCreates(pool, 1) }, false},
+		{"the cache never shows them: trusted again after the TTL", func() { clock.SetTime(planNow.Add(expectationsTTL + time.Second)) }, true},
+	}
+	for _, s := range steps {
+		s.do()
+		if got := e.satisfied(pool, clock.Now()); got != s.wantSatisfied {
+			t.Errorf("%s: satisfied = %v, want %v", s.name, got, s.wantSatisfied)
+		}
+	}
+}
+
+func TestNewPoolMember(t *testing.T) {
+	pool := &extv1beta1.SandboxWarmPool{ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: "ns", UID: "pool-uid"}}
+	tmpl := &extv1beta1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: "tmpl", Namespace: "ns"}}
+	tmpl.Spec.PodTemplate.Spec.Containers = sandbox().Spec.PodTemplate.Spec.Containers
+	sb := newPoolMember(pool, tmpl)
+
+	wantLabels := map[string]string{
+		agentsv1beta1.LabelWarmPoolSandbox:        agentsv1beta1.NameHash("pool"),
+		agentsv1beta1.LabelSandboxTemplateHash:    agentsv1beta1.BlueprintHash(&tmpl.Spec.SandboxBlueprint),
+		agentsv1beta1.LabelSandboxTemplateRefHash: agentsv1beta1.NameHash("tmpl"),
+	}
+	if diff := cmp.Diff(wantLabels, sb.Labels); diff != "" {
+		t.Errorf("labels (-want +got):\n%s", diff)
+	}
+	if sb.GenerateName != "pool-" || sb.Namespace != "ns" || sb.Name != "" {
+		t.Errorf("name: generateName %q, namespace %q, name %q", sb.GenerateName, sb.Namespace, sb.Name)
+	}
+	if ref := metav1.GetControllerOf(sb); ref == nil || ref.UID != "pool-uid" || ref.Kind != warmPoolKind {
+		t.Errorf("controller = %+v, want the pool", ref)
+	}
+	if key, isMember, _ := memberKeyOf(sb); !isMember || key.Pool != "pool" {
+		t.Errorf("the warm index does not see a new member as one: %v %v", key, isMember)
+	}
+}
