@@ -116,13 +116,25 @@ func Start(ctx context.Context, opts Options) (_ *Env, retErr error) {
 	if opts.OperatorCommand == NoOperator {
 		return e, nil
 	}
+	selfSigned := false
 	if opts.OperatorCommand == "" {
 		root, err := framework.RepoRoot()
 		if err != nil {
 			return nil, err
 		}
-		if opts.OperatorCommand, err = BuildOperator(ctx, root, e.logf); err != nil {
+		build, err := BuildOperator(ctx, root, e.logf)
+		if err != nil {
 			return nil, err
+		}
+		// The operator makes its own certificate, as a local run without cert-manager does;
+		// the harness then puts its CA into the webhook configurations.
+		selfSigned = e.Webhooks && build.SelfSignedCerts
+		opts.OperatorCommand = build.Command(selfSigned)
+		if selfSigned {
+			ep.webhookCertDir = filepath.Join(e.Dir, "webhook-certs")
+			if err := os.Mkdir(ep.webhookCertDir, 0o700); err != nil {
+				return nil, fmt.Errorf("creating the webhook certificate directory: %w", err)
+			}
 		}
 	}
 	if ep.webhookHost == "" {
@@ -148,7 +160,24 @@ func Start(ctx context.Context, opts Options) (_ *Env, retErr error) {
 		return nil, err
 	}
 	e.Operator = op
-	e.logf("operator running (pid %d) after %s, log %s", op.PID, time.Since(start).Round(100*time.Millisecond), op.LogPath)
+	if selfSigned {
+		if err := installCABundle(ctx, e.Config, filepath.Join(ep.webhookCertDir, "ca.crt")); err != nil {
+			return nil, err
+		}
+	}
+	if e.Webhooks {
+		if err := waitForAdmission(ctx, e.Config); err != nil {
+			return nil, fmt.Errorf("%w; operator log %s ends:\n%s", err, op.LogPath, Tail(op.LogPath, 15))
+		}
+	}
+	how := "envtest's certificate"
+	if selfSigned {
+		how = "its own self-signed certificate"
+	}
+	if !e.Webhooks {
+		how = "no webhooks"
+	}
+	e.logf("operator running (pid %d, %s) after %s, log %s", op.PID, how, time.Since(start).Round(100*time.Millisecond), op.LogPath)
 	return e, nil
 }
 

@@ -75,13 +75,22 @@ func expand(command string, ep endpoints) string {
 	).Replace(command)
 }
 
-// DefaultOperatorCommand is the command line of the sandgate operator the harness builds:
-// extensions on, leader election off, every endpoint on 127.0.0.1. withWebhookHost adds
-// --webhook-host, which older builds of cmd/sandgate do not have (they listen on all
-// interfaces).
-func DefaultOperatorCommand(binary string, withWebhookHost bool) string {
+// Build is an operator binary the harness built, and the flags it has that the harness uses
+// when present (older builds of cmd/sandgate lack them).
+type Build struct {
+	Binary string
+	// WebhookHost: --webhook-host; without it the webhook server listens on all interfaces.
+	WebhookHost bool
+	// SelfSignedCerts: --self-signed-certs, a throwaway certificate the operator makes itself.
+	SelfSignedCerts bool
+}
+
+// Command is the command line of the build: extensions on, leader election off, every
+// endpoint on 127.0.0.1, and the operator's own self-signed webhook certificate when selfSigned
+// is set and the build can make one.
+func (b Build) Command(selfSigned bool) string {
 	args := []string{
-		binary,
+		b.Binary,
 		"--kubeconfig=" + PlaceholderKubeconfig,
 		"--extensions",
 		"--leader-elect=false",
@@ -90,26 +99,30 @@ func DefaultOperatorCommand(binary string, withWebhookHost bool) string {
 		"--webhook-port=" + PlaceholderWebhookPort,
 		"--webhook-cert-dir=" + PlaceholderWebhookCertDir,
 	}
-	if withWebhookHost {
+	if b.WebhookHost {
 		args = append(args, "--webhook-host="+PlaceholderWebhookHost)
+	}
+	if selfSigned && b.SelfSignedCerts {
+		args = append(args, "--self-signed-certs")
 	}
 	return strings.Join(args, " ")
 }
 
-// BuildOperator builds ./cmd/sandgate of the repository at root into <root>/bin/sandgate and
-// returns the default command line for it.
-func BuildOperator(ctx context.Context, root string, log func(string, ...any)) (string, error) {
-	binary := filepath.Join(root, "bin", "sandgate")
+// BuildOperator builds ./cmd/sandgate of the repository at root into <root>/bin/sandgate.
+func BuildOperator(ctx context.Context, root string, log func(string, ...any)) (Build, error) {
+	b := Build{Binary: filepath.Join(root, "bin", "sandgate")}
 	start := time.Now()
 	log("building the operator (go build -o bin/sandgate ./cmd/sandgate)...")
-	build := exec.CommandContext(ctx, "go", "build", "-o", binary, "./cmd/sandgate")
+	build := exec.CommandContext(ctx, "go", "build", "-o", b.Binary, "./cmd/sandgate")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building the operator: %w\n%s", err, out)
+		return b, fmt.Errorf("building the operator: %w\n%s", err, out)
 	}
 	log("operator built in %s", time.Since(start).Round(100*time.Millisecond))
-	help, _ := exec.CommandContext(ctx, binary, "--help").CombinedOutput() // exits 0 or 2; the text is what counts
-	return DefaultOperatorCommand(binary, strings.Contains(string(help), "-webhook-host")), nil
+	help, _ := exec.CommandContext(ctx, b.Binary, "--help").CombinedOutput() // exits 0 or 2; the text is what counts
+	b.WebhookHost = strings.Contains(string(help), "-webhook-host")
+	b.SelfSignedCerts = strings.Contains(string(help), "-self-signed-certs")
+	return b, nil
 }
 
 // startOperator runs command (placeholders substituted) through /bin/sh, output to logPath,

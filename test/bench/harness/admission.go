@@ -1,0 +1,102 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sandgate-dev/sandgate/api"
+	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+)
+
+// admissionWait bounds the wait for the API server to reach the webhooks.
+const admissionWait = time.Minute
+
+// installCABundle sets caBundle of every webhook of every webhook configuration to the CA in
+// caFile: the harness's own cluster has only sandgate's, and the operator made the CA.
+func installCABundle(ctx context.Context, cfg *rest.Config, caFile string) error {
+	ca, err := os.ReadFile(caFile)
+	if err != nil {
+		return fmt.Errorf("reading the operator's webhook CA: %w", err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: api.NewScheme()})
+	if err != nil {
+		return fmt.Errorf("creating client: %w", err)
+	}
+	var mutating admissionv1.MutatingWebhookConfigurationList
+	if err := c.List(ctx, &mutating); err != nil {
+		return fmt.Errorf("listing mutating webhook configurations: %w", err)
+	}
+	for i := range mutating.Items {
+		cfg := &mutating.Items[i]
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(cfg), cfg); err != nil {
+				return err
+			}
+			for j := range cfg.Webhooks {
+				cfg.Webhooks[j].ClientConfig.CABundle = ca
+			}
+			return c.Update(ctx, cfg)
+		}); err != nil {
+			return fmt.Errorf("setting the CA of %s: %w", cfg.Name, err)
+		}
+	}
+	var validating admissionv1.ValidatingWebhookConfigurationList
+	if err := c.List(ctx, &validating); err != nil {
+		return fmt.Errorf("listing validating webhook configurations: %w", err)
+	}
+	for i := range validating.Items {
+		cfg := &validating.Items[i]
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(cfg), cfg); err != nil {
+				return err
+			}
+			for j := range cfg.Webhooks {
+				cfg.Webhooks[j].ClientConfig.CABundle = ca
+			}
+			return c.Update(ctx, cfg)
+		}); err != nil {
+			return fmt.Errorf("setting the CA of %s: %w", cfg.Name, err)
+		}
+	}
+	return nil
+}
+
+// waitForAdmission waits until a dry-run create of a SandboxTemplate passes the webhooks: the
+// API server has picked up their configuration and trusts the operator's certificate.
+func waitForAdmission(ctx context.Context, cfg *rest.Config) error {
+	c, err := client.New(cfg, client.Options{Scheme: api.NewScheme()})
+	if err != nil {
+		return fmt.Errorf("creating client: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, admissionWait)
+	defer cancel()
+	for {
+		probe := &extv1beta1.SandboxTemplate{
+			ObjectMeta: metav1.ObjectMeta{Name: "harness-admission-check", Namespace: metav1.NamespaceDefault},
+			Spec: extv1beta1.SandboxTemplateSpec{SandboxBlueprint: agentsv1beta1.SandboxBlueprint{
+				PodTemplate: agentsv1beta1.PodTemplate{Spec: corev1.PodSpec{
+					Containers: []corev1.Container{{Name: "probe", Image: "registry.example/probe:1"}},
+				}},
+			}},
+		}
+		err := c.Create(ctx, probe, client.DryRunAll)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the API server could not reach the operator's webhooks within %s: %w", admissionWait, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
