@@ -106,6 +106,10 @@ func TestBindingGuard(t *testing.T) {
 			wantMsg: []string{"no template-hash stamp"}},
 		{name: "a user unbinds", user: someUser, old: boundTo(member, claim, true, true), new: member, wantCode: 403},
 		{name: "operator unbinds", user: operatorUser, old: boundTo(member, claim, true, true), new: member, wantCode: 200},
+		{name: "a user removes the ownerReference only", user: someUser, old: boundTo(member, claim, true, true), new: boundTo(member, claim, true, false), wantCode: 403},
+		{name: "the garbage collector orphans the sandbox of a deleted claim", user: "system:serviceaccount:kube-system:generic-garbage-collector",
+			old: boundTo(member, ghost, true, true), new: boundTo(member, ghost, true, false), wantCode: 200},
+		{name: "a user removes a leftover label", user: someUser, old: boundTo(member, ghost, true, false), new: member, wantCode: 200},
 		{name: "a user edits a bound sandbox", user: someUser, old: boundTo(member, claim, true, true),
 			new: func() *agentsv1beta1.Sandbox {
 				sb := boundTo(member, claim, true, true)

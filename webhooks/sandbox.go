@@ -115,13 +115,8 @@ func (w *SandboxWebhook) guardBinding(ctx context.Context, oldSB, newSB *agentsv
 		return nil // the binding does not change: not the guard's business
 	}
 	claim := claimName(newRef, newUID)
-	if newRef == nil && newUID == "" {
-		// Unbinding: only the operator (releasing a claim's Sandbox), or a claim could lose
-		// its Sandbox to anyone's edit and then be given another.
-		if operator {
-			return nil
-		}
-		return w.deny(newSB, claimName(oldRef, oldUID), "", "only the operator (%s) may unbind it, not %s", w.OperatorUser, requester(ctx))
+	if (newRef == nil || sameRef(oldRef, newRef)) && (newUID == "" || newUID == oldUID) {
+		return w.guardUnbinding(ctx, oldRef, oldUID, newSB, operator)
 	}
 
 	var stamp string
@@ -154,6 +149,26 @@ func (w *SandboxWebhook) guardBinding(ctx context.Context, oldSB, newSB *agentsv
 	}
 	ctrl.LoggerFrom(ctx).V(1).Info("binding admitted", "claim", claim, "templateHash", stamp)
 	return nil
+}
+
+// guardUnbinding admits the removal of (part of) a binding from the operator, and from anyone
+// once the claim is gone or going: the garbage collector removes the ownerReference of an
+// orphaned Sandbox (`kubectl delete --cascade=orphan`), and refusing it would keep the claim's
+// deletion from completing. Otherwise a user could take a Sandbox from its claim.
+func (w *SandboxWebhook) guardUnbinding(ctx context.Context, oldRef *metav1.OwnerReference, oldUID types.UID, newSB *agentsv1beta1.Sandbox, operator bool) error {
+	if operator || oldRef == nil {
+		// Without an ownerReference the claim is already released: what remains is a label.
+		return nil
+	}
+	c, err := w.claim(ctx, newSB.Namespace, oldRef.Name, oldRef.UID)
+	if err != nil {
+		return apierrors.NewInternalError(fmt.Errorf("looking up claim %s/%s: %w", newSB.Namespace, oldRef.Name, err))
+	}
+	if c == nil || c.DeletionTimestamp != nil {
+		return nil
+	}
+	return w.deny(newSB, claimName(oldRef, oldUID), c.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash],
+		"only the operator (%s) may unbind it from an existing claim, not %s", w.OperatorUser, requester(ctx))
 }
 
 // claim finds the claim named name with the given uid: in the cache first, from the API server

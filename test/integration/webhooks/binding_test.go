@@ -4,12 +4,14 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/test/builders"
+	"github.com/sandgate-dev/sandgate/test/framework"
 	"github.com/sandgate-dev/sandgate/webhooks"
 )
 
@@ -115,4 +117,19 @@ func TestMemberTemplateHashImmutableForUsers(t *testing.T) {
 	unlabel := map[string]any{"metadata": map[string]any{"labels": map[string]any{agentsv1beta1.LabelSandboxTemplateHash: nil}}}
 	expectInvalid(e.g, mergePatch(e.ctx(), e.admin, e.warm.DeepCopy(), unlabel), field)
 	e.g.Expect(mergePatch(e.ctx(), e.operator, e.warm.DeepCopy(), relabel)).To(Succeed())
+}
+
+// Deleting a claim with --cascade=orphan completes: the garbage collector may take the claim's
+// ownerReference off its Sandbox, which stays, released.
+func TestOrphaningDeleteOfClaimCompletes(t *testing.T) {
+	e := setupBinding(t)
+	e.g.Expect(e.bind(e.operator, e.warm, e.claim)).To(Succeed())
+	e.g.Expect(e.user.Delete(e.ctx(), e.claim, client.PropagationPolicy(metav1.DeletePropagationOrphan))).To(Succeed())
+	e.g.Eventually(func(g Gomega) {
+		err := e.admin.Get(e.ctx(), client.ObjectKeyFromObject(e.claim), &extv1beta1.SandboxClaim{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "claim still there: %v", err)
+		sb := &agentsv1beta1.Sandbox{}
+		g.Expect(e.admin.Get(e.ctx(), client.ObjectKeyFromObject(e.warm), sb)).To(Succeed())
+		g.Expect(sb.OwnerReferences).To(BeEmpty())
+	}).WithTimeout(framework.Timeout).WithPolling(framework.Interval).Should(Succeed())
 }

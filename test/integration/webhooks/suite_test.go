@@ -32,10 +32,9 @@ var cluster *framework.Cluster
 
 func TestMain(m *testing.M) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	// No pod runs in these tests: admission is all they look at.
-	c, err := framework.Start(ctx, framework.Options{
-		Webhooks: true, NoKwok: true, NoScheduler: true, NoControllerManager: true, Log: os.Stderr,
-	})
+	// No pod runs in these tests: admission is all they look at. The garbage collector runs:
+	// its writes go through admission too.
+	c, err := framework.Start(ctx, framework.Options{Webhooks: true, NoKwok: true, NoScheduler: true, Log: os.Stderr})
 	cancel()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting the test cluster: %v\n", err)
