@@ -32,6 +32,7 @@ func APIRequests(delta scrape.Snapshot, claims int) report.API {
 	var out report.API
 	byKey := map[string]float64{}
 	conflicts := map[string]float64{}
+	reads := map[string]float64{}
 	for _, s := range delta {
 		if s.Name != "apiserver_request_total" || s.Value == 0 {
 			continue
@@ -44,6 +45,7 @@ func APIRequests(delta scrape.Snapshot, claims int) report.API {
 		}
 		if !mutatingVerbs[verb] {
 			out.Reads += s.Value
+			reads[verb+" "+res] += s.Value
 			continue
 		}
 		out.Mutating += s.Value
@@ -54,6 +56,7 @@ func APIRequests(delta scrape.Snapshot, claims int) report.API {
 	}
 	out.ByVerbResourceCode = scrape.Sorted(byKey)
 	out.ConflictsByVerbResource = scrape.Sorted(conflicts)
+	out.ReadsByVerbResource = scrape.Sorted(reads)
 	out.ServerCPUSeconds = round2(delta.Sum("process_cpu_seconds_total", nil))
 	return out
 }

@@ -50,6 +50,7 @@ process_cpu_seconds_total 103.5
 			{Key: "PATCH sandboxes 409", Count: 1},
 		},
 		ConflictsByVerbResource: []scrape.Count{{Key: "PATCH sandboxes", Count: 1}},
+		ReadsByVerbResource:     []scrape.Count{{Key: "GET sandboxes", Count: 4}},
 		ServerCPUSeconds:        3.5,
 	}
 	got := APIRequests(scrape.Delta(before, after), 10)

@@ -105,7 +105,11 @@ func WriteMarkdown(w io.Writer, m Machine, results []*Result, command string) {
 	p("|---|---|---:|---:|---:|---:|")
 	for _, r := range results {
 		q := r.Parameters
-		p("| %s | %s | %d | %d × %d | %g | %d |", r.Scenario, orDash(r.Description), q.BurstSize*q.TotalBursts, q.TotalBursts, q.BurstSize, q.QPS, q.WarmPoolSize)
+		qps := fmt.Sprintf("%g", q.QPS)
+		if q.BurstSize == 1 {
+			qps = "serial" // each claim waits for the previous one to be Ready
+		}
+		p("| %s | %s | %d | %d × %d | %s | %d |", r.Scenario, orDash(r.Description), q.BurstSize*q.TotalBursts, q.TotalBursts, q.BurstSize, qps, q.WarmPoolSize)
 	}
 	p("")
 	p("## Startup latency")
@@ -198,6 +202,10 @@ func WriteMarkdown(w io.Writer, m Machine, results []*Result, command string) {
 		p("|---|---:|---:|")
 		for _, row := range r.API.ByVerbResourceCode {
 			p("| %s | %.0f | %s |", row.Key, row.Count, perClaim(row.Count, r.Claims.Created))
+		}
+		if len(r.API.ReadsByVerbResource) > 0 {
+			p("")
+			p("Reads (verb resource): %s.", keys(r.API.ReadsByVerbResource))
 		}
 		if r.Operator.Measured && len(r.Operator.Writes) > 0 {
 			p("")

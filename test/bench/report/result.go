@@ -63,6 +63,8 @@ type API struct {
 	Conflicts        float64 `json:"conflicts"`
 	// ByVerbResourceCode keys are "VERB resource[/subresource] code", mutating verbs only.
 	ByVerbResourceCode []scrape.Count `json:"byVerbResourceCode"`
+	// ReadsByVerbResource keys are "VERB resource[/subresource]", reading verbs only.
+	ReadsByVerbResource []scrape.Count `json:"readsByVerbResource"`
 	// ConflictsByVerbResource keys are "VERB resource[/subresource]".
 	ConflictsByVerbResource []scrape.Count `json:"conflictsByVerbResource"`
 	// ServerCPUSeconds is kube-apiserver's process_cpu_seconds_total during the run.
