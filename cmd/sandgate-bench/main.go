@@ -74,6 +74,8 @@ type options struct {
 	profile        string
 	jsonPath       string
 	webhooks       bool
+	cpuProfile     string
+	profileSeconds int
 
 	scenarios  string
 	scalePool  int
@@ -107,6 +109,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.nodes, "nodes", 0, "simulated nodes of the local cluster (default: enough for the pool and the claims)")
 	fs.StringVar(&o.profile, "profile", string(framework.ProfileFast), "how the local cluster's pods become Ready: fast or kubelet")
 	fs.BoolVar(&o.webhooks, "webhooks", true, "install config/webhook in the local cluster; --webhooks=false for an operator that serves none")
+	fs.StringVar(&o.cpuProfile, "apiserver-profile", "", "write a CPU profile of kube-apiserver over the start of the run to this file (go tool pprof reads it)")
+	fs.IntVar(&o.profileSeconds, "apiserver-profile-seconds", 10, "length of the --apiserver-profile")
 	fs.StringVar(&o.jsonPath, "json", "", "also write the result as JSON to this file")
 	fs.StringVar(&o.scenarios, "scenarios", "", "run canonical scenarios instead (each on a fresh local cluster): all, or a comma-separated list of "+strings.Join(scenarioNames(), ", "))
 	fs.IntVar(&o.scalePool, "scale-pool", 5000, "pool size of the large scale scenario")
@@ -228,17 +232,19 @@ func runOnce(ctx context.Context, o options, podSpec corev1.PodSpec, templateNam
 		}
 	}
 	res, err := load.Run(ctx, env.Config, load.Config{
-		Namespace:      ns,
-		PodSpec:        podSpec,
-		TemplateName:   templateName,
-		WarmPoolSize:   int32(o.warmPoolSize),
-		BurstSize:      o.burstSize,
-		TotalBursts:    o.totalBursts,
-		QPS:            o.qps,
-		PoolCreateWait: o.poolCreateWait,
-		Timeout:        o.timeout,
-		RefillWait:     o.refillWait,
-		Progress:       progress,
+		Namespace:        ns,
+		PodSpec:          podSpec,
+		TemplateName:     templateName,
+		WarmPoolSize:     int32(o.warmPoolSize),
+		BurstSize:        o.burstSize,
+		TotalBursts:      o.totalBursts,
+		QPS:              o.qps,
+		PoolCreateWait:   o.poolCreateWait,
+		Timeout:          o.timeout,
+		RefillWait:       o.refillWait,
+		Progress:         progress,
+		APIServerProfile: o.cpuProfile,
+		ProfileSeconds:   o.profileSeconds,
 	}, probes)
 	if err != nil {
 		if env.Operator != nil {

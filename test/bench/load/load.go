@@ -10,7 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -55,6 +57,10 @@ type Config struct {
 	RefillWait time.Duration
 	// Progress receives progress lines; nil for none.
 	Progress io.Writer
+	// APIServerProfile, when set, receives a CPU profile of kube-apiserver taken over the
+	// first ProfileSeconds of the run (its /debug/pprof/profile).
+	APIServerProfile string
+	ProfileSeconds   int
 }
 
 // Probes are where the measurements come from besides the API server.
@@ -152,6 +158,7 @@ func Run(ctx context.Context, restCfg *rest.Config, cfg Config, probes Probes) (
 	defer w.Stop()
 
 	before := r.measure(ctx, res)
+	profileDone := r.profileAPIServer(ctx, res)
 	runStart := time.Now()
 	claims, lastReady := r.fire(ctx, w, res)
 	anyReady := !lastReady.IsZero()
@@ -172,6 +179,9 @@ func Run(ctx context.Context, restCfg *rest.Config, cfg Config, probes Probes) (
 	time.Sleep(time.Second)
 	after := r.measure(ctx, res)
 	r.account(res, before, after)
+	if err := <-profileDone; err != nil {
+		res.Errors = append(res.Errors, err.Error())
+	}
 	if err := r.launchTypes(ctx, res, claims, w); err != nil {
 		res.Errors = append(res.Errors, err.Error())
 	}
@@ -388,6 +398,49 @@ func (r *runner) measure(ctx context.Context, res *report.Result) snapshot {
 		s.components = r.probes.ComponentUsage()
 	}
 	return s
+}
+
+// profileAPIServer starts a CPU profile of kube-apiserver, written to cfg.APIServerProfile;
+// the channel gets its outcome.
+func (r *runner) profileAPIServer(ctx context.Context, res *report.Result) <-chan error {
+	done := make(chan error, 1)
+	if r.cfg.APIServerProfile == "" {
+		done <- nil
+		return done
+	}
+	go func() {
+		done <- profile(ctx, r.rest, r.cfg.ProfileSeconds, r.cfg.APIServerProfile)
+	}()
+	return done
+}
+
+func profile(ctx context.Context, cfg *rest.Config, seconds int, path string) error {
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return fmt.Errorf("profiling kube-apiserver: %w", err)
+	}
+	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", strings.TrimSuffix(cfg.Host, "/"), seconds)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return fmt.Errorf("profiling kube-apiserver: %w", err)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("profiling kube-apiserver: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("profiling kube-apiserver: HTTP %s", resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("writing the kube-apiserver profile: %w", err)
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return fmt.Errorf("writing the kube-apiserver profile: %w", err)
+	}
+	return f.Close()
 }
 
 // errNoClaims is returned by launchTypes when there is nothing to look up.
