@@ -86,6 +86,32 @@ func TestWarmClaimBindsAndPoolRefills(t *testing.T) {
 	e.g.Expect(e.Metrics.WarmHits()).To(Equal(1.0))
 	e.g.Expect(e.Metrics.ColdStarts()).To(BeZero())
 	e.g.Expect(e.Metrics.ClaimStartupLatency(true).Count).To(Equal(uint64(1)))
+	if webhooksEnabled { // admission stamped webhook-first-observed-at
+		e.g.Expect(c.Annotations).To(HaveKey(agentsv1beta1.AnnotationWebhookFirstObservedAt))
+		e.g.Expect(e.Metrics.ClaimStartupLatency(false).Count).To(Equal(uint64(1)))
+	}
+	checkInvariants(e.g, e)
+}
+
+// TestWarmClaimPodMetadata: a warm claim's additional pod metadata reaches the member's pod
+// through the bind patch and the Sandbox controller.
+func TestWarmClaimPodMetadata(t *testing.T) {
+	e := setup(t, 0)
+	e.create(builders.MakeTemplate("tmpl", e.ns).Obj())
+	e.create(builders.MakePool("pool", e.ns, "tmpl").Replicas(1).Obj())
+	e.waitPoolReady("pool", 1)
+	claim := builders.MakeClaim("c", e.ns, "pool").Obj()
+	claim.Spec.AdditionalPodMetadata.Labels = map[string]string{"team": "a"}
+	claim.Spec.AdditionalPodMetadata.Annotations = map[string]string{"note": "hi"}
+	e.create(claim)
+	_, sb := e.waitClaimReady("c")
+	e.g.Expect(sb.Labels).To(HaveKeyWithValue(agentsv1beta1.LabelLaunchType, agentsv1beta1.LaunchTypeWarm))
+	e.eventually(func(g Gomega) {
+		pod := &corev1.Pod{}
+		g.Expect(e.Client.Get(e.ctx(), e.key(sb.Name), pod)).To(Succeed())
+		g.Expect(pod.Labels).To(HaveKeyWithValue("team", "a"))
+		g.Expect(pod.Annotations).To(HaveKeyWithValue("note", "hi"))
+	})
 	checkInvariants(e.g, e)
 }
 
