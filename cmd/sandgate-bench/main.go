@@ -234,7 +234,6 @@ func runOnce(ctx context.Context, o options, podSpec corev1.PodSpec, templateNam
 	res, err := load.Run(ctx, env.Config, load.Config{
 		Namespace:        ns,
 		PodSpec:          podSpec,
-		TemplateName:     templateName,
 		WarmPoolSize:     int32(o.warmPoolSize),
 		BurstSize:        o.burstSize,
 		TotalBursts:      o.totalBursts,

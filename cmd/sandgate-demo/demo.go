@@ -122,7 +122,9 @@ func (d *demo) run(ctx context.Context, w io.Writer, claims int) error {
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.claim, r.sandbox, r.launch, r.stamp, r.built, r.latency.Round(100*time.Microsecond))
 	}
-	tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("printing the table: %w", err)
+	}
 	fmt.Fprintf(w, "\nStale-template check: template %s was updated (container env AGENT_MODE changed),\n", d.template.Name)
 	fmt.Fprintf(w, "its hash went %s → %s. Claim %s carries the stamp %s\n", oldHash, newHash, after.claim, after.stamp)
 	fmt.Fprintf(w, "and bound to %s, built from %s (%s launch):", after.sandbox, after.built, after.launch)

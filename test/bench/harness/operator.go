@@ -204,7 +204,7 @@ func httpOK(url string) func(context.Context) bool {
 		if err != nil {
 			return false
 		}
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	}
 }
@@ -216,7 +216,7 @@ func dials(addr string) func(context.Context) bool {
 		if err != nil {
 			return false
 		}
-		conn.Close()
+		_ = conn.Close()
 		return true
 	}
 }

@@ -43,7 +43,6 @@ const (
 type Config struct {
 	Namespace    string
 	PodSpec      corev1.PodSpec
-	TemplateName string // for the report: the file the pod spec came from, or "built-in"
 	WarmPoolSize int32
 	BurstSize    int
 	TotalBursts  int
@@ -437,7 +436,7 @@ func profile(ctx context.Context, cfg *rest.Config, seconds int, path string) er
 		return fmt.Errorf("writing the kube-apiserver profile: %w", err)
 	}
 	if _, err := io.Copy(f, resp.Body); err != nil {
-		f.Close()
+		_ = f.Close() // the copy error is the one to report
 		return fmt.Errorf("writing the kube-apiserver profile: %w", err)
 	}
 	return f.Close()

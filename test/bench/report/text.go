@@ -84,7 +84,7 @@ func WriteText(w io.Writer, r *Result) {
 	for _, e := range r.Errors {
 		fmt.Fprintf(tw, "problem\t%s\n", e)
 	}
-	tw.Flush()
+	_ = tw.Flush() // a failing stdout has no better place to be reported
 }
 
 func keys(rows []scrape.Count) string {
