@@ -252,5 +252,11 @@ func runOnce(ctx context.Context, o options, podSpec corev1.PodSpec, templateNam
 		return nil, err
 	}
 	res.Parameters = params
+	if env.Cluster == nil {
+		// A cluster the run did not start keeps nothing of it.
+		if err := load.DeleteNamespace(ctx, env.Config, ns); err != nil {
+			res.Errors = append(res.Errors, err.Error())
+		}
+	}
 	return res, nil
 }

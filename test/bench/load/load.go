@@ -216,6 +216,19 @@ func (r *runner) createObjects(ctx context.Context) error {
 	return nil
 }
 
+// DeleteNamespace deletes a run's namespace and with it everything the run created.
+func DeleteNamespace(ctx context.Context, cfg *rest.Config, ns string) error {
+	c, err := NewClient(cfg, 1)
+	if err != nil {
+		return err
+	}
+	err = c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting namespace %s: %w", ns, err)
+	}
+	return nil
+}
+
 // waitForPool waits until the pool's status shows every replica Ready, printing progress
 // every two seconds.
 func (r *runner) waitForPool(ctx context.Context, limit time.Duration, what string) error {
