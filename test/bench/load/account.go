@@ -71,6 +71,15 @@ func OperatorFigures(delta scrape.Snapshot, claims int) report.Operator {
 		out.ReconcilesToReady = round2(delta.Sum("sandgate_sandbox_reconciles_to_ready_sum", nil) / count)
 	}
 	out.Writes = scrape.Sorted(delta.GroupBy("sandgate_api_writes_total", nil, "verb", "resource", "result"))
+	out.WarmHits = delta.Sum("sandgate_claim_warm_hits_total", nil)
+	out.ColdStarts = delta.Sum("sandgate_claim_cold_starts_total", nil)
+	out.BindConflicts = scrape.Sorted(delta.GroupBy("sandgate_claim_bind_conflicts_total", nil, "reason"))
+	const startup = "agent_sandbox_claim_startup_latency_ms"
+	if n := delta.Sum(startup+"_count", nil); n > 0 {
+		out.StartupMeanMs = round2(delta.Sum(startup+"_sum", nil) / n)
+		out.StartupP50AtMostMs = finite(delta.BucketUpperBound(startup, 0.5))
+		out.StartupP99AtMostMs = finite(delta.BucketUpperBound(startup, 0.99))
+	}
 	if claims > 0 {
 		out.SandboxReconcilesPerClaim = round2(sandbox / float64(claims))
 		out.WritesPerClaim = round2(delta.Sum("sandgate_api_writes_total", nil) / float64(claims))
@@ -162,6 +171,14 @@ func (r *runner) launchTypes(ctx context.Context, res *report.Result, claims []*
 		}
 	}
 	return nil
+}
+
+// finite maps a quantile beyond the last finite bucket to -1, which JSON can carry.
+func finite(v float64, _ bool) float64 {
+	if math.IsInf(v, 1) {
+		return -1
+	}
+	return v
 }
 
 func round2(v float64) float64 { return math.Round(v*100) / 100 }

@@ -83,6 +83,24 @@ sandgate_api_writes_total{resource="sandboxes",result="conflict",verb="patch"} 1
 sandgate_sandbox_reconciles_to_ready_bucket{le="+Inf"} 70
 sandgate_sandbox_reconciles_to_ready_sum 135
 sandgate_sandbox_reconciles_to_ready_count 70
+# TYPE sandgate_claim_warm_hits_total counter
+sandgate_claim_warm_hits_total 9
+# TYPE sandgate_claim_cold_starts_total counter
+sandgate_claim_cold_starts_total 1
+# TYPE sandgate_claim_bind_conflicts_total counter
+sandgate_claim_bind_conflicts_total{reason="conflict"} 1
+sandgate_claim_bind_conflicts_total{reason="denied"} 0
+# TYPE agent_sandbox_claim_startup_latency_ms histogram
+agent_sandbox_claim_startup_latency_ms_bucket{launch_type="warm",sandbox_template="t",le="100"} 6
+agent_sandbox_claim_startup_latency_ms_bucket{launch_type="warm",sandbox_template="t",le="250"} 9
+agent_sandbox_claim_startup_latency_ms_bucket{launch_type="warm",sandbox_template="t",le="+Inf"} 9
+agent_sandbox_claim_startup_latency_ms_sum{launch_type="warm",sandbox_template="t"} 700
+agent_sandbox_claim_startup_latency_ms_count{launch_type="warm",sandbox_template="t"} 9
+agent_sandbox_claim_startup_latency_ms_bucket{launch_type="cold",sandbox_template="t",le="100"} 0
+agent_sandbox_claim_startup_latency_ms_bucket{launch_type="cold",sandbox_template="t",le="250"} 0
+agent_sandbox_claim_startup_latency_ms_bucket{launch_type="cold",sandbox_template="t",le="+Inf"} 1
+agent_sandbox_claim_startup_latency_ms_sum{launch_type="cold",sandbox_template="t"} 800
+agent_sandbox_claim_startup_latency_ms_count{launch_type="cold",sandbox_template="t"} 1
 `)
 	want := report.Operator{
 		Measured: true,
@@ -100,6 +118,12 @@ sandgate_sandbox_reconciles_to_ready_count 70
 		},
 		WritesPerClaim:          2.1,
 		ClaimPathWritesPerClaim: 2.1,
+		WarmHits:                9,
+		ColdStarts:              1,
+		BindConflicts:           []scrape.Count{{Key: "conflict", Count: 1}},
+		StartupMeanMs:           150,
+		StartupP50AtMostMs:      100,
+		StartupP99AtMostMs:      -1,
 	}
 	got := OperatorFigures(scrape.Delta(before, after), 10)
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -193,6 +193,25 @@ func WriteMarkdown(w io.Writer, m Machine, results []*Result, command string) {
 			o.CPUSeconds, o.PeakRSSMiB)
 	}
 	p("")
+	p("The operator's own view of the same claims: its counters and its")
+	p("`agent_sandbox_claim_startup_latency_ms` histogram (admission → the claim's first Ready status")
+	p("write; percentiles bounded by the contract's buckets, the smallest being 100 ms).")
+	p("")
+	p("| scenario | warm hits | cold starts | lost binds | startup mean (ms) | startup p50 | startup p99 |")
+	p("|---|---:|---:|---|---:|---:|---:|")
+	for _, r := range results {
+		o := r.Operator
+		if !o.Measured {
+			continue
+		}
+		mean := "-"
+		if o.StartupMeanMs > 0 {
+			mean = fmt.Sprintf("%.1f", o.StartupMeanMs)
+		}
+		p("| %s | %.0f | %.0f | %s | %s | %s | %s |", r.Scenario, o.WarmHits, o.ColdStarts, keys(o.BindConflicts),
+			mean, atMost(o.StartupP50AtMostMs), atMost(o.StartupP99AtMostMs))
+	}
+	p("")
 	p("## Where the requests went")
 	p("")
 	for _, r := range results {

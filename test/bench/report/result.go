@@ -90,6 +90,18 @@ type Operator struct {
 	// and its non-status writes to Sandboxes (the binding), per claim: the writes a claim
 	// waits for. Pool refill and pod metadata propagation are left out.
 	ClaimPathWritesPerClaim float64 `json:"claimPathWritesPerClaim"`
+	// WarmHits, ColdStarts and BindConflicts (by reason) are the operator's own claim counters
+	// (sandgate_claim_*_total).
+	WarmHits      float64        `json:"warmHits"`
+	ColdStarts    float64        `json:"coldStarts"`
+	BindConflicts []scrape.Count `json:"bindConflicts"`
+	// StartupP50AtMostMs and StartupP99AtMostMs bound the median and p99 of the operator's
+	// agent_sandbox_claim_startup_latency_ms (admission → its first Ready status write) by
+	// the histogram's buckets; 0 when not exported, -1 beyond the largest bucket.
+	// StartupMeanMs is its exact mean.
+	StartupP50AtMostMs float64 `json:"startupP50AtMostMs"`
+	StartupP99AtMostMs float64 `json:"startupP99AtMostMs"`
+	StartupMeanMs      float64 `json:"startupMeanMs"`
 	// CPUSeconds is user+system time during the run; CPUSecondsTotal since the start.
 	CPUSeconds      float64 `json:"cpuSeconds"`
 	CPUSecondsTotal float64 `json:"cpuSecondsTotal"`

@@ -66,6 +66,10 @@ func WriteText(w io.Writer, r *Result) {
 		for _, row := range o.Writes {
 			fmt.Fprintf(tw, "  %s\t%.0f\n", row.Key, row.Count)
 		}
+		fmt.Fprintf(tw, "operator's claim counters\t%.0f warm, %.0f cold; lost binds: %s\n", o.WarmHits, o.ColdStarts, keys(o.BindConflicts))
+		if o.StartupMeanMs > 0 {
+			fmt.Fprintf(tw, "operator's startup histogram (ms)\tmean %.1f, p50 %s, p99 %s\n", o.StartupMeanMs, atMost(o.StartupP50AtMostMs), atMost(o.StartupP99AtMostMs))
+		}
 		fmt.Fprintf(tw, "reconciles by controller\t%s\n", keys(o.ReconcilesByController))
 		fmt.Fprintf(tw, "Sandbox reconciles per claim\t%.2f\n", o.SandboxReconcilesPerClaim)
 		if o.SandboxesBecameReady > 0 {
@@ -85,6 +89,18 @@ func WriteText(w io.Writer, r *Result) {
 		fmt.Fprintf(tw, "problem\t%s\n", e)
 	}
 	_ = tw.Flush() // a failing stdout has no better place to be reported
+}
+
+// atMost renders a bucket bound of a histogram quantile.
+func atMost(bound float64) string {
+	switch {
+	case bound < 0:
+		return "> largest bucket"
+	case bound == 0:
+		return "-"
+	default:
+		return fmt.Sprintf("≤ %g", bound)
+	}
 }
 
 func keys(rows []scrape.Count) string {

@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"net/http"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	dto "github.com/prometheus/client_model/go"
@@ -208,4 +210,37 @@ func get(ctx context.Context, hc *http.Client, url string) (Snapshot, error) {
 		return nil, fmt.Errorf("scraping %s: %w", url, err)
 	}
 	return snap, nil
+}
+
+// BucketUpperBound returns the upper bound of the histogram bucket that holds the q-quantile
+// (0 < q <= 1) of the observations of histogram name (its _bucket series summed over every
+// other label): the quantile is at most that value. It returns +Inf when the quantile lies
+// beyond the last finite bucket, and false when the histogram has no observations.
+func (s Snapshot) BucketUpperBound(name string, q float64) (float64, bool) {
+	cumulative := map[float64]float64{}
+	for _, series := range s {
+		if series.Name != name+"_bucket" {
+			continue
+		}
+		le, err := strconv.ParseFloat(series.Labels["le"], 64)
+		if err != nil {
+			continue
+		}
+		cumulative[le] += series.Value
+	}
+	bounds := slices.Sorted(maps.Keys(cumulative))
+	if len(bounds) == 0 {
+		return 0, false
+	}
+	total := cumulative[bounds[len(bounds)-1]]
+	if total == 0 {
+		return 0, false
+	}
+	rank := q * total
+	for _, le := range bounds {
+		if cumulative[le] >= rank {
+			return le, true
+		}
+	}
+	return math.Inf(1), true
 }

@@ -1,6 +1,7 @@
 package scrape
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -128,5 +129,54 @@ func TestSorted(t *testing.T) {
 	want := []Count{{Key: "c", Count: 5}, {Key: "a", Count: 2}, {Key: "b", Count: 2}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Sorted mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestBucketUpperBound(t *testing.T) {
+	before := mustParse(t, `# TYPE lat_ms histogram
+lat_ms_bucket{launch_type="warm",le="100"} 10
+lat_ms_bucket{launch_type="warm",le="250"} 10
+lat_ms_bucket{launch_type="warm",le="+Inf"} 10
+lat_ms_sum{launch_type="warm"} 500
+lat_ms_count{launch_type="warm"} 10
+`)
+	after := mustParse(t, `# TYPE lat_ms histogram
+lat_ms_bucket{launch_type="warm",le="100"} 60
+lat_ms_bucket{launch_type="warm",le="250"} 100
+lat_ms_bucket{launch_type="warm",le="+Inf"} 108
+lat_ms_sum{launch_type="warm"} 9000
+lat_ms_count{launch_type="warm"} 108
+lat_ms_bucket{launch_type="cold",le="100"} 0
+lat_ms_bucket{launch_type="cold",le="250"} 1
+lat_ms_bucket{launch_type="cold",le="+Inf"} 2
+lat_ms_sum{launch_type="cold"} 900
+lat_ms_count{launch_type="cold"} 2
+`)
+	delta := Delta(before, after)
+	// 100 observations in the run: 50 at most 100 ms, 41 more at most 250 ms, 9 beyond.
+	cases := []struct {
+		name   string
+		q      float64
+		want   float64
+		wantOK bool
+		metric string
+		snap   Snapshot
+	}{
+		{name: "median in the first bucket", q: 0.5, want: 100, wantOK: true},
+		{name: "p90 in the second bucket", q: 0.9, want: 250, wantOK: true},
+		{name: "p99 beyond the last finite bucket", q: 0.99, want: math.Inf(1), wantOK: true},
+		{name: "no observations", q: 0.5, snap: Delta(after, after), wantOK: false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			snap := tc.snap
+			if snap == nil {
+				snap = delta
+			}
+			got, ok := snap.BucketUpperBound("lat_ms", tc.q)
+			if ok != tc.wantOK || (ok && got != tc.want) {
+				t.Errorf("BucketUpperBound(%v) = %v, %v; want %v, %v", tc.q, got, ok, tc.want, tc.wantOK)
+			}
+		})
 	}
 }
