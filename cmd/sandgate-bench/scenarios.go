@@ -26,7 +26,9 @@ type scenario struct {
 	totalBursts int
 	qps         float64
 	pool        int
-	targets     report.Targets
+	// profile is the kwok pod profile; "" means fast.
+	profile framework.Profile
+	targets report.Targets
 }
 
 // serialTargets are the goals of serial warm claims.
@@ -52,6 +54,11 @@ func scenarios(scalePool int) []scenario {
 			targets: report.Targets{P50Ms: 150, P90Ms: 300, P99Ms: 500, MutatingPerClaim: 9, Conflicts: ptr.To(0),
 				ServerCPUSeconds: 8, ReconcilesToReady: 2,
 				Reference: "5.1–7.3 s / 10.8–13.2 s / 12.5–14.2 s; 7–209 conflicts; apiserver ~20 s CPU"},
+		},
+		{
+			name: "kubelet", description: "30 claims one at a time; pods report status in kubelet-like steps",
+			burstSize: 1, totalBursts: 30, qps: 1000, pool: 40, profile: framework.ProfileKubelet,
+			targets: serialTargets,
 		},
 		{
 			name: "scale-50", description: "30 claims one at a time", burstSize: 1, totalBursts: 30, qps: 1000, pool: 50,
@@ -118,6 +125,10 @@ func runScenarios(ctx context.Context, o options, stdout, stderr io.Writer) erro
 			so := o
 			so.burstSize, so.totalBursts, so.qps, so.warmPoolSize = sc.burstSize, sc.totalBursts, sc.qps, sc.pool
 			so.namespace = "bench"
+			so.profile = string(framework.ProfileFast)
+			if sc.profile != "" {
+				so.profile = string(sc.profile)
+			}
 			// Filling a pool of thousands takes minutes on two cores.
 			so.poolCreateWait = max(o.poolCreateWait, time.Duration(sc.pool)*200*time.Millisecond)
 			res, err := runOnce(ctx, so, load.DefaultPodSpec(), "built-in", stderr)

@@ -91,7 +91,7 @@ func WriteMarkdown(w io.Writer, m Machine, results []*Result, command string) {
 	p("| measured | %s |", m.Date)
 	if len(results) > 0 {
 		r := results[0].Parameters
-		p("| cluster | %s; %d kwok nodes, pod profile %q |", r.Cluster, r.Nodes, r.Profile)
+		p("| cluster | %s with kwok nodes (pod profile per scenario below) |", r.Cluster)
 		p("| operator | `%s` |", shorten(r.OperatorCommand))
 	}
 	p("")
@@ -101,16 +101,21 @@ func WriteMarkdown(w io.Writer, m Machine, results []*Result, command string) {
 	p("")
 	p("## Scenarios")
 	p("")
-	p("| scenario | what | claims | bursts × size | QPS | warm pool |")
-	p("|---|---|---:|---:|---:|---:|")
+	p("| scenario | what | claims | bursts × size | QPS | warm pool | nodes | pod profile |")
+	p("|---|---|---:|---:|---:|---:|---:|---|")
 	for _, r := range results {
 		q := r.Parameters
 		qps := fmt.Sprintf("%g", q.QPS)
 		if q.BurstSize == 1 {
 			qps = "serial" // each claim waits for the previous one to be Ready
 		}
-		p("| %s | %s | %d | %d × %d | %s | %d |", r.Scenario, orDash(r.Description), q.BurstSize*q.TotalBursts, q.TotalBursts, q.BurstSize, qps, q.WarmPoolSize)
+		p("| %s | %s | %d | %d × %d | %s | %d | %d | %s |", r.Scenario, orDash(r.Description), q.BurstSize*q.TotalBursts,
+			q.TotalBursts, q.BurstSize, qps, q.WarmPoolSize, q.Nodes, orDash(q.Profile))
 	}
+	p("")
+	p("Pod profiles: `fast` takes a bound pod to Running and Ready in one status update (kwok's stock")
+	p("behaviour); `kubelet` walks it through separate updates 20–50 ms apart, as a kubelet reports")
+	p("progress, which is what wakes controllers again and again.")
 	p("")
 	p("## Startup latency")
 	p("")
