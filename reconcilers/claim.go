@@ -78,7 +78,7 @@ type claimMemory struct {
 	// written to the claim (a write on the claim path for bookkeeping only).
 	firstSeen time.Time
 	// bound names the Sandbox this process bound or created for the claim, until the cache
-	// shows it: a reconcile in between must not bind a second one.
+	// shows it: a reconcile in between must find it rather than bind a second one.
 	bound string
 	// written is the status as this process last wrote (or found) it.
 	written *extv1beta1.SandboxClaimStatus
@@ -230,10 +230,6 @@ func (r *ClaimReconciler) reconcile(ctx context.Context, s *claimStep) (ctrl.Res
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if sb == nil && s.mem.bound != "" {
-		// Bound (or created) by this process, not in the cache yet: status was written then.
-		return ctrl.Result{RequeueAfter: retryAfterCacheCatchesUp}, nil
-	}
 
 	now := r.Clock.Now()
 	var result ctrl.Result
@@ -279,16 +275,26 @@ func (r *ClaimReconciler) boundSandbox(ctx context.Context, s *claimStep) (*agen
 	}
 	switch len(found) {
 	case 0:
-		if s.mem.bound != "" {
-			// The Sandbox may be gone for good (deleted right after binding); the cache shows
-			// the binding if it still exists.
-			sb := &agentsv1beta1.Sandbox{}
-			err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.claim.Namespace, Name: s.mem.bound}, sb)
-			if apierrors.IsNotFound(err) && s.claim.Status.Sandbox.Name == s.mem.bound {
-				s.mem.bound = ""
-			}
+		if s.mem.bound == "" {
+			return nil, nil
 		}
-		return nil, nil
+		// This process bound or created a Sandbox the cache does not show: ask the API
+		// server (a rare read, only while the cache lags behind this process's own write).
+		sb := &agentsv1beta1.Sandbox{}
+		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.claim.Namespace, Name: s.mem.bound}, sb)
+		switch {
+		case err == nil && controllerUID(sb) == s.claim.UID && sb.DeletionTimestamp.IsZero():
+			return sb, nil
+		case err == nil || apierrors.IsNotFound(err):
+			// Gone (or going) since: the claim was bound, and is not served again.
+			if s.claim.Status.Sandbox.Name == "" {
+				s.claim.Status.Sandbox.Name = s.mem.bound
+			}
+			s.mem.bound = ""
+			return nil, nil
+		default:
+			return nil, fmt.Errorf("reading the claim's sandbox %s: %w", s.mem.bound, err)
+		}
 	case 1:
 		s.mem.bound = ""
 		return found[0], nil
