@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -48,7 +50,14 @@ func NetworkPolicyName(template string) string { return template + "-network-pol
 type TemplateReconciler struct {
 	Client  client.Client
 	Metrics *Metrics
+
+	// created remembers when this process created a template's policy (by template UID), so
+	// that a reconcile running before the cache shows it does not create it again.
+	created sync.Map
 }
+
+// policyCacheLag bounds how long a created policy the cache does not show counts as created.
+const policyCacheLag = 10 * time.Second
 
 // SetupWithManager registers the controller and its watches.
 func (r *TemplateReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
@@ -112,14 +121,19 @@ func (r *TemplateReconciler) ensureNetworkPolicy(ctx context.Context, tmpl *extv
 
 	want := desiredNetworkPolicy(tmpl)
 	if !found {
+		if at, ok := r.created.Load(tmpl.UID); ok && time.Since(at.(time.Time)) < policyCacheLag {
+			return nil // created a moment ago; its create event brings the template back
+		}
 		if err := ctrl.SetControllerReference(tmpl, want, r.Client.Scheme()); err != nil {
 			return fmt.Errorf("setting owner of network policy: %w", err)
 		}
 		if err := r.Client.Create(ctx, want); err != nil {
 			return fmt.Errorf("creating network policy: %w", err)
 		}
+		r.created.Store(tmpl.UID, time.Now())
 		return nil
 	}
+	r.created.Delete(tmpl.UID)
 	if sameNetworkPolicySpec(&np.Spec, &want.Spec) {
 		return nil
 	}

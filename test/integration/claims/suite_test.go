@@ -17,12 +17,15 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/sandgate-dev/sandgate/api"
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
@@ -38,6 +41,15 @@ var cluster *framework.Cluster
 const webhooksEnabled = true
 
 func TestMain(m *testing.M) {
+	// SANDGATE_TEST_LOG=<file> writes the controllers' logs (verbosity 1) there.
+	if path := os.Getenv("SANDGATE_TEST_LOG"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "creating the log file: %v\n", err)
+			os.Exit(1)
+		}
+		ctrl.SetLogger(zap.New(zap.WriteTo(f), zap.Level(zapcore.Level(-1))))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	c, err := framework.Start(ctx, framework.Options{Profile: framework.ProfileFast, Webhooks: webhooksEnabled, Log: os.Stderr})
 	cancel()
