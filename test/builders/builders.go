@@ -29,7 +29,9 @@ func defaultPodSpec() corev1.PodSpec {
 }
 
 // blueprint holds the builder methods shared by Sandbox and SandboxTemplate.
-type blueprint struct{ bp *agentsv1beta1.SandboxBlueprint }
+type blueprint struct {
+	bp *agentsv1beta1.SandboxBlueprint
+}
 
 func (b blueprint) container(name string) *corev1.Container {
 	spec := &b.bp.PodTemplate.Spec

@@ -325,7 +325,7 @@ func TestServiceTrueFalseUnset(t *testing.T) {
 		g.Expect(e.Client.Get(e.ctx(), client.ObjectKey{Namespace: e.ns, Name: "svc"}, &corev1.Service{})).To(Succeed())
 		expectCondition(g, e.sandbox(g, "svc"), agentsv1beta1.ConditionReady, readyPodService)
 	}
-	e.eventually(keepsService) // once the new generation is observed...
+	e.eventually(keepsService)   // once the new generation is observed...
 	e.consistently(keepsService) // ...it stays so
 
 	e.patchSandbox("svc", `{"spec":{"service":false}}`)
