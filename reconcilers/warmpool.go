@@ -109,6 +109,11 @@ func (r *WarmPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if !pool.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil // members go with it through garbage collection
 	}
+	// Expectations first, the cache listing after: the informer updates the cache before it
+	// reports an event, so once the expectations are satisfied the listing that follows shows
+	// every member they counted. The other way round a create observed in between would be
+	// missing from the listing and made again.
+	satisfied := r.expected.satisfied(req.NamespacedName, r.Clock.Now())
 	members, err := r.members(ctx, pool)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -126,7 +131,7 @@ func (r *WarmPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		ctrl.LoggerFrom(ctx).V(1).Info("template not found", "template", pool.Spec.SandboxTemplateRef.Name)
 	case err != nil:
 		errs = append(errs, fmt.Errorf("reading template: %w", err))
-	case !r.expected.satisfied(req.NamespacedName, r.Clock.Now()):
+	case !satisfied:
 		// The cache does not show all of this pool's creates and deletes yet: acting on it now
 		// would create or delete too many. Their events bring the pool back.
 		result.RequeueAfter = expectationsTTL

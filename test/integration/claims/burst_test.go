@@ -111,6 +111,10 @@ func TestBurst(t *testing.T) {
 	// One bind per warm claim: the in-memory reservation keeps this process's claims from
 	// racing for a member.
 	e.g.Expect(m.Writes("patch", "sandboxes")).To(Equal(m.WarmHits()))
+	// The pool made exactly the members it needed: one per warm claim on top of the first 50
+	// (expectations keep a lagging cache from over-creating), and had none to delete.
+	e.g.Expect(m.WritesByKey()).To(HaveKeyWithValue("create sandboxes success", 50+m.WarmHits()+m.ColdStarts()))
+	e.g.Expect(m.Writes("delete", "sandboxes")).To(BeZero())
 }
 
 // TestRestartMidBurst: the manager stops while claims pour in and another starts. After it
