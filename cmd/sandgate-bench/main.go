@@ -53,6 +53,10 @@ func main() {
 	}
 }
 
+// logf prints a progress line. Progress is best effort: a closed terminal must not fail a
+// run whose results go to --json.
+func logf(w io.Writer, format string, args ...any) { _, _ = fmt.Fprintf(w, format, args...) }
+
 // errFailedClaims marks a run that completed with claims that never became Ready.
 var errFailedClaims = errors.New("claims failed")
 
@@ -89,7 +93,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("sandgate-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: sandgate-bench [flags]\n\nLoad generator for the SandboxClaim path (see the package documentation).\n\nFlags:\n")
+		logf(stderr, "Usage: sandgate-bench [flags]\n\nLoad generator for the SandboxClaim path (see the package documentation).\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	fs.IntVar(&o.burstSize, "burst-size", 10, "claims per burst")
@@ -167,7 +171,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	report.WriteText(stdout, res)
+	if err := report.WriteText(stdout, res); err != nil {
+		return err
+	}
 	if o.jsonPath != "" {
 		if err := res.WriteJSON(o.jsonPath); err != nil {
 			return err
@@ -200,7 +206,7 @@ func runOnce(ctx context.Context, o options, podSpec corev1.PodSpec, templateNam
 		return nil, err
 	}
 	defer func() {
-		fmt.Fprintln(progress, "stopping...")
+		logf(progress, "stopping...\n")
 		if err := env.Stop(); err != nil {
 			retErr = errors.Join(retErr, err)
 		}

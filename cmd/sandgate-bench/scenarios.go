@@ -121,7 +121,7 @@ func runScenarios(ctx context.Context, o options, stdout, stderr io.Writer) erro
 	var failed []string
 	if !o.render {
 		for i, sc := range selected {
-			fmt.Fprintf(stderr, "\n=== scenario %d/%d: %s (%s, pool %d)\n", i+1, len(selected), sc.name, sc.description, sc.pool)
+			logf(stderr, "\n=== scenario %d/%d: %s (%s, pool %d)\n", i+1, len(selected), sc.name, sc.description, sc.pool)
 			so := o
 			so.burstSize, so.totalBursts, so.qps, so.warmPoolSize = sc.burstSize, sc.totalBursts, sc.qps, sc.pool
 			so.namespace = "bench"
@@ -137,11 +137,13 @@ func runScenarios(ctx context.Context, o options, stdout, stderr io.Writer) erro
 					return err
 				}
 				failed = append(failed, fmt.Sprintf("%s: %v", sc.name, err))
-				fmt.Fprintf(stderr, "scenario %s failed: %v\n", sc.name, err)
+				logf(stderr, "scenario %s failed: %v\n", sc.name, err)
 				continue
 			}
 			res.Scenario, res.Description, res.Targets = sc.name, sc.description, ptr.To(sc.targets)
-			report.WriteText(stdout, res)
+			if err := report.WriteText(stdout, res); err != nil {
+				return err
+			}
 			if err := res.WriteJSON(filepath.Join(o.resultsDir, sc.name+".json")); err != nil {
 				return err
 			}
@@ -168,7 +170,7 @@ func writeReport(o options, selected []scenario, stderr io.Writer) error {
 	for _, sc := range selected {
 		res, err := report.ReadJSON(filepath.Join(o.resultsDir, sc.name+".json"))
 		if errors.Is(err, os.ErrNotExist) {
-			fmt.Fprintf(stderr, "no result for scenario %s in %s: left out of the report\n", sc.name, o.resultsDir)
+			logf(stderr, "no result for scenario %s in %s: left out of the report\n", sc.name, o.resultsDir)
 			continue
 		}
 		if err != nil {
@@ -192,10 +194,13 @@ func writeReport(o options, selected []scenario, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("writing report: %w", err)
 	}
-	report.WriteMarkdown(f, report.DescribeMachine(root), results, "make bench")
+	if err := report.WriteMarkdown(f, report.DescribeMachine(root), results, "make bench"); err != nil {
+		_ = f.Close()
+		return err
+	}
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("writing report: %w", err)
 	}
-	fmt.Fprintf(stderr, "wrote %s from %d result(s)\n", o.out, len(results))
+	logf(stderr, "wrote %s from %d result(s)\n", o.out, len(results))
 	return nil
 }

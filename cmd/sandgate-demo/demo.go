@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -116,22 +117,28 @@ func (d *demo) run(ctx context.Context, w io.Writer, claims int) error {
 	}
 	rows = append(rows, after)
 
-	fmt.Fprintf(w, "\nClaims of pool %s (latency: create call → watch shows Ready=True):\n\n", d.pool.Name)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CLAIM\tSANDBOX\tLAUNCH\tCLAIM STAMP\tSANDBOX BUILT FROM\tCREATED → READY")
+	// The table goes out in one write, once every claim is in.
+	var out bytes.Buffer
+	_, _ = fmt.Fprintf(&out, "\nClaims of pool %s (latency: create call → watch shows Ready=True):\n\n", d.pool.Name)
+	tw := tabwriter.NewWriter(&out, 0, 4, 2, ' ', 0)
+	_, _ = fmt.Fprintf(tw, "CLAIM\tSANDBOX\tLAUNCH\tCLAIM STAMP\tSANDBOX BUILT FROM\tCREATED → READY\n")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.claim, r.sandbox, r.launch, r.stamp, r.built, r.latency.Round(100*time.Microsecond))
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.claim, r.sandbox, r.launch, r.stamp, r.built, r.latency.Round(100*time.Microsecond))
 	}
-	if err := tw.Flush(); err != nil {
+	_ = tw.Flush() // into a Buffer, which does not fail
+	_, _ = fmt.Fprintf(&out, "\nStale-template check: template %s was updated (container env AGENT_MODE changed),\n", d.template.Name)
+	_, _ = fmt.Fprintf(&out, "its hash went %s → %s. Claim %s carries the stamp %s\n", oldHash, newHash, after.claim, after.stamp)
+	_, _ = fmt.Fprintf(&out, "and bound to %s, built from %s (%s launch):", after.sandbox, after.built, after.launch)
+	fresh := after.built == newHash && after.stamp == newHash
+	if fresh {
+		_, _ = fmt.Fprintf(&out, " the new version, as it must be.\n")
+	} else {
+		_, _ = fmt.Fprintf(&out, " NOT the new version.\n")
+	}
+	if _, err := w.Write(out.Bytes()); err != nil {
 		return fmt.Errorf("printing the table: %w", err)
 	}
-	fmt.Fprintf(w, "\nStale-template check: template %s was updated (container env AGENT_MODE changed),\n", d.template.Name)
-	fmt.Fprintf(w, "its hash went %s → %s. Claim %s carries the stamp %s\n", oldHash, newHash, after.claim, after.stamp)
-	fmt.Fprintf(w, "and bound to %s, built from %s (%s launch):", after.sandbox, after.built, after.launch)
-	if after.built == newHash && after.stamp == newHash {
-		fmt.Fprintf(w, " the new version, as it must be.\n")
-	} else {
-		fmt.Fprintf(w, " NOT the new version.\n")
+	if !fresh {
 		return fmt.Errorf("claim %s got a Sandbox of template version %s, want %s", after.claim, after.built, newHash)
 	}
 	return nil

@@ -55,7 +55,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("sandgate-demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: sandgate-demo [flags]\n\nsandgate's main job on a local control plane (see the package documentation).\n\nFlags:\n")
+		printf(stderr, "Usage: sandgate-demo [flags]\n\nsandgate's main job on a local control plane (see the package documentation).\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	fs.BoolVar(&o.once, "once", false, "exit after the table instead of running until Ctrl-C")
@@ -92,10 +92,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (retErr e
 	}
 	start := time.Now()
 	say := func(format string, args ...any) {
-		fmt.Fprintf(stdout, "[%5.1fs] "+format+"\n", append([]any{time.Since(start).Seconds()}, args...)...)
+		printf(stdout, "[%5.1fs] "+format+"\n", append([]any{time.Since(start).Seconds()}, args...)...)
 	}
 	say("starting a local control plane (etcd, kube-apiserver, scheduler, garbage collector, 3 kwok nodes)...")
-	var log io.Writer = io.Discard
+	log := io.Writer(io.Discard)
 	if o.verbose {
 		log = stderr
 	}
@@ -104,7 +104,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (retErr e
 		return err
 	}
 	defer func() {
-		fmt.Fprintln(stdout, "\nstopping the operator and the control plane...")
+		printf(stdout, "\nstopping the operator and the control plane...\n")
 		if err := env.Stop(); err != nil {
 			retErr = errors.Join(retErr, err)
 		}
@@ -112,7 +112,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (retErr e
 			retErr = errors.Join(retErr, fmt.Errorf("removing %s: %w", o.kubeconfig, err))
 		}
 		if retErr == nil {
-			fmt.Fprintln(stdout, "stopped; temporary files removed")
+			printf(stdout, "stopped; temporary files removed\n")
 		}
 	}()
 	if err := env.Cluster.WriteKubeconfig(o.kubeconfig); err != nil {
@@ -150,6 +150,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (retErr e
 	}
 }
 
+// printf writes a line of the demo's narrative; a closed terminal is no reason to stop.
+func printf(w io.Writer, format string, args ...any) { _, _ = fmt.Fprintf(w, format, args...) }
+
 // progressLog passes the harness's lines about the operator to the demo's output and the
 // rest to the verbose log.
 type progressLog struct {
@@ -181,7 +184,7 @@ func printUsage(w io.Writer, root string, env *harness.Env, kubeconfig string) {
 	if env.Operator != nil {
 		opLog = env.Operator.LogPath
 	}
-	fmt.Fprintf(w, `
+	printf(w, `
 The control plane and the operator keep running. From another shell, in %s:
 
   export KUBECONFIG=%s

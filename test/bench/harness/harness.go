@@ -73,7 +73,7 @@ type Env struct {
 
 func (e *Env) logf(format string, args ...any) {
 	if e.log != nil {
-		fmt.Fprintf(e.log, format+"\n", args...)
+		_, _ = fmt.Fprintf(e.log, format+"\n", args...) // progress is best effort
 	}
 }
 

@@ -133,7 +133,7 @@ func startOperator(ctx context.Context, command string, ep endpoints, logPath st
 	if err != nil {
 		return nil, fmt.Errorf("opening operator log: %w", err)
 	}
-	defer logFile.Close()
+	defer func() { _ = logFile.Close() }() // the child holds its own descriptor
 	// exec: the shell is replaced by the operator, so PID is the operator's and signals reach it.
 	cmd := exec.Command("/bin/sh", "-c", "exec "+expanded)
 	cmd.Stdout = logFile
@@ -282,7 +282,7 @@ func freePort() (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("finding a free port: %w", err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }() // only the port number was wanted
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 

@@ -107,7 +107,7 @@ type runner struct {
 
 func (r *runner) progressf(format string, args ...any) {
 	if r.cfg.Progress != nil {
-		fmt.Fprintf(r.cfg.Progress, "%s "+format+"\n", append([]any{time.Since(r.start).Round(100 * time.Millisecond)}, args...)...)
+		_, _ = fmt.Fprintf(r.cfg.Progress, "%s "+format+"\n", append([]any{time.Since(r.start).Round(100 * time.Millisecond)}, args...)...)
 	}
 }
 
@@ -157,7 +157,7 @@ func Run(ctx context.Context, restCfg *rest.Config, cfg Config, probes Probes) (
 	defer w.Stop()
 
 	before := r.measure(ctx, res)
-	profileDone := r.profileAPIServer(ctx, res)
+	profileDone := r.profileAPIServer(ctx)
 	runStart := time.Now()
 	claims, lastReady := r.fire(ctx, w, res)
 	anyReady := !lastReady.IsZero()
@@ -414,7 +414,7 @@ func (r *runner) measure(ctx context.Context, res *report.Result) snapshot {
 
 // profileAPIServer starts a CPU profile of kube-apiserver, written to cfg.APIServerProfile;
 // the channel gets its outcome.
-func (r *runner) profileAPIServer(ctx context.Context, res *report.Result) <-chan error {
+func (r *runner) profileAPIServer(ctx context.Context) <-chan error {
 	done := make(chan error, 1)
 	if r.cfg.APIServerProfile == "" {
 		done <- nil
@@ -440,7 +440,7 @@ func profile(ctx context.Context, cfg *rest.Config, seconds int, path string) er
 	if err != nil {
 		return fmt.Errorf("profiling kube-apiserver: %w", err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }() // read to the end or failed already
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("profiling kube-apiserver: HTTP %s", resp.Status)
 	}

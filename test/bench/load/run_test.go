@@ -20,7 +20,7 @@ import (
 func TestRunMeasuresTheOperator(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	var log io.Writer = io.Discard
+	log := io.Writer(io.Discard)
 	if testing.Verbose() {
 		log = os.Stderr
 	}

@@ -25,7 +25,9 @@ func TestWriteMarkdown(t *testing.T) {
 		{Scenario: "scale-5000", Parameters: Parameters{WarmPoolSize: 5000}, Latency: Latency{Client: stats.Summary{Count: 30, P50: 12}}},
 	}
 	var b strings.Builder
-	WriteMarkdown(&b, Machine{CPUs: 2, Go: "go1.26"}, results, "make bench")
+	if err := WriteMarkdown(&b, Machine{CPUs: 2, Go: "go1.26"}, results, "make bench"); err != nil {
+		t.Fatalf("WriteMarkdown: %v", err)
+	}
 	got := b.String()
 	for _, want := range []string{
 		// p50 and p99 meet their targets, p90 does not; the server view has no targets.

@@ -11,8 +11,10 @@ import (
 )
 
 // WriteText prints r as the table a person reads after a run.
-func WriteText(w io.Writer, r *Result) {
+func WriteText(w io.Writer, r *Result) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	// The tabwriter buffers every line; a failing w shows up in Flush.
+	pf := func(format string, args ...any) { _, _ = fmt.Fprintf(tw, format, args...) }
 	p := r.Parameters
 	title := "load run"
 	if r.Scenario != "" {
@@ -22,19 +24,19 @@ func WriteText(w io.Writer, r *Result) {
 	if p.BurstSize == 1 {
 		what = fmt.Sprintf("%d claims one at a time", p.TotalBursts)
 	}
-	fmt.Fprintf(tw, "\n== %s: %s into a pool of %d (%s)\n", title, what, p.WarmPoolSize, p.Cluster)
-	fmt.Fprintf(tw, "pool fill\t%.1f s\n", r.PoolFillSeconds)
-	fmt.Fprintf(tw, "run (first create → last Ready)\t%.2f s\n", r.RunSeconds)
+	pf("\n== %s: %s into a pool of %d (%s)\n", title, what, p.WarmPoolSize, p.Cluster)
+	pf("pool fill\t%.1f s\n", r.PoolFillSeconds)
+	pf("run (first create → last Ready)\t%.2f s\n", r.RunSeconds)
 	if r.RefillSeconds >= 0 {
-		fmt.Fprintf(tw, "refill after the run\t%.2f s\n", r.RefillSeconds)
+		pf("refill after the run\t%.2f s\n", r.RefillSeconds)
 	} else {
-		fmt.Fprintf(tw, "refill after the run\tnot complete\n")
+		pf("refill after the run\tnot complete\n")
 	}
 	c := r.Claims
-	fmt.Fprintf(tw, "claims\t%d created, %d Ready, %d never Ready, %d create errors\n", c.Created, c.Ready, c.NeverReady, c.CreateErrors)
-	fmt.Fprintf(tw, "launch\t%d warm, %d cold, %d unknown; %d on a stale template\n", c.WarmHits, c.ColdStarts, c.UnknownLaunch, c.Stale)
-	fmt.Fprintln(tw)
-	fmt.Fprintln(tw, "startup latency (ms)\tn\tp50\tp90\tp99\tmax")
+	pf("claims\t%d created, %d Ready, %d never Ready, %d create errors\n", c.Created, c.Ready, c.NeverReady, c.CreateErrors)
+	pf("launch\t%d warm, %d cold, %d unknown; %d on a stale template\n", c.WarmHits, c.ColdStarts, c.UnknownLaunch, c.Stale)
+	pf("\n")
+	pf("startup latency (ms)\tn\tp50\tp90\tp99\tmax\n")
 	for _, row := range []struct {
 		name string
 		s    stats.Summary
@@ -44,51 +46,54 @@ func WriteText(w io.Writer, r *Result) {
 		{"create call", r.Latency.CreateCall},
 	} {
 		if row.s.Count == 0 {
-			fmt.Fprintf(tw, "%s\t0\t-\t-\t-\t-\n", row.name)
+			pf("%s\t0\t-\t-\t-\t-\n", row.name)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.1f\t%.1f\n", row.name, row.s.Count, row.s.P50, row.s.P90, row.s.P99, row.s.Max)
+		pf("%s\t%d\t%.1f\t%.1f\t%.1f\t%.1f\n", row.name, row.s.Count, row.s.P50, row.s.P90, row.s.P99, row.s.Max)
 	}
-	fmt.Fprintln(tw)
+	pf("\n")
 	a := r.API
-	fmt.Fprintf(tw, "API mutating requests (all clients, refill included)\t%.0f\t%.2f per claim\n", a.Mutating, a.MutatingPerClaim)
-	fmt.Fprintf(tw, "API read requests\t%.0f\n", a.Reads)
-	fmt.Fprintf(tw, "409 Conflict responses\t%.0f\t%s\n", a.Conflicts, keys(a.ConflictsByVerbResource))
-	fmt.Fprintf(tw, "kube-apiserver CPU during the run\t%.2f s\n", a.ServerCPUSeconds)
+	pf("API mutating requests (all clients, refill included)\t%.0f\t%.2f per claim\n", a.Mutating, a.MutatingPerClaim)
+	pf("API read requests\t%.0f\n", a.Reads)
+	pf("409 Conflict responses\t%.0f\t%s\n", a.Conflicts, keys(a.ConflictsByVerbResource))
+	pf("kube-apiserver CPU during the run\t%.2f s\n", a.ServerCPUSeconds)
 	for _, row := range a.ByVerbResourceCode {
-		fmt.Fprintf(tw, "  %s\t%.0f\t%s per claim\n", row.Key, row.Count, perClaim(row.Count, c.Created))
+		pf("  %s\t%.0f\t%s per claim\n", row.Key, row.Count, perClaim(row.Count, c.Created))
 	}
-	fmt.Fprintln(tw)
+	pf("\n")
 	o := r.Operator
 	if o.Measured {
-		fmt.Fprintf(tw, "operator writes\t%.0f\t%.2f per claim\n", sum(o.Writes), o.WritesPerClaim)
-		fmt.Fprintf(tw, "operator writes on the claim path\t%.2f per claim\t(claims, claim status, Sandbox binding)\n", o.ClaimPathWritesPerClaim)
+		pf("operator writes\t%.0f\t%.2f per claim\n", sum(o.Writes), o.WritesPerClaim)
+		pf("operator writes on the claim path\t%.2f per claim\t(claims, claim status, Sandbox binding)\n", o.ClaimPathWritesPerClaim)
 		for _, row := range o.Writes {
-			fmt.Fprintf(tw, "  %s\t%.0f\n", row.Key, row.Count)
+			pf("  %s\t%.0f\n", row.Key, row.Count)
 		}
-		fmt.Fprintf(tw, "operator's claim counters\t%.0f warm, %.0f cold; lost binds: %s\n", o.WarmHits, o.ColdStarts, keys(o.BindConflicts))
+		pf("operator's claim counters\t%.0f warm, %.0f cold; lost binds: %s\n", o.WarmHits, o.ColdStarts, keys(o.BindConflicts))
 		if o.StartupMeanMs > 0 {
-			fmt.Fprintf(tw, "operator's startup histogram (ms)\tmean %.1f, p50 %s, p99 %s\n", o.StartupMeanMs, atMost(o.StartupP50AtMostMs), atMost(o.StartupP99AtMostMs))
+			pf("operator's startup histogram (ms)\tmean %.1f, p50 %s, p99 %s\n", o.StartupMeanMs, atMost(o.StartupP50AtMostMs), atMost(o.StartupP99AtMostMs))
 		}
-		fmt.Fprintf(tw, "reconciles by controller\t%s\n", keys(o.ReconcilesByController))
-		fmt.Fprintf(tw, "Sandbox reconciles per claim\t%.2f\n", o.SandboxReconcilesPerClaim)
+		pf("reconciles by controller\t%s\n", keys(o.ReconcilesByController))
+		pf("Sandbox reconciles per claim\t%.2f\n", o.SandboxReconcilesPerClaim)
 		if o.SandboxesBecameReady > 0 {
-			fmt.Fprintf(tw, "Sandbox reconciles create → Ready\t%.2f (mean of %.0f Sandboxes)\n", o.ReconcilesToReady, o.SandboxesBecameReady)
+			pf("Sandbox reconciles create → Ready\t%.2f (mean of %.0f Sandboxes)\n", o.ReconcilesToReady, o.SandboxesBecameReady)
 		}
 	} else {
-		fmt.Fprintln(tw, "operator metrics\tnot measured")
+		pf("operator metrics\tnot measured\n")
 	}
 	if o.PeakRSSMiB > 0 {
-		fmt.Fprintf(tw, "operator CPU\t%.2f s during the run, %.2f s since start\n", o.CPUSeconds, o.CPUSecondsTotal)
-		fmt.Fprintf(tw, "operator peak memory (VmHWM)\t%.1f MiB\n", o.PeakRSSMiB)
+		pf("operator CPU\t%.2f s during the run, %.2f s since start\n", o.CPUSeconds, o.CPUSecondsTotal)
+		pf("operator peak memory (VmHWM)\t%.1f MiB\n", o.PeakRSSMiB)
 	}
 	for _, comp := range r.Components {
-		fmt.Fprintf(tw, "%s CPU during the run\t%.2f s\t(peak %.0f MiB)\n", comp.Name, comp.CPUSeconds, comp.PeakRSSMiB)
+		pf("%s CPU during the run\t%.2f s\t(peak %.0f MiB)\n", comp.Name, comp.CPUSeconds, comp.PeakRSSMiB)
 	}
 	for _, e := range r.Errors {
-		fmt.Fprintf(tw, "problem\t%s\n", e)
+		pf("problem\t%s\n", e)
 	}
-	_ = tw.Flush() // a failing stdout has no better place to be reported
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("printing the result: %w", err)
+	}
+	return nil
 }
 
 // atMost renders a bucket bound of a histogram quantile.

@@ -201,7 +201,7 @@ func get(ctx context.Context, hc *http.Client, url string) (Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scraping %s: %w", url, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }() // read to the end or failed already
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("scraping %s: HTTP %s", url, resp.Status)
 	}
