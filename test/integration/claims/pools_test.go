@@ -137,6 +137,12 @@ func TestRecreateRolloutWhileClaimsArrive(t *testing.T) {
 		}
 		checkInvariants(g, e)
 	})
+	// The rollout happened while claims arrived: both versions were claimed.
+	stamps := map[string]int{}
+	for _, name := range claims {
+		stamps[e.claim(e.g, name).Annotations[agentsv1beta1.AnnotationSandboxTemplateHash]]++
+	}
+	e.g.Expect(stamps).To(HaveLen(2), "claims by stamp: %v", stamps)
 	members := e.waitPoolReady("pool", 6)
 	for _, m := range members {
 		e.g.Expect(m.Spec.PodTemplate.Spec.Containers[0].Image).To(Equal("agent:v2"), "stale member %s kept under Recreate", m.Name)
