@@ -128,12 +128,16 @@ func bindPatch(claim *extv1beta1.SandboxClaim, member *agentsv1beta1.Sandbox) ma
 // claim or the template does.
 func (r *ClaimReconciler) coldStart(ctx context.Context, s *claimStep, tmpl *extv1beta1.SandboxTemplate, stamp string) error {
 	claim := s.claim
+	tmpl, err := r.templateOfVersion(ctx, claim, tmpl, stamp)
+	if err != nil {
+		return err
+	}
 	sb := sandboxFromTemplate(tmpl)
 	sb.Name, sb.Namespace = claim.Name, claim.Namespace
 	sb.Labels[agentsv1beta1.LabelClaimUID] = string(claim.UID)
 	sb.Labels[agentsv1beta1.LabelLaunchType] = agentsv1beta1.LaunchTypeCold
-	// The version the claim was admitted for, which the binding guard compares with.
-	sb.Labels[agentsv1beta1.LabelSandboxTemplateHash] = stamp
+	// The version the Sandbox is built from, which is the claim's stamp (templateOfVersion).
+	sb.Labels[agentsv1beta1.LabelSandboxTemplateHash] = agentsv1beta1.BlueprintHash(&tmpl.Spec.SandboxBlueprint)
 	if cb := createdBy(claim); cb != "" {
 		sb.Labels[agentsv1beta1.LabelCreatedBy] = cb
 	}
@@ -169,6 +173,35 @@ func (r *ClaimReconciler) coldStart(ctx context.Context, s *claimStep, tmpl *ext
 	s.mem.bound, s.mem.launchType, s.mem.template = sb.Name, agentsv1beta1.LaunchTypeCold, tmpl.Name
 	r.mirror(claim, sb)
 	return nil
+}
+
+// templateOfVersion returns the template to cold-start claim from, so that the Sandbox is
+// built from exactly the version the claim is stamped with. The cached template may lag the
+// API server (the claim was stamped from a newer version): then the API server's copy is
+// used. The template may also have moved on since the claim was admitted, with no warm member
+// of the claim's version left to bind: old versions are not kept, so the claim is restamped
+// with the current version (only the operator may) before its Sandbox exists, and the stamp
+// and the Sandbox's hash never disagree.
+func (r *ClaimReconciler) templateOfVersion(ctx context.Context, claim *extv1beta1.SandboxClaim, cached *extv1beta1.SandboxTemplate, stamp string) (*extv1beta1.SandboxTemplate, error) {
+	if agentsv1beta1.BlueprintHash(&cached.Spec.SandboxBlueprint) == stamp {
+		return cached, nil
+	}
+	current := &extv1beta1.SandboxTemplate{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(cached), current); err != nil {
+		return nil, fmt.Errorf("reading template: %w", err)
+	}
+	hash := agentsv1beta1.BlueprintHash(&current.Spec.SandboxBlueprint)
+	if hash == stamp {
+		return current, nil
+	}
+	p := &metadataPatch{}
+	p.setAnnotation(agentsv1beta1.AnnotationSandboxTemplateHash, &hash)
+	if err := patchMetadata(ctx, r.Client, claim, p); err != nil {
+		return nil, fmt.Errorf("restamping claim: %w", err)
+	}
+	ctrl.LoggerFrom(ctx).Info("restamped claim: its template version is gone and no warm sandbox of it is left",
+		"oldTemplateHash", stamp, "templateHash", hash)
+	return current, nil
 }
 
 // injectEnv adds the claim's env to the containers under the template's policy, or says why

@@ -15,7 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/sandgate-dev/sandgate/api"
+	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/test/builders"
 )
 
 // TestBindWarm drives the binding protocol against an API server that answers each bind
@@ -123,6 +125,64 @@ func TestBindWarm(t *testing.T) {
 			}
 			if got := metrics.WarmHits(); got != wantHits {
 				t.Errorf("warm hits = %v, want %v", got, wantHits)
+			}
+		})
+	}
+}
+
+// TestTemplateOfVersion: a cold-started Sandbox is built from exactly the version its claim is
+// stamped with; when that version is gone, the claim is restamped before the Sandbox exists.
+func TestTemplateOfVersion(t *testing.T) {
+	tmpl := func(image string) *extv1beta1.SandboxTemplate {
+		return builders.MakeTemplate("tmpl", "ns").Image(image).Obj()
+	}
+	hashOf := func(t *extv1beta1.SandboxTemplate) string {
+		return agentsv1beta1.BlueprintHash(&t.Spec.SandboxBlueprint)
+	}
+	v1, v2 := tmpl("img:1"), tmpl("img:2")
+	tests := map[string]struct {
+		cached, server *extv1beta1.SandboxTemplate
+		stamp          string
+		wantImage      string
+		wantRestamp    string // the new stamp, "" for no write
+	}{
+		"the cache has the claim's version":  {cached: v1, server: v2, stamp: hashOf(v1), wantImage: "img:1"},
+		"the cache lags the claim's version": {cached: v1, server: v2, stamp: hashOf(v2), wantImage: "img:2"},
+		"the claim's version is gone":        {cached: v1, server: v2, stamp: "0123456789abcdef", wantImage: "img:2", wantRestamp: hashOf(v2)},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			c := builders.MakeClaim("c", "ns", "pool").Annotation(agentsv1beta1.AnnotationSandboxTemplateHash, tc.stamp).Obj()
+			var restamp string
+			cl := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithObjects(tc.server.DeepCopy(), c).WithInterceptorFuncs(interceptor.Funcs{
+				Patch: func(ctx context.Context, cl client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+					data, err := patch.Data(obj)
+					if err != nil {
+						return err
+					}
+					var body struct {
+						Metadata struct {
+							Annotations map[string]string `json:"annotations"`
+						} `json:"metadata"`
+					}
+					if err := json.Unmarshal(data, &body); err != nil {
+						return err
+					}
+					restamp = body.Metadata.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash]
+					return cl.Patch(ctx, obj, patch, opts...)
+				},
+			}).Build()
+			r := &ClaimReconciler{Client: cl, APIReader: cl}
+
+			got, err := r.templateOfVersion(context.Background(), c, tc.cached, tc.stamp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if image := got.Spec.PodTemplate.Spec.Containers[0].Image; image != tc.wantImage {
+				t.Errorf("built from %s, want %s", image, tc.wantImage)
+			}
+			if restamp != tc.wantRestamp {
+				t.Errorf("restamped to %q, want %q", restamp, tc.wantRestamp)
 			}
 		})
 	}
