@@ -32,8 +32,10 @@ export GOWORK=off GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-mod=mod -buildvcs=fa
 reports() { # BINARY EXPECTED-PREFIX ARGS... : the binary exists and its version output starts so
   local bin="$DEST/$1" want="$2"; shift 2
   [ -x "$bin" ] || return 1
-  local got; got="$("$bin" "$@" 2>/dev/null | head -n1)" || return 1
-  [[ "$got" == "$want"* ]]
+  # The whole output is read before taking its first line: `| head -n1` under pipefail fails
+  # at random when head exits before a multi-line printer (kubectl, etcd) is done (SIGPIPE).
+  local got; got="$("$bin" "$@" 2>/dev/null)" || return 1
+  [[ "${got%%$'\n'*}" == "$want"* ]]
 }
 
 have() {
