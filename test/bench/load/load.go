@@ -156,6 +156,7 @@ func Run(ctx context.Context, restCfg *rest.Config, cfg Config, probes Probes) (
 	}
 	defer w.Stop()
 
+	res.LoadAverage = loadAverage()
 	before := r.measure(ctx, res)
 	profileDone := r.profileAPIServer(ctx)
 	runStart := time.Now()
@@ -453,6 +454,19 @@ func profile(ctx context.Context, cfg *rest.Config, seconds int, path string) er
 		return fmt.Errorf("writing the kube-apiserver profile: %w", err)
 	}
 	return f.Close()
+}
+
+// loadAverage is the 1-minute load average from /proc/loadavg; 0 when unreadable.
+func loadAverage() float64 {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	var one float64
+	if _, err := fmt.Sscanf(string(data), "%f", &one); err != nil {
+		return 0
+	}
+	return one
 }
 
 // errNoClaims is returned by launchTypes when there is nothing to look up.

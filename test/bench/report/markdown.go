@@ -99,7 +99,9 @@ func WriteMarkdown(w io.Writer, m Machine, results []*Result, command string) er
 	p("")
 	p("Everything — etcd, kube-apiserver, kube-scheduler, kube-controller-manager (garbage collector),")
 	p("kwok, the operator and the load generator — runs on this one machine and shares its CPUs, as")
-	p("the reference measurements of the architecture document did.")
+	p("the reference measurements of the architecture document did. The machine is shared with other")
+	p("work: the load average when each scenario fired its claims is in the Claims table; above the")
+	p("CPU count, every figure here is slower than on an idle machine.")
 	p("")
 	p("## Scenarios")
 	p("")
@@ -145,16 +147,16 @@ func WriteMarkdown(w io.Writer, m Machine, results []*Result, command string) er
 	p("")
 	p("## Claims")
 	p("")
-	p("| scenario | created | Ready | never Ready | warm hits | cold starts | stale template | pool fill (s) | run (s) | refill (s) |")
-	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	p("| scenario | created | Ready | never Ready | warm hits | cold starts | stale template | pool fill (s) | run (s) | refill (s) | load average at start |")
+	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range results {
 		c := r.Claims
 		refill := "not complete"
 		if r.RefillSeconds >= 0 {
 			refill = fmt.Sprintf("%.2f", r.RefillSeconds)
 		}
-		p("| %s | %d | %d | %d | %d | %d | %d | %.1f | %.2f | %s |", r.Scenario, c.Created, c.Ready, c.NeverReady,
-			c.WarmHits, c.ColdStarts, c.Stale, r.PoolFillSeconds, r.RunSeconds, refill)
+		p("| %s | %d | %d | %d | %d | %d | %d | %.1f | %.2f | %s | %.1f |", r.Scenario, c.Created, c.Ready, c.NeverReady,
+			c.WarmHits, c.ColdStarts, c.Stale, r.PoolFillSeconds, r.RunSeconds, refill, r.LoadAverage)
 	}
 	p("")
 	p("## API server")

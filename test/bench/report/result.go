@@ -135,6 +135,9 @@ type Result struct {
 	Targets     *Targets   `json:"targets,omitempty"`
 	Parameters  Parameters `json:"parameters"`
 	StartedAt   time.Time  `json:"startedAt"`
+	// LoadAverage is the machine's 1-minute load average when the claims were fired: the
+	// machines are shared, and a load above the CPU count slows every figure.
+	LoadAverage float64 `json:"loadAverage"`
 	// PoolFillSeconds is how long the pool took to become full and Ready.
 	PoolFillSeconds float64 `json:"poolFillSeconds"`
 	// RunSeconds is from the first create call to the last claim Ready (or the timeout).

@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"text/tabwriter"
 
@@ -26,6 +27,7 @@ func WriteText(w io.Writer, r *Result) error {
 	}
 	pf("\n== %s: %s into a pool of %d (%s)\n", title, what, p.WarmPoolSize, p.Cluster)
 	pf("pool fill\t%.1f s\n", r.PoolFillSeconds)
+	pf("load average at start\t%.1f on %d CPUs\n", r.LoadAverage, runtime.NumCPU())
 	pf("run (first create → last Ready)\t%.2f s\n", r.RunSeconds)
 	if r.RefillSeconds >= 0 {
 		pf("refill after the run\t%.2f s\n", r.RefillSeconds)
