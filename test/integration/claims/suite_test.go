@@ -50,20 +50,8 @@ func TestMain(m *testing.M) {
 		}
 		ctrl.SetLogger(zap.New(zap.WriteTo(f), zap.Level(zapcore.Level(-1))))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	c, err := framework.Start(ctx, framework.Options{Profile: framework.ProfileFast, Webhooks: webhooksEnabled, Log: os.Stderr})
-	cancel()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "starting the test cluster: %v\n", err)
-		os.Exit(1)
-	}
-	cluster = c
-	code := m.Run()
-	if err := c.Stop(); err != nil {
-		fmt.Fprintf(os.Stderr, "stopping the test cluster: %v\n", err)
-		code = 1
-	}
-	os.Exit(code)
+	os.Exit(framework.RunSuite(m, framework.Options{Profile: framework.ProfileFast, Webhooks: webhooksEnabled},
+		func(c *framework.Cluster) { cluster = c }))
 }
 
 // env is one test's namespace and manager.

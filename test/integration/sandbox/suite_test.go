@@ -10,7 +10,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -26,20 +25,7 @@ import (
 var cluster *framework.Cluster
 
 func TestMain(m *testing.M) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	c, err := framework.Start(ctx, framework.Options{Profile: framework.ProfileKubelet, Log: os.Stderr})
-	cancel()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "starting the test cluster: %v\n", err)
-		os.Exit(1)
-	}
-	cluster = c
-	code := m.Run()
-	if err := c.Stop(); err != nil {
-		fmt.Fprintf(os.Stderr, "stopping the test cluster: %v\n", err)
-		code = 1
-	}
-	os.Exit(code)
+	os.Exit(framework.RunSuite(m, framework.Options{Profile: framework.ProfileKubelet}, func(c *framework.Cluster) { cluster = c }))
 }
 
 // env is one test's namespace and manager.

@@ -9,7 +9,6 @@ package webhooks_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -31,22 +30,10 @@ import (
 var cluster *framework.Cluster
 
 func TestMain(m *testing.M) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	// No pod runs in these tests: admission is all they look at. The garbage collector runs:
 	// its writes go through admission too.
-	c, err := framework.Start(ctx, framework.Options{Webhooks: true, NoKwok: true, NoScheduler: true, Log: os.Stderr})
-	cancel()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "starting the test cluster: %v\n", err)
-		os.Exit(1)
-	}
-	cluster = c
-	code := m.Run()
-	if err := c.Stop(); err != nil {
-		fmt.Fprintf(os.Stderr, "stopping the test cluster: %v\n", err)
-		code = 1
-	}
-	os.Exit(code)
+	os.Exit(framework.RunSuite(m, framework.Options{Webhooks: true, NoKwok: true, NoScheduler: true},
+		func(c *framework.Cluster) { cluster = c }))
 }
 
 // env is one test's namespace, manager and clients.

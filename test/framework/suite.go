@@ -1,0 +1,39 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+)
+
+// StartTimeout bounds how long a suite waits for its cluster to start.
+const StartTimeout = 3 * time.Minute
+
+// RunSuite is the body of an integration suite's TestMain: it starts a cluster as opts say,
+// hands it to use (which stores it for the tests), runs the tests, stops the cluster and
+// returns the exit code for os.Exit. Progress goes to stderr unless opts.Log is set.
+//
+//	func TestMain(m *testing.M) {
+//		os.Exit(framework.RunSuite(m, framework.Options{Profile: framework.ProfileKubelet}, func(c *framework.Cluster) { cluster = c }))
+//	}
+func RunSuite(m *testing.M, opts Options, use func(*Cluster)) int {
+	if opts.Log == nil {
+		opts.Log = os.Stderr
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
+	c, err := Start(ctx, opts)
+	cancel()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "starting the test cluster: %v\n", err)
+		return 1
+	}
+	use(c)
+	code := m.Run()
+	if err := c.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "stopping the test cluster: %v\n", err)
+		code = 1
+	}
+	return code
+}
