@@ -79,7 +79,10 @@ func (r *SandboxReconciler) ensurePod(ctx context.Context, sb *agentsv1beta1.San
 			if sb.Spec.OperatingMode == agentsv1beta1.OperatingModeSuspended {
 				return pod, nil // nothing to delete that is ours; status says PodNotOwned
 			}
-			return pod, fmt.Errorf(messagePodNotOwnedFmt, pod.Name)
+			// The message is the Ready condition's too, which starts with the kind, as the
+			// contract's messages do.
+			return pod, fmt.Errorf(messagePodNotOwnedFmt, pod.Name) //nolint:staticcheck // ST1005, see above
+
 		}
 		if err := r.adopt(ctx, sb, pod); err != nil {
 			return nil, err

@@ -7,17 +7,28 @@
 package v1beta1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 var (
 	// GroupVersion is the group and version of the Sandbox kind.
 	GroupVersion = schema.GroupVersion{Group: "agents.x-k8s.io", Version: "v1beta1"}
 
-	// SchemeBuilder registers the kinds of this group with a scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	// SchemeBuilder registers the kinds of this group with a scheme. Only apimachinery is
+	// imported here, so that clients can use these types without controller-runtime.
+	SchemeBuilder runtime.SchemeBuilder
 
 	// AddToScheme adds the kinds of this group to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
+
+// register adds kinds of this group to the schemes SchemeBuilder builds.
+func register(objects ...runtime.Object) {
+	SchemeBuilder.Register(func(s *runtime.Scheme) error {
+		s.AddKnownTypes(GroupVersion, objects...)
+		metav1.AddToGroupVersion(s, GroupVersion)
+		return nil
+	})
+}

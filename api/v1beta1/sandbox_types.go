@@ -103,5 +103,5 @@ type SandboxList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&Sandbox{}, &SandboxList{})
+	register(&Sandbox{}, &SandboxList{})
 }

@@ -202,7 +202,11 @@ func TestFastProfilePodBecomesReadyInOneUpdate(t *testing.T) {
 	defer cancel()
 	fast, err := framework.Start(ctx, framework.Options{Nodes: 1, Profile: framework.ProfileFast, NoControllerManager: true})
 	g.Expect(err).NotTo(HaveOccurred())
-	defer fast.Stop()
+	defer func() {
+		if err := fast.Stop(); err != nil {
+			t.Errorf("stopping the fast-profile cluster: %v", err)
+		}
+	}()
 	g.Expect(fast.NodeNames).To(Equal([]string{"kwok-node-0"}))
 	cs := clientset(t, fast)
 	ns := namespace(t, cs, "fast-profile")

@@ -138,5 +138,5 @@ type SandboxClaimList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&SandboxClaim{}, &SandboxClaimList{})
+	register(&SandboxClaim{}, &SandboxClaimList{})
 }

@@ -96,5 +96,5 @@ type SandboxWarmPoolList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&SandboxWarmPool{}, &SandboxWarmPoolList{})
+	register(&SandboxWarmPool{}, &SandboxWarmPoolList{})
 }

@@ -42,7 +42,7 @@ type ClaimWatcher struct {
 	done   chan struct{}
 }
 
-// startWatch lists the namespace's claims and watches from there; it returns once the
+// StartClaimWatch lists the namespace's claims and watches from there; it returns once the
 // watch is established.
 func StartClaimWatch(ctx context.Context, c client.WithWatch, ns string) (*ClaimWatcher, error) {
 	ctx, cancel := context.WithCancel(ctx)
