@@ -92,9 +92,21 @@ func (r *SandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	old := sb.DeepCopy()
 	wasReady := meta.IsStatusConditionTrue(old.Status.Conditions, agentsv1beta1.ConditionReady)
 
-	result, err := r.reconcile(ctx, sb)
+	result, podCreated, err := r.reconcile(ctx, sb)
 	if errors.Is(err, errSandboxDeleted) {
 		return ctrl.Result{}, nil
+	}
+	if podCreated && err == nil {
+		// The pod was created just now and its first status update (scheduled, running,
+		// ready) follows within milliseconds and wakes the Sandbox, whose status is written
+		// then. Writing "pod pending" first would cost a write of the whole Sandbox, per
+		// Sandbox, for a state nobody waits on. Should the pod make no progress, the requeue
+		// writes the status after the progress delay.
+		if result.RequeueAfter == 0 || result.RequeueAfter > r.PodProgressDelay {
+			result.RequeueAfter = r.PodProgressDelay
+		}
+		r.Metrics.sandboxReconciled(sb.UID, wasReady, wasReady)
+		return result, nil
 	}
 
 	if wrote, werr := patchStatus(ctx, r.Client, old, sb, func(s *agentsv1beta1.Sandbox) any { return s.Status }); werr != nil {
@@ -107,40 +119,42 @@ func (r *SandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	return quiet(result, err)
 }
 
-// reconcile does the work and records the outcome in sb.Status; the caller writes it.
-func (r *SandboxReconciler) reconcile(ctx context.Context, sb *agentsv1beta1.Sandbox) (ctrl.Result, error) {
+// reconcile does the work and records the outcome in sb.Status; the caller writes it. It
+// reports whether it created the pod.
+func (r *SandboxReconciler) reconcile(ctx context.Context, sb *agentsv1beta1.Sandbox) (ctrl.Result, bool, error) {
 	now := r.Clock.Now()
 	sb.Status.Selector = agentsv1beta1.LabelSandboxNameHash + "=" + agentsv1beta1.NameHash(sb.Name)
 
 	var requeue ctrl.Result
 	if expiry := sb.Spec.ShutdownTime; expiry != nil {
 		if !now.Before(expiry.Time) {
-			return ctrl.Result{}, r.expire(ctx, sb)
+			return ctrl.Result{}, false, r.expire(ctx, sb)
 		}
 		requeue.RequeueAfter = expiry.Sub(now)
 	}
 
 	owned, err := r.ownedPods(ctx, sb)
 	if err != nil {
-		return requeue, r.failed(sb, err)
+		return requeue, false, r.failed(sb, err)
 	}
 	if len(owned) > 1 {
 		r.multiplePods(sb, owned)
-		return requeue, nil
+		return requeue, false, nil
 	}
 
 	svc, svcErr := r.ensureService(ctx, sb)
 	pvcErr := r.ensurePVCs(ctx, sb)
 	var pod *corev1.Pod
+	var podCreated bool
 	var podErr error
 	if pvcErr == nil {
-		pod, podErr = r.ensurePod(ctx, sb, owned)
+		pod, podCreated, podErr = r.ensurePod(ctx, sb, owned)
 	}
 	r.setStatus(sb, pod, svc)
 	if err := errors.Join(svcErr, pvcErr, podErr); err != nil {
-		return requeue, r.failed(sb, err)
+		return requeue, podCreated, r.failed(sb, err)
 	}
-	return requeue, nil
+	return requeue, podCreated, nil
 }
 
 // expire ends a Sandbox whose shutdownTime has passed: pod and Service go, then the Sandbox

@@ -58,8 +58,9 @@ func podNameFor(sb *agentsv1beta1.Sandbox) string {
 
 // ensurePod makes the pod match the operating mode: created (or adopted) and its metadata
 // propagated when Running, deleted when Suspended. It returns the pod as the cache (or the
-// create) shows it, which may be a pod the Sandbox does not control.
-func (r *SandboxReconciler) ensurePod(ctx context.Context, sb *agentsv1beta1.Sandbox, owned []corev1.Pod) (*corev1.Pod, error) {
+// create) shows it, which may be a pod the Sandbox does not control, and whether it created
+// the pod just now.
+func (r *SandboxReconciler) ensurePod(ctx context.Context, sb *agentsv1beta1.Sandbox, owned []corev1.Pod) (*corev1.Pod, bool, error) {
 	var pod *corev1.Pod
 	if len(owned) == 1 {
 		pod = &owned[0]
@@ -67,7 +68,7 @@ func (r *SandboxReconciler) ensurePod(ctx context.Context, sb *agentsv1beta1.San
 		pod = &corev1.Pod{}
 		found, err := r.get(ctx, sb.Namespace, podNameFor(sb), pod)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if !found {
 			pod = nil
@@ -77,36 +78,37 @@ func (r *SandboxReconciler) ensurePod(ctx context.Context, sb *agentsv1beta1.San
 	if pod != nil && !isControlledBy(pod, sb) {
 		if !adoptable(pod, sb) {
 			if sb.Spec.OperatingMode == agentsv1beta1.OperatingModeSuspended {
-				return pod, nil // nothing to delete that is ours; status says PodNotOwned
+				return pod, false, nil // nothing to delete that is ours; status says PodNotOwned
 			}
 			// The message is the Ready condition's too, which starts with the kind, as the
 			// contract's messages do.
-			return pod, fmt.Errorf(messagePodNotOwnedFmt, pod.Name) //nolint:staticcheck // ST1005, see above
+			return pod, false, fmt.Errorf(messagePodNotOwnedFmt, pod.Name) //nolint:staticcheck // ST1005, see above
 
 		}
 		if err := r.adopt(ctx, sb, pod); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 
 	if sb.Spec.OperatingMode == agentsv1beta1.OperatingModeSuspended {
 		if pod != nil && pod.DeletionTimestamp.IsZero() {
 			if err := r.deleteOwned(ctx, pod); err != nil {
-				return pod, err
+				return pod, false, err
 			}
 		}
-		return pod, nil
+		return pod, false, nil
 	}
 
 	if pod == nil {
-		return r.createPod(ctx, sb)
+		pod, err := r.createPod(ctx, sb)
+		return pod, err == nil, err
 	}
 	if pod.DeletionTimestamp.IsZero() {
 		if err := patchMetadata(ctx, r.Client, pod, podMetadataPatch(sb, pod)); err != nil {
-			return pod, fmt.Errorf("patching pod metadata: %w", err)
+			return pod, false, fmt.Errorf("patching pod metadata: %w", err)
 		}
 	}
-	return pod, nil
+	return pod, false, nil
 }
 
 func (r *SandboxReconciler) createPod(ctx context.Context, sb *agentsv1beta1.Sandbox) (*corev1.Pod, error) {

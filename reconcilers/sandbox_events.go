@@ -102,7 +102,8 @@ func (h *podEventHandler) Create(_ context.Context, e event.TypedCreateEvent[cli
 		return
 	}
 	if h.expected.observed(e.Object) {
-		// The reconcile that created the pod already wrote status from it.
+		// The reconcile that created the pod knows it: the pod's own status updates, or that
+		// reconcile's requeue, bring the Sandbox's status up to date.
 		h.metrics.podEvent(wakeIgnored)
 		return
 	}
