@@ -36,39 +36,43 @@ func installCABundle(ctx context.Context, cfg *rest.Config, caFile string) error
 	if err := c.List(ctx, &mutating); err != nil {
 		return fmt.Errorf("listing mutating webhook configurations: %w", err)
 	}
-	for i := range mutating.Items {
-		cfg := &mutating.Items[i]
-		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			if err := c.Get(ctx, client.ObjectKeyFromObject(cfg), cfg); err != nil {
-				return err
-			}
-			for j := range cfg.Webhooks {
-				cfg.Webhooks[j].ClientConfig.CABundle = ca
-			}
-			return c.Update(ctx, cfg)
-		}); err != nil {
-			return fmt.Errorf("setting the CA of %s: %w", cfg.Name, err)
-		}
-	}
 	var validating admissionv1.ValidatingWebhookConfigurationList
 	if err := c.List(ctx, &validating); err != nil {
 		return fmt.Errorf("listing validating webhook configurations: %w", err)
 	}
+	var configs []client.Object
+	for i := range mutating.Items {
+		configs = append(configs, &mutating.Items[i])
+	}
 	for i := range validating.Items {
-		cfg := &validating.Items[i]
+		configs = append(configs, &validating.Items[i])
+	}
+	for _, cfg := range configs {
 		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			if err := c.Get(ctx, client.ObjectKeyFromObject(cfg), cfg); err != nil {
 				return err
 			}
-			for j := range cfg.Webhooks {
-				cfg.Webhooks[j].ClientConfig.CABundle = ca
-			}
+			setCABundle(cfg, ca)
 			return c.Update(ctx, cfg)
 		}); err != nil {
-			return fmt.Errorf("setting the CA of %s: %w", cfg.Name, err)
+			return fmt.Errorf("setting the CA of %s: %w", cfg.GetName(), err)
 		}
 	}
 	return nil
+}
+
+// setCABundle sets the CA of every webhook of a webhook configuration.
+func setCABundle(cfg client.Object, ca []byte) {
+	switch cfg := cfg.(type) {
+	case *admissionv1.MutatingWebhookConfiguration:
+		for i := range cfg.Webhooks {
+			cfg.Webhooks[i].ClientConfig.CABundle = ca
+		}
+	case *admissionv1.ValidatingWebhookConfiguration:
+		for i := range cfg.Webhooks {
+			cfg.Webhooks[i].ClientConfig.CABundle = ca
+		}
+	}
 }
 
 // waitForAdmission waits until a dry-run create of a SandboxTemplate passes the webhooks: the
