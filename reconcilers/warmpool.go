@@ -352,18 +352,32 @@ func (h *memberEventHandler) Update(_ context.Context, e event.TypedUpdateEvent[
 	if !okOld || !okCur {
 		return
 	}
-	if controllerUID(oldSb) == controllerUID(cur) && memberFailed(oldSb) == memberFailed(cur) &&
-		meta.IsStatusConditionTrue(oldSb.Status.Conditions, agentsv1beta1.ConditionReady) == meta.IsStatusConditionTrue(cur.Status.Conditions, agentsv1beta1.ConditionReady) &&
+	membership := controllerUID(oldSb) == controllerUID(cur) && memberFailed(oldSb) == memberFailed(cur) &&
 		oldSb.Labels[agentsv1beta1.LabelSandboxTemplateHash] == cur.Labels[agentsv1beta1.LabelSandboxTemplateHash] &&
-		oldSb.DeletionTimestamp.IsZero() == cur.DeletionTimestamp.IsZero() {
+		oldSb.DeletionTimestamp.IsZero() == cur.DeletionTimestamp.IsZero()
+	readiness := meta.IsStatusConditionTrue(oldSb.Status.Conditions, agentsv1beta1.ConditionReady) ==
+		meta.IsStatusConditionTrue(cur.Status.Conditions, agentsv1beta1.ConditionReady)
+	if membership && readiness {
 		return
 	}
 	for _, obj := range []client.Object{oldSb, cur} {
-		if pool, ok := poolOf(obj); ok {
+		pool, ok := poolOf(obj)
+		switch {
+		case !ok:
+		case membership:
+			// Only readiness changed, which only status.readyReplicas shows: the wake-up
+			// waits so that the members becoming ready after a refill, and the next claim's
+			// change, cost one status write between them rather than one each.
+			q.AddAfter(reconcile.Request{NamespacedName: pool}, memberReadinessDelay)
+		default:
 			q.Add(reconcile.Request{NamespacedName: pool})
 		}
 	}
 }
+
+// memberReadinessDelay is how long a pool's wake-up for a member's readiness change waits to
+// coalesce with others (see memberEventHandler.Update).
+const memberReadinessDelay = time.Second
 
 func (h *memberEventHandler) Delete(_ context.Context, e event.TypedDeleteEvent[client.Object], q queue) {
 	if pool, ok := poolOf(e.Object); ok {

@@ -1,0 +1,40 @@
+package reconcilers
+
+import (
+	"context"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// TestMemberEventsWakeThePool: membership changes wake the pool at once (it refills);
+// readiness changes, which only its status shows, wake it after memberReadinessDelay.
+func TestMemberEventsWakeThePool(t *testing.T) {
+	bound := poolMember("m", "h1", true, "2")
+	bound.OwnerReferences = []metav1.OwnerReference{{APIVersion: "extensions.agents.x-k8s.io/v1beta1", Kind: "SandboxClaim", Name: "c", UID: "claim-uid", Controller: ptrTrue()}}
+	rehashed := poolMember("m", "h2", false, "2")
+	tests := map[string]struct {
+		old, cur      client.Object
+		wantImmediate int // requests queued at once
+	}{
+		"nothing the pool reports changed": {poolMember("m", "h1", false, "1"), poolMember("m", "h1", false, "2"), 0},
+		"became ready: delayed":            {poolMember("m", "h1", false, "1"), poolMember("m", "h1", true, "2"), 0},
+		"bound away by a claim":            {poolMember("m", "h1", true, "1"), bound, 1},
+		"template hash changed":            {poolMember("m", "h1", false, "1"), rehashed, 1},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+			defer q.ShutDown()
+			h := &memberEventHandler{expected: newPoolExpectations(nil)}
+			h.Update(context.Background(), event.TypedUpdateEvent[client.Object]{ObjectOld: tc.old, ObjectNew: tc.cur}, q)
+			if got := q.Len(); got != tc.wantImmediate {
+				t.Errorf("queued at once: %d, want %d", got, tc.wantImmediate)
+			}
+		})
+	}
+}
