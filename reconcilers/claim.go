@@ -134,14 +134,10 @@ func (r *ClaimReconciler) unboundClaimsOfPool(ctx context.Context, obj client.Ob
 }
 
 func (r *ClaimReconciler) unboundClaimsOfTemplate(ctx context.Context, obj client.Object) []reconcile.Request {
-	var pools extv1beta1.SandboxWarmPoolList
-	if err := r.Client.List(ctx, &pools, client.InNamespace(obj.GetNamespace()), client.MatchingFields{IndexPoolTemplate: obj.GetName()}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "listing pools of template", "template", klog.KObj(obj))
-		return nil
-	}
+	pools := listPoolsOfTemplate(ctx, r.Client, obj)
 	var reqs []reconcile.Request
-	for i := range pools.Items {
-		reqs = append(reqs, r.unboundClaimsOfPool(ctx, &pools.Items[i])...)
+	for i := range pools {
+		reqs = append(reqs, r.unboundClaimsOfPool(ctx, &pools[i])...)
 	}
 	return reqs
 }

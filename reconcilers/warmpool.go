@@ -84,16 +84,23 @@ func (r *WarmPoolReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.
 
 // poolsOfTemplate maps a template to the pools built from it.
 func (r *WarmPoolReconciler) poolsOfTemplate(ctx context.Context, obj client.Object) []reconcile.Request {
-	var pools extv1beta1.SandboxWarmPoolList
-	if err := r.Client.List(ctx, &pools, client.InNamespace(obj.GetNamespace()), client.MatchingFields{IndexPoolTemplate: obj.GetName()}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "listing pools of template", "template", klog.KObj(obj))
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(pools.Items))
-	for _, p := range pools.Items {
+	pools := listPoolsOfTemplate(ctx, r.Client, obj)
+	reqs := make([]reconcile.Request, 0, len(pools))
+	for _, p := range pools {
 		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
 	}
 	return reqs
+}
+
+// listPoolsOfTemplate lists the pools built from a template, through the cache index; a
+// failure is logged and yields none (for map functions of watches, which cannot fail).
+func listPoolsOfTemplate(ctx context.Context, c client.Reader, tmpl client.Object) []extv1beta1.SandboxWarmPool {
+	var pools extv1beta1.SandboxWarmPoolList
+	if err := c.List(ctx, &pools, client.InNamespace(tmpl.GetNamespace()), client.MatchingFields{IndexPoolTemplate: tmpl.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing pools of template", "template", klog.KObj(tmpl))
+		return nil
+	}
+	return pools.Items
 }
 
 // Reconcile brings one pool's members to spec.replicas and writes its status.
