@@ -62,6 +62,10 @@ verify-fmt: ## Fail when a Go file is not gofmt-formatted.
 	@files="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*'))"; \
 	if [ -n "$$files" ]; then echo "not gofmt-formatted (run make fmt):"; echo "$$files"; exit 1; fi
 
+.PHONY: verify-mod
+verify-mod: ## Fail when go.mod or go.sum is not tidy.
+	@go mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy: run go mod tidy"; go mod tidy -diff; exit 1; }
+
 .PHONY: vet
 vet: ## Run go vet.
 	go vet ./...
@@ -75,7 +79,7 @@ tools: ## Build the local control plane binaries into bin/k8s/<version> (cached)
 	@K8S_VERSION=$(K8S_VERSION) test/tools/install-control-plane.sh $(BIN)/k8s
 
 .PHONY: test
-test: tools verify-generated verify-fmt vet ## Run unit and integration tests against a local control plane.
+test: tools verify-generated verify-fmt verify-mod vet ## Run unit and integration tests against a local control plane.
 	@echo "KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS)"
 	go test ./... -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS)
 
