@@ -12,17 +12,14 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	"go.uber.org/zap/zapcore"
-	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -74,22 +71,13 @@ func setup(t *testing.T, grace time.Duration) *env {
 // setupWithoutManager creates the test's namespace; the test starts managers itself.
 func setupWithoutManager(t *testing.T, grace time.Duration) *env {
 	t.Helper()
-	ns := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
-	if len(ns) > 50 {
-		ns = ns[:50]
-	}
-	// A suffix of its own, so that -count=N does not meet the previous run's namespace
-	// still terminating.
-	ns = strings.TrimRight(ns, "-") + "-" + utilrand.String(4)
+	ns := framework.NamespaceName(t)
 	e := &env{t: t, g: NewWithT(t), ns: ns}
 	e.opts = framework.ManagerOptions{Namespaces: []string{ns}, Extensions: true, Webhooks: webhooksEnabled, ColdStartGrace: grace}
 	direct, err := client.New(cluster.Config, client.Options{Scheme: api.NewScheme()})
 	e.g.Expect(err).NotTo(HaveOccurred())
 	e.Manager = &framework.Manager{Client: direct}
-	e.g.Expect(e.Client.Create(e.ctx(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
-	t.Cleanup(func() {
-		_ = e.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-	})
+	framework.CreateNamespace(t, e.Client, ns)
 	return e
 }
 

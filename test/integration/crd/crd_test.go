@@ -15,7 +15,6 @@ import (
 
 	. "github.com/onsi/gomega"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
-	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -67,14 +66,8 @@ var ctx = context.Background()
 // namespace creates a namespace for one test.
 func namespace(t *testing.T) string {
 	t.Helper()
-	name := strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
-	name = strings.ReplaceAll(name, "_", "-")
-	if len(name) > 60 {
-		name = name[:60]
-	}
-	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
-		t.Fatalf("creating namespace: %v", err)
-	}
+	name := framework.NamespaceName(t)
+	framework.CreateNamespace(t, k8s, name)
 	return name
 }
 

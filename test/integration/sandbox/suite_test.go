@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -38,18 +37,10 @@ type env struct {
 
 func setup(t *testing.T) *env {
 	t.Helper()
-	ns := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
-	if len(ns) > 50 {
-		ns = ns[:50]
-	}
-	ns = strings.TrimRight(ns, "-")
+	ns := framework.NamespaceName(t)
 	mgr := cluster.StartManager(t, framework.ManagerOptions{Namespaces: []string{ns}})
-	e := &env{Manager: mgr, t: t, g: NewWithT(t), ns: ns}
-	e.g.Expect(e.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
-	t.Cleanup(func() {
-		_ = e.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-	})
-	return e
+	framework.CreateNamespace(t, mgr.Client, ns)
+	return &env{Manager: mgr, t: t, g: NewWithT(t), ns: ns}
 }
 
 func (e *env) ctx() context.Context { return context.Background() }

@@ -10,12 +10,10 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -54,11 +52,7 @@ const otherUser = "jane@example.com"
 
 func setup(t *testing.T) *env {
 	t.Helper()
-	ns := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
-	if len(ns) > 50 {
-		ns = ns[:50]
-	}
-	ns = strings.TrimRight(ns, "-")
+	ns := framework.NamespaceName(t)
 	mgr := cluster.StartManager(t, framework.ManagerOptions{Namespaces: []string{ns}, Webhooks: true})
 	operatorCfg, err := cluster.OperatorConfig()
 	if err != nil {
@@ -73,7 +67,7 @@ func setup(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	e := &env{t: t, g: NewWithT(t), ns: ns, admin: mgr.Client, operator: operator, user: user}
-	e.g.Expect(e.admin.Create(e.ctx(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+	framework.CreateNamespace(t, e.admin, ns)
 	return e
 }
 
