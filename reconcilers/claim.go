@@ -250,10 +250,7 @@ func (r *ClaimReconciler) reconcile(ctx context.Context, s *claimStep) (ctrl.Res
 		return result, nil
 	}
 	serve, err := r.serve(ctx, s)
-	if result.RequeueAfter == 0 || (serve.RequeueAfter != 0 && serve.RequeueAfter < result.RequeueAfter) {
-		result.RequeueAfter = serve.RequeueAfter
-	}
-	return result, err
+	return requeueWithin(result, serve.RequeueAfter), err
 }
 
 // boundSandbox finds the claim's Sandbox through the claim-uid index: the Sandbox, not the

@@ -102,11 +102,8 @@ func (r *SandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		// then. Writing "pod pending" first would cost a write of the whole Sandbox, per
 		// Sandbox, for a state nobody waits on. Should the pod make no progress, the requeue
 		// writes the status after the progress delay.
-		if result.RequeueAfter == 0 || result.RequeueAfter > r.PodProgressDelay {
-			result.RequeueAfter = r.PodProgressDelay
-		}
 		r.Metrics.sandboxReconciled(sb.UID, wasReady, wasReady)
-		return result, nil
+		return requeueWithin(result, r.PodProgressDelay), nil
 	}
 
 	if wrote, werr := patchStatus(ctx, r.Client, old, sb, func(s *agentsv1beta1.Sandbox) any { return s.Status }); werr != nil {
@@ -363,10 +360,16 @@ const retryAfterCacheCatchesUp = 200 * time.Millisecond
 // not show up as reconciler errors; every other error is returned for backoff and logging.
 func quiet(result ctrl.Result, err error) (ctrl.Result, error) {
 	if err != nil && (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) {
-		if result.RequeueAfter == 0 || result.RequeueAfter > retryAfterCacheCatchesUp {
-			result.RequeueAfter = retryAfterCacheCatchesUp
-		}
-		return result, nil
+		return requeueWithin(result, retryAfterCacheCatchesUp), nil
 	}
 	return result, err
+}
+
+// requeueWithin returns result with a requeue no later than d: the sooner of its own and d.
+// A d of 0 asks for nothing.
+func requeueWithin(result ctrl.Result, d time.Duration) ctrl.Result {
+	if d > 0 && (result.RequeueAfter == 0 || d < result.RequeueAfter) {
+		result.RequeueAfter = d
+	}
+	return result
 }
