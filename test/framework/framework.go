@@ -127,6 +127,9 @@ type Cluster struct {
 	stateFile string
 	signals   bool
 
+	// users caches the client configurations UserConfig provisioned, by user name.
+	users sync.Map // string → *rest.Config
+
 	mu       sync.Mutex
 	children []*child // in start order
 	watchdog *exec.Cmd

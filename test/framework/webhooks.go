@@ -7,7 +7,6 @@ import (
 	"net"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -32,15 +31,6 @@ func defaultWebhookPaths() ([]string, error) {
 	return []string{filepath.Join(root, "config", "webhook")}, nil
 }
 
-// userConfigs caches the client configurations of provisioned users per cluster and name:
-// provisioning signs a client certificate, no need to repeat it for every manager of a suite.
-var userConfigs sync.Map // userKey → *rest.Config
-
-type userKey struct {
-	cluster *Cluster
-	name    string
-}
-
 // UserConfig returns a client configuration of the cluster authenticated as user name, in the
 // groups given (system:masters when none: permission checks are not what the suites test;
 // admission decisions by identity are).
@@ -48,8 +38,9 @@ func (c *Cluster) UserConfig(name string, groups ...string) (*rest.Config, error
 	if len(groups) == 0 {
 		groups = []string{"system:masters"}
 	}
-	key := userKey{c, name}
-	if cfg, ok := userConfigs.Load(key); ok {
+	// Provisioning signs a client certificate: once per user is enough for every manager of
+	// a suite.
+	if cfg, ok := c.users.Load(name); ok {
 		return rest.CopyConfig(cfg.(*rest.Config)), nil
 	}
 	// A base of rate limits only: the admin's configuration carries the admin's credentials.
@@ -59,7 +50,7 @@ func (c *Cluster) UserConfig(name string, groups ...string) (*rest.Config, error
 		return nil, fmt.Errorf("provision user %s: %w", name, err)
 	}
 	cfg := user.Config()
-	userConfigs.Store(key, cfg)
+	c.users.Store(name, cfg)
 	return rest.CopyConfig(cfg), nil
 }
 

@@ -23,6 +23,7 @@ import (
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/test/builders"
 	"github.com/sandgate-dev/sandgate/test/framework"
+	"github.com/sandgate-dev/sandgate/webhooks"
 )
 
 var cluster *framework.Cluster
@@ -54,11 +55,7 @@ func setup(t *testing.T) *env {
 	t.Helper()
 	ns := framework.NamespaceName(t)
 	mgr := cluster.StartManager(t, framework.ManagerOptions{Namespaces: []string{ns}, Webhooks: true})
-	operatorCfg, err := cluster.OperatorConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	operator, err := client.New(operatorCfg, client.Options{Scheme: mgr.Client.Scheme()})
+	operator, err := cluster.ClientAs(webhooks.DefaultOperatorUser)
 	if err != nil {
 		t.Fatal(err)
 	}
