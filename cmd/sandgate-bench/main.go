@@ -4,7 +4,7 @@
 // warm hits and cold starts, API requests by verb, resource and code (409s singled out),
 // reconciles, and the operator's CPU and memory.
 //
-// By default it starts a local control plane with simulated nodes (test/framework) and runs
+// By default it starts a local control plane with simulated nodes (cmd/controlplane) and runs
 // the operator it builds from ./cmd/sandgate as a child process; --kubeconfig targets an
 // existing cluster instead, and --operator-cmd runs any operator binary, so the same harness
 // measures another implementation of the API:
@@ -31,10 +31,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/sandgate-dev/sandgate/cmd/controlplane"
 	"github.com/sandgate-dev/sandgate/test/bench/harness"
 	"github.com/sandgate-dev/sandgate/test/bench/load"
 	"github.com/sandgate-dev/sandgate/test/bench/report"
-	"github.com/sandgate-dev/sandgate/test/framework"
 )
 
 func main() {
@@ -111,7 +111,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		"command line of the operator to run, with placeholders {{kubeconfig}} {{webhook-host}} {{webhook-port}} {{webhook-cert-dir}} {{metrics-port}} {{probe-port}}; "+
 			"default: build ./cmd/sandgate and run it (local cluster), none with --kubeconfig; \"none\" runs no operator")
 	fs.IntVar(&o.nodes, "nodes", 0, "simulated nodes of the local cluster (default: enough for the pool and the claims)")
-	fs.StringVar(&o.profile, "profile", string(framework.ProfileFast), "how the local cluster's pods become Ready: fast or kubelet")
+	fs.StringVar(&o.profile, "profile", string(controlplane.ProfileFast), "how the local cluster's pods become Ready: fast or kubelet")
 	fs.BoolVar(&o.webhooks, "webhooks", true, "install config/webhook in the local cluster; --webhooks=false for an operator that serves none")
 	fs.StringVar(&o.cpuProfile, "apiserver-profile", "", "write a CPU profile of kube-apiserver over the start of the run to this file (go tool pprof reads it)")
 	fs.IntVar(&o.profileSeconds, "apiserver-profile-seconds", 10, "length of the --apiserver-profile")
@@ -140,7 +140,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.warmPoolSize < 0 {
 		errs = append(errs, errors.New("--warmpool-size must not be negative"))
 	}
-	if o.profile != string(framework.ProfileFast) && o.profile != string(framework.ProfileKubelet) {
+	if o.profile != string(controlplane.ProfileFast) && o.profile != string(controlplane.ProfileKubelet) {
 		errs = append(errs, fmt.Errorf("--profile must be fast or kubelet, got %q", o.profile))
 	}
 	if o.render && (o.scenarios == "" || o.out == "") {
@@ -191,13 +191,13 @@ func runOnce(ctx context.Context, o options, podSpec corev1.PodSpec, templateNam
 	claims := o.burstSize * o.totalBursts
 	nodes := o.nodes
 	if nodes == 0 {
-		// The framework's nodes take 1000 pods each; keep headroom for cold starts.
-		nodes = max(framework.DefaultNodes, (o.warmPoolSize+claims)/800+1)
+		// The simulated nodes take 1000 pods each; keep headroom for cold starts.
+		nodes = max(controlplane.DefaultNodes, (o.warmPoolSize+claims)/800+1)
 	}
 	env, err := harness.Start(ctx, harness.Options{
 		Kubeconfig:      o.kubeconfig,
 		Nodes:           nodes,
-		Profile:         framework.Profile(o.profile),
+		Profile:         controlplane.Profile(o.profile),
 		OperatorCommand: o.operatorCmd,
 		NoWebhooks:      !o.webhooks,
 		Log:             progress,
@@ -221,7 +221,7 @@ func runOnce(ctx context.Context, o options, podSpec corev1.PodSpec, templateNam
 		Namespace: ns, Template: templateName, TimeoutSeconds: o.timeout.Seconds(),
 	}
 	if env.Cluster != nil {
-		params.Cluster = "local control plane " + framework.KubernetesVersion
+		params.Cluster = "local control plane " + controlplane.KubernetesVersion
 		params.Profile, params.Nodes = string(env.Cluster.Profile), len(env.Cluster.NodeNames)
 		if !env.Webhooks {
 			params.Cluster += " without webhooks"

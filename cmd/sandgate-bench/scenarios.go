@@ -12,9 +12,9 @@ import (
 
 	"k8s.io/utils/ptr"
 
+	"github.com/sandgate-dev/sandgate/cmd/controlplane"
 	"github.com/sandgate-dev/sandgate/test/bench/load"
 	"github.com/sandgate-dev/sandgate/test/bench/report"
-	"github.com/sandgate-dev/sandgate/test/framework"
 )
 
 // scenario is one canonical run of `make bench`, with the targets of the architecture
@@ -27,7 +27,7 @@ type scenario struct {
 	qps         float64
 	pool        int
 	// profile is the kwok pod profile; "" means fast.
-	profile framework.Profile
+	profile controlplane.Profile
 	targets report.Targets
 }
 
@@ -57,7 +57,7 @@ func scenarios(scalePool int) []scenario {
 		},
 		{
 			name: "kubelet", description: "30 claims one at a time; pods report status in kubelet-like steps",
-			burstSize: 1, totalBursts: 30, qps: 1000, pool: 40, profile: framework.ProfileKubelet,
+			burstSize: 1, totalBursts: 30, qps: 1000, pool: 40, profile: controlplane.ProfileKubelet,
 			targets: serialTargets,
 		},
 		{
@@ -125,7 +125,7 @@ func runScenarios(ctx context.Context, o options, stdout, stderr io.Writer) erro
 			so := o
 			so.burstSize, so.totalBursts, so.qps, so.warmPoolSize = sc.burstSize, sc.totalBursts, sc.qps, sc.pool
 			so.namespace = "bench"
-			so.profile = string(framework.ProfileFast)
+			so.profile = string(controlplane.ProfileFast)
 			if sc.profile != "" {
 				so.profile = string(sc.profile)
 			}
@@ -183,7 +183,7 @@ func writeReport(o options, selected []scenario, stderr io.Writer) error {
 	if len(results) == 0 {
 		return fmt.Errorf("no results in %s to write %s from", o.resultsDir, o.out)
 	}
-	root, err := framework.RepoRoot()
+	root, err := controlplane.RepoRoot()
 	if err != nil {
 		root = "."
 	}

@@ -1,6 +1,6 @@
 // Command sandgate-demo shows sandgate doing its main job on a local control plane, in one
 // command (`make demo`): it starts etcd, kube-apiserver, kube-scheduler, the garbage collector
-// and kwok's simulated nodes (test/framework), runs the operator with its admission webhooks,
+// and kwok's simulated nodes (cmd/controlplane), runs the operator with its admission webhooks,
 // applies the SandboxTemplate and SandboxWarmPool of config/samples into the default
 // namespace, waits for the pool, creates a few claims and prints which Sandbox each got, how
 // it was launched and how long it took. Then it updates the template and shows that the next
@@ -23,8 +23,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandgate-dev/sandgate/cmd/controlplane"
 	"github.com/sandgate-dev/sandgate/test/bench/harness"
-	"github.com/sandgate-dev/sandgate/test/framework"
 )
 
 func main() {
@@ -86,7 +86,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (retErr e
 	if err != nil {
 		return err
 	}
-	root, err := framework.RepoRoot()
+	root, err := controlplane.RepoRoot()
 	if err != nil {
 		return err
 	}
@@ -99,7 +99,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (retErr e
 	if o.verbose {
 		log = stderr
 	}
-	env, err := harness.Start(ctx, harness.Options{Profile: framework.ProfileFast, OperatorCommand: o.operatorCmd, NoWebhooks: !o.webhooks, Log: progressLog{log, say}})
+	env, err := harness.Start(ctx, harness.Options{Profile: controlplane.ProfileFast, OperatorCommand: o.operatorCmd, NoWebhooks: !o.webhooks, Log: progressLog{log, say}})
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,6 @@
 // Command sandgate-dev runs a local Kubernetes control plane with simulated nodes for
 // developing sandgate by hand — the same one the integration tests get from
-// test/framework: etcd, kube-apiserver with the sandgate CRDs, kube-scheduler,
+// cmd/controlplane: etcd, kube-apiserver with the sandgate CRDs, kube-scheduler,
 // kube-controller-manager (garbage collector and namespace controllers) and kwok, whose fake
 // Nodes take any Pod to Running and Ready. Nothing runs in containers and everything listens
 // on 127.0.0.1.
@@ -27,7 +27,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sandgate-dev/sandgate/test/framework"
+	"github.com/sandgate-dev/sandgate/cmd/controlplane"
 )
 
 func main() {
@@ -43,7 +43,7 @@ func main() {
 // config is what the command line asks for.
 type config struct {
 	nodes      int
-	profile    framework.Profile
+	profile    controlplane.Profile
 	kubeconfig string
 }
 
@@ -56,8 +56,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 			"Runs a local control plane with simulated nodes until Ctrl-C.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	nodes := fs.Int("nodes", framework.DefaultNodes, "number of simulated nodes (at least 1)")
-	profile := fs.String("profile", string(framework.ProfileFast),
+	nodes := fs.Int("nodes", controlplane.DefaultNodes, "number of simulated nodes (at least 1)")
+	profile := fs.String("profile", string(controlplane.ProfileFast),
 		"how pods become ready: fast (one status update) or kubelet (separate updates tens of ms apart)")
 	kubeconfig := fs.String("kubeconfig", filepath.Join("bin", "sandgate-dev.kubeconfig"),
 		"where to write the admin kubeconfig (removed on exit)")
@@ -67,16 +67,16 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())
 	}
-	cfg := config{nodes: *nodes, profile: framework.Profile(*profile), kubeconfig: *kubeconfig}
+	cfg := config{nodes: *nodes, profile: controlplane.Profile(*profile), kubeconfig: *kubeconfig}
 	if cfg.nodes < 1 {
 		return config{}, fmt.Errorf("invalid --nodes %d: want at least 1", cfg.nodes)
 	}
 	valid := false
-	for _, p := range framework.Profiles {
+	for _, p := range controlplane.Profiles {
 		valid = valid || cfg.profile == p
 	}
 	if !valid {
-		return config{}, fmt.Errorf("invalid --profile %q: want %q or %q", *profile, framework.ProfileFast, framework.ProfileKubelet)
+		return config{}, fmt.Errorf("invalid --profile %q: want %q or %q", *profile, controlplane.ProfileFast, controlplane.ProfileKubelet)
 	}
 	if cfg.kubeconfig == "" {
 		return config{}, errors.New("invalid --kubeconfig: empty path")
@@ -95,13 +95,13 @@ func run(args []string, stdout, stderr io.Writer) (retErr error) {
 	if err != nil {
 		return err
 	}
-	// Signals cancel the start as well as end the run; the framework's own handler is off
+	// Signals cancel the start as well as end the run; the control plane's own handler is off
 	// so that the kubeconfig gets removed too.
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer cancel()
 
 	start := time.Now()
-	cluster, err := framework.Start(ctx, framework.Options{
+	cluster, err := controlplane.Start(ctx, controlplane.Options{
 		Nodes:           cfg.nodes,
 		Profile:         cfg.profile,
 		Log:             stderr,
@@ -143,7 +143,7 @@ func run(args []string, stdout, stderr io.Writer) (retErr error) {
 }
 
 // printUsage tells how to reach the running cluster.
-func printUsage(w io.Writer, cluster *framework.Cluster, cfg config, took time.Duration) {
+func printUsage(w io.Writer, cluster *controlplane.Cluster, cfg config, took time.Duration) {
 	kubectl := filepath.Join(cluster.BinaryDir, "kubectl")
 	if wd, err := os.Getwd(); err == nil {
 		if rel, err := filepath.Rel(wd, kubectl); err == nil && filepath.IsLocal(rel) {

@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sandgate-dev/sandgate/cmd/controlplane"
 )
 
 // StartTimeout bounds how long a suite waits for its cluster to start.
@@ -23,20 +25,20 @@ const StartTimeout = 3 * time.Minute
 // returns the exit code for os.Exit. Progress goes to stderr unless opts.Log is set.
 //
 //	func TestMain(m *testing.M) {
-//		os.Exit(framework.RunSuite(m, framework.Options{Profile: framework.ProfileKubelet}, func(c *framework.Cluster) { cluster = c }))
+//		os.Exit(framework.RunSuite(m, controlplane.Options{Profile: controlplane.ProfileKubelet}, func(c *framework.Cluster) { cluster = c }))
 //	}
-func RunSuite(m *testing.M, opts Options, use func(*Cluster)) int {
+func RunSuite(m *testing.M, opts controlplane.Options, use func(*Cluster)) int {
 	if opts.Log == nil {
 		opts.Log = os.Stderr
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
-	c, err := Start(ctx, opts)
+	c, err := controlplane.Start(ctx, opts)
 	cancel()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting the test cluster: %v\n", err)
 		return 1
 	}
-	use(c)
+	use(&Cluster{Cluster: c})
 	code := m.Run()
 	if err := c.Stop(); err != nil {
 		fmt.Fprintf(os.Stderr, "stopping the test cluster: %v\n", err)

@@ -24,7 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/sandgate-dev/sandgate/test/framework"
+	"github.com/sandgate-dev/sandgate/cmd/controlplane"
 	"github.com/sandgate-dev/sandgate/webhooks"
 )
 
@@ -44,11 +44,11 @@ func kubectl(t *testing.T) string {
 	t.Helper()
 	dir := os.Getenv("KUBEBUILDER_ASSETS")
 	if dir == "" {
-		root, err := framework.RepoRoot()
+		root, err := controlplane.RepoRoot()
 		if err != nil {
 			t.Fatal(err)
 		}
-		dir = filepath.Join(root, "bin", "k8s", framework.KubernetesVersion)
+		dir = filepath.Join(root, "bin", "k8s", controlplane.KubernetesVersion)
 	}
 	path := filepath.Join(dir, "kubectl")
 	if _, err := os.Stat(path); err != nil {
@@ -59,7 +59,7 @@ func kubectl(t *testing.T) string {
 
 func render(t *testing.T) *rendered {
 	t.Helper()
-	root, err := framework.RepoRoot()
+	root, err := controlplane.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

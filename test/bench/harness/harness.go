@@ -1,5 +1,5 @@
 // Package harness gives the load generator and the demo a cluster with the operator running:
-// by default a local control plane from test/framework (etcd, kube-apiserver, scheduler,
+// by default a local control plane from cmd/controlplane (etcd, kube-apiserver, scheduler,
 // garbage collector, kwok nodes) with the webhook configurations of config/webhook installed,
 // and the operator as a child process serving them with envtest's throwaway certificate. The
 // operator runs as a separate process, not in the harness, so that its CPU seconds and peak
@@ -22,8 +22,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/sandgate-dev/sandgate/cmd/controlplane"
 	"github.com/sandgate-dev/sandgate/test/bench/proc"
-	"github.com/sandgate-dev/sandgate/test/framework"
 )
 
 // OperatorUser is the identity the operator's requests carry in a local cluster: the
@@ -37,9 +37,9 @@ const NoOperator = "none"
 type Options struct {
 	// Kubeconfig selects an existing cluster; "" starts a local one.
 	Kubeconfig string
-	// Nodes and Profile size the local cluster (see framework.Options).
+	// Nodes and Profile size the local cluster (see controlplane.Options).
 	Nodes   int
-	Profile framework.Profile
+	Profile controlplane.Profile
 	// OperatorCommand runs the operator: a shell command line with the placeholders
 	// {{kubeconfig}}, {{webhook-host}}, {{webhook-port}}, {{webhook-cert-dir}},
 	// {{metrics-port}} and {{probe-port}}. "" builds ./cmd/sandgate and runs it (local cluster
@@ -59,7 +59,7 @@ type Env struct {
 	// KubeconfigPath is an admin kubeconfig.
 	KubeconfigPath string
 	// Cluster is the local cluster; nil for an existing one.
-	Cluster *framework.Cluster
+	Cluster *controlplane.Cluster
 	// Webhooks reports whether the harness installed webhook configurations.
 	Webhooks bool
 	// Operator is the operator process; nil when none runs.
@@ -118,7 +118,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, retErr error) {
 	}
 	selfSigned := false
 	if opts.OperatorCommand == "" {
-		root, err := framework.RepoRoot()
+		root, err := controlplane.RepoRoot()
 		if err != nil {
 			return nil, err
 		}
@@ -184,11 +184,11 @@ func Start(ctx context.Context, opts Options) (_ *Env, retErr error) {
 // startLocal starts a local cluster, with the webhook configurations of config/webhook when
 // that directory has any.
 func (e *Env) startLocal(ctx context.Context, opts Options) error {
-	root, err := framework.RepoRoot()
+	root, err := controlplane.RepoRoot()
 	if err != nil {
 		return err
 	}
-	fopts := framework.Options{
+	fopts := controlplane.Options{
 		Nodes:           opts.Nodes,
 		Profile:         opts.Profile,
 		Log:             opts.Log,
@@ -207,7 +207,7 @@ func (e *Env) startLocal(ctx context.Context, opts Options) error {
 	default:
 		e.logf("warning: no webhook configurations in %s: running without admission webhooks", webhookDir)
 	}
-	cluster, err := framework.Start(ctx, fopts)
+	cluster, err := controlplane.Start(ctx, fopts)
 	if err != nil {
 		return fmt.Errorf("starting the local cluster: %w", err)
 	}

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandgate-dev/sandgate/cmd/controlplane"
 	"github.com/sandgate-dev/sandgate/test/bench/harness"
 	"github.com/sandgate-dev/sandgate/test/bench/load"
-	"github.com/sandgate-dev/sandgate/test/framework"
 )
 
 // TestRunMeasuresTheOperator runs a small load against a local cluster with the operator
@@ -24,7 +24,7 @@ func TestRunMeasuresTheOperator(t *testing.T) {
 	if testing.Verbose() {
 		log = os.Stderr
 	}
-	env, err := harness.Start(ctx, harness.Options{Profile: framework.ProfileFast, Log: log})
+	env, err := harness.Start(ctx, harness.Options{Profile: controlplane.ProfileFast, Log: log})
 	if err != nil {
 		t.Fatalf("starting the harness: %v", err)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/sandgate-dev/sandgate/api"
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/cmd/controlplane"
 	"github.com/sandgate-dev/sandgate/test/framework"
 )
 
@@ -47,7 +48,7 @@ func TestMain(m *testing.M) {
 		}
 		ctrl.SetLogger(zap.New(zap.WriteTo(f), zap.Level(zapcore.Level(-1))))
 	}
-	os.Exit(framework.RunSuite(m, framework.Options{Profile: framework.ProfileFast, Webhooks: webhooksEnabled},
+	os.Exit(framework.RunSuite(m, controlplane.Options{Profile: controlplane.ProfileFast, Webhooks: webhooksEnabled},
 		func(c *framework.Cluster) { cluster = c }))
 }
 

@@ -24,18 +24,19 @@ import (
 	"github.com/sandgate-dev/sandgate/api"
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/cmd/controlplane"
 	"github.com/sandgate-dev/sandgate/test/builders"
 	"github.com/sandgate-dev/sandgate/test/framework"
 )
 
 var (
-	cluster *framework.Cluster
+	cluster *controlplane.Cluster
 	k8s     client.Client
 )
 
 func TestMain(m *testing.M) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	c, err := framework.Start(ctx, framework.Options{NoKwok: true, NoScheduler: true, NoControllerManager: true, Log: os.Stderr})
+	c, err := controlplane.Start(ctx, controlplane.Options{NoKwok: true, NoScheduler: true, NoControllerManager: true, Log: os.Stderr})
 	cancel()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting the test cluster: %v\n", err)
@@ -283,7 +284,7 @@ func ptrTo[T any](v T) *T { return &v }
 func TestSamplesApply(t *testing.T) {
 	g := NewWithT(t)
 	ns := namespace(t)
-	root, err := framework.RepoRoot()
+	root, err := controlplane.RepoRoot()
 	g.Expect(err).NotTo(HaveOccurred())
 	out, err := cluster.Kubectl("apply", "-n", ns, "-k", filepath.Join(root, "config", "samples")).CombinedOutput()
 	g.Expect(err).NotTo(HaveOccurred(), "kubectl apply -k config/samples: %s", out)

@@ -18,13 +18,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/cmd/controlplane"
 	"github.com/sandgate-dev/sandgate/test/framework"
 )
 
 var cluster *framework.Cluster
 
 func TestMain(m *testing.M) {
-	os.Exit(framework.RunSuite(m, framework.Options{Profile: framework.ProfileKubelet}, func(c *framework.Cluster) { cluster = c }))
+	os.Exit(framework.RunSuite(m, controlplane.Options{Profile: controlplane.ProfileKubelet}, func(c *framework.Cluster) { cluster = c }))
 }
 
 // env is one test's namespace and manager.

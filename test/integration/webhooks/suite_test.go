@@ -21,6 +21,7 @@ import (
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/cmd/controlplane"
 	"github.com/sandgate-dev/sandgate/test/builders"
 	"github.com/sandgate-dev/sandgate/test/framework"
 	"github.com/sandgate-dev/sandgate/webhooks"
@@ -31,7 +32,7 @@ var cluster *framework.Cluster
 func TestMain(m *testing.M) {
 	// No pod runs in these tests: admission is all they look at. The garbage collector runs:
 	// its writes go through admission too.
-	os.Exit(framework.RunSuite(m, framework.Options{Webhooks: true, NoKwok: true, NoScheduler: true},
+	os.Exit(framework.RunSuite(m, controlplane.Options{Webhooks: true, NoKwok: true, NoScheduler: true},
 		func(c *framework.Cluster) { cluster = c }))
 }
 

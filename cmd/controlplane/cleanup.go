@@ -1,4 +1,4 @@
-package framework
+package controlplane
 
 import (
 	"encoding/json"
@@ -34,7 +34,8 @@ type childInfo struct {
 const failedLogsMaxAge = 24 * time.Hour
 
 // baseDir is where clusters keep their directories and state files:
-// $TMPDIR/sandgate-framework.
+// $TMPDIR/sandgate-framework. The name predates this package (it was test/framework); it is
+// kept so that a Start reaps what processes built from older trees left behind.
 func baseDir() string {
 	return filepath.Join(os.TempDir(), "sandgate-framework")
 }
@@ -55,7 +56,7 @@ func writeState(path string, st stateFile) error {
 	return nil
 }
 
-// reapStale cleans up after framework processes that died without stopping their clusters:
+// reapStale cleans up after processes that died without stopping their clusters:
 // for every state file in base whose process is gone it kills the processes whose command
 // line mentions one of the recorded directories (envtest's etcd and kube-apiserver cannot
 // be tied to their parent's life), then removes the directories and the state file. It
@@ -104,7 +105,7 @@ func reapStale(base string, log io.Writer) {
 		}
 		_ = os.Remove(path)
 		if log != nil {
-			fmt.Fprintf(log, "framework: cleaned up after dead process %d: killed %d leftover processes, removed %s\n",
+			fmt.Fprintf(log, "controlplane: cleaned up after dead process %d: killed %d leftover processes, removed %s\n",
 				st.PID, killed, strings.Join(st.Dirs, ", "))
 		}
 	}
@@ -166,7 +167,7 @@ func handleSignal(ch chan os.Signal) {
 		go func() {
 			defer wg.Done()
 			if c.log != nil {
-				fmt.Fprintf(c.log, "framework: %v received, stopping the cluster in %s\n", sig, c.Dir)
+				fmt.Fprintf(c.log, "controlplane: %v received, stopping the cluster in %s\n", sig, c.Dir)
 			}
 			_ = c.Stop()
 		}()

@@ -1,4 +1,4 @@
-package framework
+package controlplane
 
 import (
 	"bufio"
@@ -24,7 +24,7 @@ const (
 // built with -trimpath) from the working directory upwards.
 func RepoRoot() (string, error) {
 	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
-		root := filepath.Dir(filepath.Dir(filepath.Dir(file))) // test/framework/paths.go
+		root := filepath.Dir(filepath.Dir(filepath.Dir(file))) // cmd/controlplane/paths.go
 		if isRepoRoot(root) {
 			return root, nil
 		}
@@ -80,6 +80,16 @@ func defaultCRDDirectoryPaths() ([]string, error) {
 		return nil, err
 	}
 	return []string{filepath.Join(root, "config", "crd", "bases")}, nil
+}
+
+// defaultWebhookPaths returns <repo root>/config/webhook: the generated webhook configurations,
+// which envtest rewrites to call the local webhook server with its own CA.
+func defaultWebhookPaths() ([]string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	return []string{filepath.Join(root, "config", "webhook")}, nil
 }
 
 // checkBinaries fails with a hint to run `make tools` when a binary the options need is

@@ -1,4 +1,4 @@
-package framework
+package controlplane
 
 import (
 	"embed"
@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// stageFiles holds the kwok Stage objects the framework runs kwok with: nodes.yaml for every
+// stageFiles holds the kwok Stage objects the cluster runs kwok with: nodes.yaml for every
 // profile plus pods-<profile>.yaml.
 //
 //go:embed stages/*.yaml
@@ -24,7 +24,7 @@ func Stages(profile Profile) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read embedded stages %s: %w", name, err)
 		}
-		b.WriteString("# from test/framework/stages/" + name + "\n")
+		b.WriteString("# from cmd/controlplane/stages/" + name + "\n")
 		b.Write(data)
 		if !strings.HasSuffix(b.String(), "\n") {
 			b.WriteByte('\n')

@@ -1,4 +1,4 @@
-package framework
+package controlplane
 
 import (
 	"context"
@@ -16,9 +16,9 @@ import (
 const (
 	// FakeNodeAnnotation marks the Nodes kwok simulates (value "fake").
 	FakeNodeAnnotation = "kwok.x-k8s.io/node"
-	// NodeTypeLabel is set to "kwok" on the framework's Nodes.
+	// NodeTypeLabel is set to "kwok" on the simulated Nodes.
 	NodeTypeLabel = "type"
-	// nodeNamePrefix names the framework's Nodes kwok-node-0 ... kwok-node-<N-1>.
+	// nodeNamePrefix names the simulated Nodes kwok-node-0 ... kwok-node-<N-1>.
 	nodeNamePrefix = "kwok-node-"
 	// kwokNodeIP is the InternalIP of every simulated Node; pod IPs come from kwokPodCIDR.
 	kwokNodeIP  = "10.0.0.1"
@@ -67,7 +67,7 @@ func fakeNode(name string) *corev1.Node {
 				OperatingSystem:         "linux",
 				KubeletVersion:          KubernetesVersion,
 				ContainerRuntimeVersion: "kwok://simulated",
-				OSImage:                 "simulated by kwok (sandgate test framework)",
+				OSImage:                 "simulated by kwok (sandgate local control plane)",
 			},
 		},
 	}

@@ -1,4 +1,4 @@
-package framework
+package controlplane
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ import (
 // childStopTimeout is how long a component gets to exit after SIGTERM before it is killed.
 const childStopTimeout = 10 * time.Second
 
-// child is a control-plane component the framework runs itself (kwok, kube-scheduler,
+// child is a control-plane component the cluster runs itself (kwok, kube-scheduler,
 // kube-controller-manager), with its output in a log file.
 type child struct {
 	name    string
@@ -29,7 +29,7 @@ type child struct {
 }
 
 // startChild starts binary with args, its stdout and stderr going to logPath. The child gets
-// its own process group (a terminal's Ctrl-C reaches the framework, which stops it in order)
+// its own process group (a terminal's Ctrl-C reaches this process, which stops it in order)
 // and is killed by the kernel when the thread that started it dies (Pdeathsig).
 func startChild(name, binary string, args []string, logPath string) (*child, error) {
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -211,10 +211,10 @@ func processAlive(pid int, startTime uint64) bool {
 	return startTime == 0 || got == startTime
 }
 
-// watchdogScript runs next to the framework's process: once that process is gone (killed
-// without a chance to clean up), it kills the processes it was given that still mention the
+// watchdogScript runs next to the process that started the cluster: once that process is
+// gone (killed without a chance to clean up), it kills the processes it was given that still mention the
 // cluster directory ($1) on their command line, then removes that directory, the state file
-// ($2) and envtest's webhook certificate directory ($3, may be empty). $0 is the framework's
+// ($2) and envtest's webhook certificate directory ($3, may be empty). $0 is that process's
 // pid; the rest are the pids to kill.
 const watchdogScript = `parent=$0 dir=$1 state=$2 certs=$3; shift 3
 while kill -0 "$parent" 2>/dev/null; do sleep 1; done

@@ -1,4 +1,4 @@
-package framework
+package controlplane
 
 import (
 	"context"
@@ -96,7 +96,7 @@ func (c *Cluster) startAPIServer(opts Options) error {
 // userKubeconfig provisions a system:masters user for a component and writes its kubeconfig
 // into the cluster directory.
 func (c *Cluster) userKubeconfig(component string) (string, error) {
-	user, err := c.Env.AddUser(envtest.User{Name: "sandgate-framework:" + component, Groups: []string{"system:masters"}}, nil)
+	user, err := c.Env.AddUser(envtest.User{Name: "sandgate-controlplane:" + component, Groups: []string{"system:masters"}}, nil)
 	if err != nil {
 		return "", fmt.Errorf("provision user for %s: %w", component, err)
 	}

@@ -1,4 +1,4 @@
-package framework_test
+package controlplane_test
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/sandgate-dev/sandgate/test/framework"
+	"github.com/sandgate-dev/sandgate/cmd/controlplane"
 )
 
 // Generous bounds: these tests share small, busy machines.
@@ -29,12 +29,12 @@ const (
 )
 
 // cluster is the kubelet-profile cluster most tests share.
-var cluster *framework.Cluster
+var cluster *controlplane.Cluster
 
 func TestMain(m *testing.M) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	start := time.Now()
-	c, err := framework.Start(ctx, framework.Options{Profile: framework.ProfileKubelet, Log: os.Stderr})
+	c, err := controlplane.Start(ctx, controlplane.Options{Profile: controlplane.ProfileKubelet, Log: os.Stderr})
 	cancel()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "start the test cluster: %v\n", err)
@@ -51,7 +51,7 @@ func TestMain(m *testing.M) {
 }
 
 // clientset returns a typed client for c.
-func clientset(t *testing.T, c *framework.Cluster) kubernetes.Interface {
+func clientset(t *testing.T, c *controlplane.Cluster) kubernetes.Interface {
 	t.Helper()
 	cs, err := c.Clientset()
 	if err != nil {
@@ -200,7 +200,7 @@ func TestFastProfilePodBecomesReadyInOneUpdate(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	fast, err := framework.Start(ctx, framework.Options{Nodes: 1, Profile: framework.ProfileFast, NoControllerManager: true})
+	fast, err := controlplane.Start(ctx, controlplane.Options{Nodes: 1, Profile: controlplane.ProfileFast, NoControllerManager: true})
 	g.Expect(err).NotTo(HaveOccurred())
 	defer func() {
 		if err := fast.Stop(); err != nil {
@@ -298,12 +298,12 @@ func TestKubectlAndNodes(t *testing.T) {
 		node, err := cs.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(node.Spec.Taints).To(BeEmpty())
-		g.Expect(node.Annotations).To(HaveKeyWithValue(framework.FakeNodeAnnotation, "fake"))
+		g.Expect(node.Annotations).To(HaveKeyWithValue(controlplane.FakeNodeAnnotation, "fake"))
 	}
 	g.Expect(cluster.Err()).To(Succeed())
 }
 
 func TestMissingBinariesTellToRunMakeTools(t *testing.T) {
-	_, err := framework.Start(context.Background(), framework.Options{BinaryDir: t.TempDir()})
+	_, err := controlplane.Start(context.Background(), controlplane.Options{BinaryDir: t.TempDir()})
 	NewWithT(t).Expect(err).To(MatchError(ContainSubstring("make tools")))
 }
