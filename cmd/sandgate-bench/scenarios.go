@@ -13,8 +13,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sandgate-dev/sandgate/cmd/controlplane"
-	"github.com/sandgate-dev/sandgate/test/bench/load"
-	"github.com/sandgate-dev/sandgate/test/bench/report"
+	"github.com/sandgate-dev/sandgate/cmd/internal/bench/load"
+	"github.com/sandgate-dev/sandgate/cmd/internal/bench/report"
 )
 
 // scenario is one canonical run of `make bench`, with the targets of the architecture

@@ -24,7 +24,7 @@ import (
 	"time"
 
 	"github.com/sandgate-dev/sandgate/cmd/controlplane"
-	"github.com/sandgate-dev/sandgate/test/bench/harness"
+	"github.com/sandgate-dev/sandgate/cmd/internal/bench/harness"
 )
 
 func main() {

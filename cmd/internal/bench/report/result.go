@@ -9,8 +9,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/sandgate-dev/sandgate/test/bench/scrape"
-	"github.com/sandgate-dev/sandgate/test/bench/stats"
+	"github.com/sandgate-dev/sandgate/cmd/internal/bench/scrape"
+	"github.com/sandgate-dev/sandgate/cmd/internal/bench/stats"
 )
 
 // Parameters are what a run was asked to do.

@@ -1,5 +1,6 @@
 // Package bench groups what the load generator (cmd/sandgate-bench) and the demo
-// (cmd/sandgate-demo) are built from:
+// (cmd/sandgate-demo) are built from. They sit under cmd/internal/ because only those
+// commands use them; the local control plane they start is cmd/controlplane.
 //
 //   - stats: percentiles of latency samples;
 //   - scrape: Prometheus text scraping and the deltas between two scrapes;

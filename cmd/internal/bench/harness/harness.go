@@ -23,12 +23,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/sandgate-dev/sandgate/cmd/controlplane"
-	"github.com/sandgate-dev/sandgate/test/bench/proc"
+	"github.com/sandgate-dev/sandgate/cmd/internal/bench/proc"
+	"github.com/sandgate-dev/sandgate/webhooks"
 )
-
-// OperatorUser is the identity the operator's requests carry in a local cluster: the
-// service account the binding guard admits by default (webhooks.DefaultOperatorUser).
-const OperatorUser = "system:serviceaccount:sandgate-system:sandgate-controller-manager"
 
 // NoOperator as Options.OperatorCommand runs no operator (one already runs elsewhere).
 const NoOperator = "none"
@@ -233,10 +230,11 @@ func hasWebhookConfigurations(dir string) bool {
 	return false
 }
 
-// operatorKubeconfig provisions the operator's identity in the local cluster (with
-// system:masters, as RBAC is not what is measured) and writes its kubeconfig.
+// operatorKubeconfig provisions the operator's identity in the local cluster, the service
+// account the binding guard admits by default (with system:masters, as RBAC is not what is
+// measured), and writes its kubeconfig.
 func (e *Env) operatorKubeconfig() (string, error) {
-	user, err := e.Cluster.Env.AddUser(envtest.User{Name: OperatorUser, Groups: []string{"system:masters"}}, nil)
+	user, err := e.Cluster.Env.AddUser(envtest.User{Name: webhooks.DefaultOperatorUser, Groups: []string{"system:masters"}}, nil)
 	if err != nil {
 		return "", fmt.Errorf("provisioning the operator's user: %w", err)
 	}

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/sandgate-dev/sandgate/cmd/controlplane"
-	"github.com/sandgate-dev/sandgate/test/bench/harness"
-	"github.com/sandgate-dev/sandgate/test/bench/load"
+	"github.com/sandgate-dev/sandgate/cmd/internal/bench/harness"
+	"github.com/sandgate-dev/sandgate/cmd/internal/bench/load"
 )
 
 // TestRunMeasuresTheOperator runs a small load against a local cluster with the operator
