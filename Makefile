@@ -75,7 +75,8 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: tools
-tools: ## Build the local control plane binaries into bin/k8s/<version> (cached) and print the dir.
+tools: ## Build the local control plane binaries into bin/k8s/<version> and cert-manager's controllers into bin/cert-manager/<version> (cached); print the control plane's dir.
+	@test/tools/install-cert-manager.sh $(BIN)/cert-manager >/dev/null
 	@K8S_VERSION=$(K8S_VERSION) test/tools/install-control-plane.sh $(BIN)/k8s
 
 .PHONY: test
