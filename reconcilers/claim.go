@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -23,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
 
@@ -86,6 +88,9 @@ type claimMemory struct {
 	readyObserved bool
 	// launchType and template label the latency metrics.
 	launchType, template string
+	// nameTaken: a Sandbox the claim does not control has the claim's name, so its cold start
+	// uses a generated name.
+	nameTaken bool
 }
 
 // SetupWithManager registers the controller and its watches.
@@ -262,7 +267,7 @@ func (r *ClaimReconciler) boundSandbox(ctx context.Context, s *claimStep) (*agen
 	}
 	var found []*agentsv1beta1.Sandbox
 	for i := range list.Items {
-		if sb := &list.Items[i]; controllerUID(sb) == s.claim.UID && sb.DeletionTimestamp.IsZero() {
+		if sb := &list.Items[i]; policy.IsControlledBy(sb, policy.ClaimKind, s.claim.UID) && sb.DeletionTimestamp.IsZero() {
 			found = append(found, sb)
 		}
 	}
@@ -276,7 +281,7 @@ func (r *ClaimReconciler) boundSandbox(ctx context.Context, s *claimStep) (*agen
 		sb := &agentsv1beta1.Sandbox{}
 		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.claim.Namespace, Name: s.mem.bound}, sb)
 		switch {
-		case err == nil && controllerUID(sb) == s.claim.UID && sb.DeletionTimestamp.IsZero():
+		case err == nil && policy.IsControlledBy(sb, policy.ClaimKind, s.claim.UID) && sb.DeletionTimestamp.IsZero():
 			return sb, nil
 		case err == nil || apierrors.IsNotFound(err):
 			// Gone (or going) since: the claim was bound, and is not served again.
@@ -322,8 +327,15 @@ func (r *ClaimReconciler) serve(ctx context.Context, s *claimStep) (ctrl.Result,
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if msg := invalidPodMetadata(claim); msg != "" {
-		r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonInvalidMetadata, msg)
+	// What admission checked, again: a claim admitted before a rule existed, or while the
+	// template was missing, is not served against the rules.
+	if errs := policy.ValidateClaimPodMetadata(&claim.Spec.AdditionalPodMetadata, field.NewPath("spec", "additionalPodMetadata")); len(errs) > 0 {
+		r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonInvalidMetadata, errs.ToAggregate().Error())
+		return ctrl.Result{}, nil
+	}
+	if _, errs := policy.ClaimBlueprint(tmpl, claim); len(errs) > 0 {
+		reason, msg := claimRejection(errs)
+		r.setReady(claim, metav1.ConditionFalse, reason, msg)
 		return ctrl.Result{}, nil
 	}
 	if len(claim.Spec.Env) > 0 || len(claim.Spec.VolumeClaimTemplates) > 0 {
@@ -332,7 +344,7 @@ func (r *ClaimReconciler) serve(ctx context.Context, s *claimStep) (ctrl.Result,
 
 	nn := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
 	key := MemberKey{Namespace: claim.Namespace, Pool: pool.Name, Hash: stamp}
-	sb, err := r.bindWarm(ctx, s, key, tmpl.Name)
+	sb, err := r.bindWarm(ctx, s, pool, key, tmpl.Name)
 	if err != nil || sb != nil {
 		if sb != nil {
 			r.Index.StopWaiting(nn)
@@ -346,7 +358,7 @@ func (r *ClaimReconciler) serve(ctx context.Context, s *claimStep) (ctrl.Result,
 	// members than replicas; stale members kept under OnReplenish fill it too).
 	_, pending := r.Index.Counts(key)
 	coming := pending > 0 ||
-		(stamp == agentsv1beta1.BlueprintHash(&tmpl.Spec.SandboxBlueprint) && r.Index.PoolMembers(pool.Namespace, pool.Name) < replicas(pool))
+		(stamp == policy.TemplateHash(tmpl) && r.Index.PoolMembers(pool.Namespace, pool.Name) < replicas(pool))
 	left := s.mem.firstSeen.Add(r.ColdStartGrace).Sub(r.Clock.Now())
 	if coming && left > 0 {
 		r.Index.Wait(key, nn)
@@ -372,7 +384,7 @@ func (r *ClaimReconciler) ensureStamp(ctx context.Context, claim *extv1beta1.San
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(cached), tmpl); err != nil {
 		return "", fmt.Errorf("reading template for the stamp: %w", err)
 	}
-	stamp := agentsv1beta1.BlueprintHash(&tmpl.Spec.SandboxBlueprint)
+	stamp := policy.TemplateHash(tmpl)
 	p := &metadataPatch{}
 	p.setAnnotation(agentsv1beta1.AnnotationSandboxTemplateHash, &stamp)
 	if err := patchMetadata(ctx, r.Client, claim, p); err != nil {
@@ -437,19 +449,6 @@ func (r *ClaimReconciler) observeStartup(s *claimStep) {
 		fromWebhook = &d
 	}
 	r.Metrics.claimReady(launch, template, fromWebhook, now.Sub(s.mem.firstSeen))
-}
-
-// invalidPodMetadata says why the claim's additionalPodMetadata cannot be used, or "".
-func invalidPodMetadata(claim *extv1beta1.SandboxClaim) string {
-	md := claim.Spec.AdditionalPodMetadata
-	for _, m := range []map[string]string{md.Labels, md.Annotations} {
-		for k := range m {
-			if agentsv1beta1.IsReservedKey(k) {
-				return fmt.Sprintf("additionalPodMetadata key %q is reserved", k)
-			}
-		}
-	}
-	return ""
 }
 
 // claimRef is the controller reference a claim's Sandbox carries.

@@ -30,13 +30,14 @@ package reconcilers
 import (
 	"context"
 	"fmt"
-	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,6 +45,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
 
@@ -56,11 +58,17 @@ const (
 
 // bindWarm binds the claim to a ready member of key, trying members until one binds or none
 // is left. It returns the bound Sandbox as the API server returned it, or nil.
-func (r *ClaimReconciler) bindWarm(ctx context.Context, s *claimStep, key MemberKey, template string) (*agentsv1beta1.Sandbox, error) {
+func (r *ClaimReconciler) bindWarm(ctx context.Context, s *claimStep, pool *extv1beta1.SandboxWarmPool, key MemberKey, template string) (*agentsv1beta1.Sandbox, error) {
 	for {
 		member, ok := r.Index.Pick(key)
 		if !ok {
 			return nil, nil
+		}
+		if !policy.IsControlledBy(member, policy.PoolKind, pool.UID) {
+			// A member of an earlier pool of the same name, which the garbage collector is
+			// about to delete: never this pool's to hand out.
+			r.Index.Release(member, releaseRejected)
+			continue
 		}
 		bound := &agentsv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: member.Namespace, Name: member.Name}}
 		err := rawMergePatch(ctx, r.Client, bound, bindPatch(s.claim, member))
@@ -122,57 +130,92 @@ func bindPatch(claim *extv1beta1.SandboxClaim, member *agentsv1beta1.Sandbox) ma
 	return body
 }
 
-// coldStart creates the claim's own Sandbox from the template, applying the claim's env,
-// volume claim templates and pod metadata as the template's policies allow. A rejection is
-// reported in the claim's Ready condition and is not an error: nothing changes until the
-// claim or the template does.
+// coldStart creates the claim's own Sandbox from the template: policy.ClaimBlueprint of the
+// template at the claim's version. A rejection by the template's policies is reported in the
+// claim's Ready condition and is not an error: nothing changes until the claim or the template
+// does. The Sandbox is named after the claim; when that name is taken by a Sandbox this claim
+// does not control (someone else's, whatever its owner references say), it is never adopted:
+// the claim gets a Sandbox under a generated name instead, and an event says why.
 func (r *ClaimReconciler) coldStart(ctx context.Context, s *claimStep, tmpl *extv1beta1.SandboxTemplate, stamp string) error {
 	claim := s.claim
 	tmpl, err := r.templateOfVersion(ctx, claim, tmpl, stamp)
 	if err != nil {
 		return err
 	}
-	sb := sandboxFromTemplate(tmpl)
+	bp, errs := policy.ClaimBlueprint(tmpl, claim)
+	if len(errs) > 0 {
+		reason, msg := claimRejection(errs)
+		r.setReady(claim, metav1.ConditionFalse, reason, msg)
+		return nil
+	}
+	sb := sandboxFromTemplate(tmpl, bp)
 	sb.Name, sb.Namespace = claim.Name, claim.Namespace
 	sb.Labels[agentsv1beta1.LabelClaimUID] = string(claim.UID)
 	sb.Labels[agentsv1beta1.LabelLaunchType] = agentsv1beta1.LaunchTypeCold
 	// The version the Sandbox is built from, which is the claim's stamp (templateOfVersion).
-	sb.Labels[agentsv1beta1.LabelSandboxTemplateHash] = agentsv1beta1.BlueprintHash(&tmpl.Spec.SandboxBlueprint)
+	sb.Labels[agentsv1beta1.LabelSandboxTemplateHash] = policy.TemplateHash(tmpl)
 	if cb := createdBy(claim); cb != "" {
 		sb.Labels[agentsv1beta1.LabelCreatedBy] = cb
 	}
 	sb.OwnerReferences = []metav1.OwnerReference{claimRef(claim)}
-	if msg := injectEnv(claim, tmpl, &sb.Spec.PodTemplate.Spec); msg != "" {
-		r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonEnvVarsInjectionRejected, msg)
-		return nil
-	}
-	if msg := injectVolumeClaimTemplates(claim, tmpl, &sb.Spec.SandboxBlueprint); msg != "" {
-		r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonVolumeClaimTemplatesError, msg)
-		return nil
-	}
-	addPodMetadata(&sb.Spec.PodTemplate.ObjectMeta, claim.Spec.AdditionalPodMetadata)
 
-	if err := r.Client.Create(ctx, sb); err != nil {
-		if !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating sandbox: %w", err)
-		}
-		// Ours from an earlier attempt the cache does not show yet, or someone else's.
-		existing := &agentsv1beta1.Sandbox{}
-		if gerr := r.APIReader.Get(ctx, client.ObjectKeyFromObject(sb), existing); gerr != nil {
-			return fmt.Errorf("reading existing sandbox: %w", gerr)
-		}
-		if controllerUID(existing) != claim.UID {
-			return fmt.Errorf("sandbox %s exists and is not bound to this claim", sb.Name)
-		}
-		sb = existing
-	} else {
-		r.Metrics.coldStart()
-		ctrl.LoggerFrom(ctx).V(1).Info("cold-started sandbox", "sandbox", klog.KObj(sb))
-		r.eventf(s, corev1.EventTypeNormal, extv1beta1.EventSandboxProvisioned, "Provision", "Created sandbox %s from template %s", sb.Name, tmpl.Name)
+	sb, err = r.createClaimSandbox(ctx, s, sb)
+	if err != nil {
+		return err
 	}
+	if sb.UID == "" {
+		return nil // not created; the claim is not served yet
+	}
+	r.eventf(s, corev1.EventTypeNormal, extv1beta1.EventSandboxProvisioned, "Provision", "Created sandbox %s from template %s", sb.Name, tmpl.Name)
 	s.mem.bound, s.mem.launchType, s.mem.template = sb.Name, agentsv1beta1.LaunchTypeCold, tmpl.Name
 	r.mirror(claim, sb)
 	return nil
+}
+
+// createClaimSandbox creates sb, named after the claim, and returns it as created or as an
+// earlier attempt of this claim created it. When the name belongs to a Sandbox the claim does
+// not control, sb is created under a generated name instead.
+func (r *ClaimReconciler) createClaimSandbox(ctx context.Context, s *claimStep, sb *agentsv1beta1.Sandbox) (*agentsv1beta1.Sandbox, error) {
+	claim := s.claim
+	if s.mem.nameTaken {
+		sb.Name, sb.GenerateName = "", claim.Name+"-"
+	}
+	err := r.Client.Create(ctx, sb)
+	if err == nil {
+		r.Metrics.coldStart()
+		ctrl.LoggerFrom(ctx).V(1).Info("cold-started sandbox", "sandbox", klog.KObj(sb))
+		return sb, nil
+	}
+	if !apierrors.IsAlreadyExists(err) || sb.Name == "" {
+		return nil, fmt.Errorf("creating sandbox: %w", err)
+	}
+	// Ours from an earlier attempt the cache does not show yet, or someone else's.
+	existing := &agentsv1beta1.Sandbox{}
+	if gerr := r.APIReader.Get(ctx, client.ObjectKeyFromObject(sb), existing); gerr != nil {
+		return nil, fmt.Errorf("reading existing sandbox: %w", gerr)
+	}
+	if policy.IsControlledBy(existing, policy.ClaimKind, claim.UID) {
+		return existing, nil
+	}
+	s.mem.nameTaken = true
+	ctrl.LoggerFrom(ctx).Info("the claim's sandbox name is taken by a sandbox it does not control; using a generated name", "sandbox", klog.KObj(existing))
+	r.eventf(s, corev1.EventTypeWarning, extv1beta1.EventSandboxNameTaken, "Provision",
+		"Sandbox %s exists and is not this claim's: the claim's Sandbox gets a generated name", existing.Name)
+	return r.createClaimSandbox(ctx, s, sb)
+}
+
+// claimRejection is the Ready reason and message of a claim its template cannot serve: the
+// reason of the first problem's field (env, volumeClaimTemplates, additionalPodMetadata) and
+// every problem in the message.
+func claimRejection(errs field.ErrorList) (reason, message string) {
+	reason = extv1beta1.ReasonInvalidMetadata
+	switch first := errs[0].Field; {
+	case strings.HasPrefix(first, "spec.env"):
+		reason = extv1beta1.ReasonEnvVarsInjectionRejected
+	case strings.HasPrefix(first, "spec.volumeClaimTemplates"):
+		reason = extv1beta1.ReasonVolumeClaimTemplatesError
+	}
+	return reason, errs.ToAggregate().Error()
 }
 
 // templateOfVersion returns the template to cold-start claim from, so that the Sandbox is
@@ -183,14 +226,14 @@ func (r *ClaimReconciler) coldStart(ctx context.Context, s *claimStep, tmpl *ext
 // with the current version (only the operator may) before its Sandbox exists, and the stamp
 // and the Sandbox's hash never disagree.
 func (r *ClaimReconciler) templateOfVersion(ctx context.Context, claim *extv1beta1.SandboxClaim, cached *extv1beta1.SandboxTemplate, stamp string) (*extv1beta1.SandboxTemplate, error) {
-	if agentsv1beta1.BlueprintHash(&cached.Spec.SandboxBlueprint) == stamp {
+	if policy.TemplateHash(cached) == stamp {
 		return cached, nil
 	}
 	current := &extv1beta1.SandboxTemplate{}
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(cached), current); err != nil {
 		return nil, fmt.Errorf("reading template: %w", err)
 	}
-	hash := agentsv1beta1.BlueprintHash(&current.Spec.SandboxBlueprint)
+	hash := policy.TemplateHash(current)
 	if hash == stamp {
 		return current, nil
 	}
@@ -204,79 +247,6 @@ func (r *ClaimReconciler) templateOfVersion(ctx context.Context, claim *extv1bet
 	return current, nil
 }
 
-// injectEnv adds the claim's env to the containers under the template's policy, or says why
-// it may not.
-func injectEnv(claim *extv1beta1.SandboxClaim, tmpl *extv1beta1.SandboxTemplate, spec *corev1.PodSpec) string {
-	if len(claim.Spec.Env) == 0 {
-		return ""
-	}
-	policy := tmpl.Spec.EnvVarsInjectionPolicy
-	if policy == "" || policy == extv1beta1.EnvVarsInjectionDisallowed {
-		return fmt.Sprintf("template %s does not allow environment variable injection (envVarsInjectionPolicy %s)", tmpl.Name, extv1beta1.EnvVarsInjectionDisallowed)
-	}
-	for _, v := range claim.Spec.Env {
-		if v.ContainerName != "" && !slices.ContainsFunc(spec.Containers, func(c corev1.Container) bool { return c.Name == v.ContainerName }) {
-			return fmt.Sprintf("env %s: container %q not found in template %s", v.Name, v.ContainerName, tmpl.Name)
-		}
-		for i := range spec.Containers {
-			c := &spec.Containers[i]
-			if v.ContainerName != "" && c.Name != v.ContainerName {
-				continue
-			}
-			at := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == v.Name })
-			switch {
-			case at < 0:
-				c.Env = append(c.Env, corev1.EnvVar{Name: v.Name, Value: v.Value})
-			case policy == extv1beta1.EnvVarsInjectionOverrides:
-				c.Env[at] = corev1.EnvVar{Name: v.Name, Value: v.Value}
-			default:
-				return fmt.Sprintf("env %s: container %s of template %s sets it and envVarsInjectionPolicy %s does not allow overriding it", v.Name, c.Name, tmpl.Name, policy)
-			}
-		}
-	}
-	return ""
-}
-
-// injectVolumeClaimTemplates adds the claim's volume claim templates under the template's
-// policy, or says why it may not.
-func injectVolumeClaimTemplates(claim *extv1beta1.SandboxClaim, tmpl *extv1beta1.SandboxTemplate, bp *agentsv1beta1.SandboxBlueprint) string {
-	if len(claim.Spec.VolumeClaimTemplates) == 0 {
-		return ""
-	}
-	policy := tmpl.Spec.VolumeClaimTemplatesPolicy
-	if policy == "" || policy == extv1beta1.VolumeClaimTemplatesDisallowed {
-		return fmt.Sprintf("template %s does not allow volume claim templates (volumeClaimTemplatesPolicy %s)", tmpl.Name, extv1beta1.VolumeClaimTemplatesDisallowed)
-	}
-	for _, vct := range claim.Spec.VolumeClaimTemplates {
-		at := slices.IndexFunc(bp.VolumeClaimTemplates, func(t agentsv1beta1.PersistentVolumeClaimTemplate) bool { return t.Name == vct.Name })
-		switch {
-		case at < 0:
-			bp.VolumeClaimTemplates = append(bp.VolumeClaimTemplates, *vct.DeepCopy())
-		case policy == extv1beta1.VolumeClaimTemplatesOverrides:
-			bp.VolumeClaimTemplates[at] = *vct.DeepCopy()
-		default:
-			return fmt.Sprintf("volume claim template %s: template %s defines it and volumeClaimTemplatesPolicy %s does not allow replacing it", vct.Name, tmpl.Name, policy)
-		}
-	}
-	return ""
-}
-
-// addPodMetadata merges the claim's additional pod metadata into a pod template's.
-func addPodMetadata(dst *agentsv1beta1.PodMetadata, add agentsv1beta1.PodMetadata) {
-	for k, v := range add.Labels {
-		if dst.Labels == nil {
-			dst.Labels = map[string]string{}
-		}
-		dst.Labels[k] = v
-	}
-	for k, v := range add.Annotations {
-		if dst.Annotations == nil {
-			dst.Annotations = map[string]string{}
-		}
-		dst.Annotations[k] = v
-	}
-}
-
 // claimSandboxHandler feeds the WarmIndex from the Sandbox informer, in event order, and
 // wakes claims: the claim bound to a Sandbox whose readiness, IPs or existence changed, and
 // the longest-waiting claim when a member becomes available.
@@ -285,8 +255,8 @@ type claimSandboxHandler struct {
 }
 
 func claimOf(obj client.Object) (types.NamespacedName, bool) {
-	ref := metav1.GetControllerOf(obj)
-	if ref == nil || ref.Kind != claimKind || ref.APIVersion != extv1beta1.GroupVersion.String() {
+	ref := policy.ControllerOf(obj, policy.ClaimKind)
+	if ref == nil {
 		return types.NamespacedName{}, false
 	}
 	return types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}, true

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/sandgate-dev/sandgate/api"
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/test/builders"
 )
@@ -85,7 +87,8 @@ func TestBindWarm(t *testing.T) {
 			r := &ClaimReconciler{Client: metrics.WrapClient(c), Metrics: metrics, Index: index}
 			step := &claimStep{claim: claim(), mem: &claimMemory{}}
 
-			sb, err := r.bindWarm(context.Background(), step, keyH1, "tmpl")
+			pool := &extv1beta1.SandboxWarmPool{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "pool-uid"}}
+			sb, err := r.bindWarm(context.Background(), step, pool, keyH1, "tmpl")
 
 			if (err != nil) != tc.wantErr {
 				t.Errorf("error = %v, want error = %v", err, tc.wantErr)
@@ -137,7 +140,7 @@ func TestTemplateOfVersion(t *testing.T) {
 		return builders.MakeTemplate("tmpl", "ns").Image(image).Obj()
 	}
 	hashOf := func(t *extv1beta1.SandboxTemplate) string {
-		return agentsv1beta1.BlueprintHash(&t.Spec.SandboxBlueprint)
+		return policy.TemplateHash(t)
 	}
 	v1, v2 := tmpl("img:1"), tmpl("img:2")
 	tests := map[string]struct {

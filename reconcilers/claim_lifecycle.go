@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
 
@@ -55,25 +56,25 @@ func (r *ClaimReconciler) expire(ctx context.Context, s *claimStep, sb *agentsv1
 		r.eventf(s, corev1.EventTypeNormal, extv1beta1.EventClaimExpired, "Expire", messageClaimExpiredFmt, at.UTC().Format(time.RFC3339))
 	}
 
-	policy := extv1beta1.ClaimShutdownPolicyRetain
+	shutdown := extv1beta1.ClaimShutdownPolicyRetain
 	if claim.Spec.Lifecycle != nil && claim.Spec.Lifecycle.ShutdownPolicy != "" {
-		policy = claim.Spec.Lifecycle.ShutdownPolicy
+		shutdown = claim.Spec.Lifecycle.ShutdownPolicy
 	}
-	switch policy {
+	switch shutdown {
 	case extv1beta1.ClaimShutdownPolicyDelete, extv1beta1.ClaimShutdownPolicyDeleteForeground:
 		propagation := metav1.DeletePropagationBackground
-		if policy == extv1beta1.ClaimShutdownPolicyDeleteForeground {
+		if shutdown == extv1beta1.ClaimShutdownPolicyDeleteForeground {
 			propagation = metav1.DeletePropagationForeground
 		}
 		uid := claim.UID
 		if err := r.Client.Delete(ctx, claim, client.Preconditions{UID: &uid}, client.PropagationPolicy(propagation)); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting expired claim: %w", err)
 		}
-		ctrl.LoggerFrom(ctx).V(1).Info("deleted expired claim", "policy", policy)
+		ctrl.LoggerFrom(ctx).V(1).Info("deleted expired claim", "policy", shutdown)
 		return errClaimDeleted
 	}
 
-	if sb != nil && controllerUID(sb) == claim.UID && sb.DeletionTimestamp.IsZero() {
+	if sb != nil && policy.IsControlledBy(sb, policy.ClaimKind, claim.UID) && sb.DeletionTimestamp.IsZero() {
 		uid := sb.UID
 		if err := r.Client.Delete(ctx, sb, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting sandbox of expired claim: %w", err)

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -59,129 +58,6 @@ func TestBindPatch(t *testing.T) {
 	}
 }
 
-func TestInjectEnv(t *testing.T) {
-	twoContainers := func(policy extv1beta1.EnvVarsInjectionPolicy) *extv1beta1.SandboxTemplate {
-		return template(func(t *extv1beta1.SandboxTemplate) {
-			t.Spec.EnvVarsInjectionPolicy = policy
-			t.Spec.PodTemplate.Spec.Containers = []corev1.Container{
-				{Name: "main", Env: []corev1.EnvVar{{Name: "FIXED", Value: "1"}}},
-				{Name: "side"},
-			}
-		})
-	}
-	tests := map[string]struct {
-		tmpl       *extv1beta1.SandboxTemplate
-		env        []extv1beta1.EnvVar
-		wantReject bool
-		wantEnv    map[string][]corev1.EnvVar
-	}{
-		"Disallowed (the default) rejects any env": {
-			tmpl: twoContainers(""), env: []extv1beta1.EnvVar{{Name: "A", Value: "x"}}, wantReject: true,
-		},
-		"Allowed adds to every container": {
-			tmpl: twoContainers(extv1beta1.EnvVarsInjectionAllowed),
-			env:  []extv1beta1.EnvVar{{Name: "A", Value: "x"}},
-			wantEnv: map[string][]corev1.EnvVar{
-				"main": {{Name: "FIXED", Value: "1"}, {Name: "A", Value: "x"}},
-				"side": {{Name: "A", Value: "x"}},
-			},
-		},
-		"Allowed adds to the named container only": {
-			tmpl: twoContainers(extv1beta1.EnvVarsInjectionAllowed),
-			env:  []extv1beta1.EnvVar{{Name: "A", Value: "x", ContainerName: "side"}},
-			wantEnv: map[string][]corev1.EnvVar{
-				"main": {{Name: "FIXED", Value: "1"}},
-				"side": {{Name: "A", Value: "x"}},
-			},
-		},
-		"Allowed refuses to override": {
-			tmpl: twoContainers(extv1beta1.EnvVarsInjectionAllowed), env: []extv1beta1.EnvVar{{Name: "FIXED", Value: "2"}}, wantReject: true,
-		},
-		"Overrides replaces": {
-			tmpl: twoContainers(extv1beta1.EnvVarsInjectionOverrides),
-			env:  []extv1beta1.EnvVar{{Name: "FIXED", Value: "2", ContainerName: "main"}},
-			wantEnv: map[string][]corev1.EnvVar{
-				"main": {{Name: "FIXED", Value: "2"}},
-				"side": nil,
-			},
-		},
-		"an unknown container is rejected": {
-			tmpl: twoContainers(extv1beta1.EnvVarsInjectionOverrides), env: []extv1beta1.EnvVar{{Name: "A", ContainerName: "nope"}}, wantReject: true,
-		},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			spec := tc.tmpl.Spec.PodTemplate.Spec.DeepCopy()
-			msg := injectEnv(claim(func(c *extv1beta1.SandboxClaim) { c.Spec.Env = tc.env }), tc.tmpl, spec)
-			if (msg != "") != tc.wantReject {
-				t.Fatalf("rejection %q, want rejected = %v", msg, tc.wantReject)
-			}
-			if tc.wantReject {
-				return
-			}
-			got := map[string][]corev1.EnvVar{}
-			for _, c := range spec.Containers {
-				got[c.Name] = c.Env
-			}
-			if diff := cmp.Diff(tc.wantEnv, got); diff != "" {
-				t.Errorf("env (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
-func TestInjectVolumeClaimTemplates(t *testing.T) {
-	vct := func(name, size string) agentsv1beta1.PersistentVolumeClaimTemplate {
-		v := agentsv1beta1.PersistentVolumeClaimTemplate{EmbeddedObjectMetadata: agentsv1beta1.EmbeddedObjectMetadata{Name: name}}
-		v.Spec.VolumeName = size // any field that tells the two apart
-		return v
-	}
-	tests := map[string]struct {
-		policy     extv1beta1.VolumeClaimTemplatesPolicy
-		claimVCTs  []agentsv1beta1.PersistentVolumeClaimTemplate
-		wantReject bool
-		wantVCTs   []agentsv1beta1.PersistentVolumeClaimTemplate
-	}{
-		"Disallowed rejects": {
-			claimVCTs: []agentsv1beta1.PersistentVolumeClaimTemplate{vct("extra", "1")}, wantReject: true,
-		},
-		"Allowed adds a new name": {
-			policy:    extv1beta1.VolumeClaimTemplatesAllowed,
-			claimVCTs: []agentsv1beta1.PersistentVolumeClaimTemplate{vct("extra", "1")},
-			wantVCTs:  []agentsv1beta1.PersistentVolumeClaimTemplate{vct("data", "t"), vct("extra", "1")},
-		},
-		"Allowed refuses to replace": {
-			policy:     extv1beta1.VolumeClaimTemplatesAllowed,
-			claimVCTs:  []agentsv1beta1.PersistentVolumeClaimTemplate{vct("data", "c")},
-			wantReject: true,
-		},
-		"Overrides replaces by name": {
-			policy:    extv1beta1.VolumeClaimTemplatesOverrides,
-			claimVCTs: []agentsv1beta1.PersistentVolumeClaimTemplate{vct("data", "c")},
-			wantVCTs:  []agentsv1beta1.PersistentVolumeClaimTemplate{vct("data", "c")},
-		},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			tmpl := template(func(t *extv1beta1.SandboxTemplate) {
-				t.Spec.VolumeClaimTemplatesPolicy = tc.policy
-				t.Spec.VolumeClaimTemplates = []agentsv1beta1.PersistentVolumeClaimTemplate{vct("data", "t")}
-			})
-			bp := tmpl.Spec.SandboxBlueprint.DeepCopy()
-			msg := injectVolumeClaimTemplates(claim(func(c *extv1beta1.SandboxClaim) { c.Spec.VolumeClaimTemplates = tc.claimVCTs }), tmpl, bp)
-			if (msg != "") != tc.wantReject {
-				t.Fatalf("rejection %q, want rejected = %v", msg, tc.wantReject)
-			}
-			if tc.wantReject {
-				return
-			}
-			if diff := cmp.Diff(tc.wantVCTs, bp.VolumeClaimTemplates); diff != "" {
-				t.Errorf("volume claim templates (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
 func TestClaimExpiry(t *testing.T) {
 	shutdown := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	finishedAt := shutdown.Add(-time.Hour)
@@ -224,25 +100,12 @@ func TestClaimExpiry(t *testing.T) {
 	}
 }
 
-func TestClaimMetadataChecks(t *testing.T) {
+func TestCreatedBy(t *testing.T) {
 	tests := map[string]struct {
 		claim         *extv1beta1.SandboxClaim
-		wantInvalid   bool
 		wantCreatedBy string
 	}{
 		"plain": {claim: claim()},
-		"reserved pod label": {
-			claim: claim(func(c *extv1beta1.SandboxClaim) {
-				c.Spec.AdditionalPodMetadata.Labels = map[string]string{"agents.x-k8s.io/x": "y"}
-			}),
-			wantInvalid: true,
-		},
-		"reserved pod annotation in a subdomain": {
-			claim: claim(func(c *extv1beta1.SandboxClaim) {
-				c.Spec.AdditionalPodMetadata.Annotations = map[string]string{"extensions.agents.x-k8s.io/x": "y"}
-			}),
-			wantInvalid: true,
-		},
 		"known creator": {
 			claim: claim(func(c *extv1beta1.SandboxClaim) {
 				c.Labels = map[string]string{agentsv1beta1.LabelCreatedBy: "python-client"}
@@ -256,9 +119,6 @@ func TestClaimMetadataChecks(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if got := invalidPodMetadata(tc.claim) != ""; got != tc.wantInvalid {
-				t.Errorf("invalid = %v, want %v", got, tc.wantInvalid)
-			}
 			if got := createdBy(tc.claim); got != tc.wantCreatedBy {
 				t.Errorf("createdBy = %q, want %q", got, tc.wantCreatedBy)
 			}

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
 
 // Write results, the values of the result label of sandgate_api_writes_total.
@@ -42,7 +44,7 @@ type Metrics struct {
 	mu sync.Mutex
 	// sinceNotReady counts the reconciles of each Sandbox since it was created or last left
 	// Ready; observed into reconcilesToReady when the Sandbox becomes Ready.
-	sinceNotReady map[types.UID]int
+	sinceNotReady map[types.NamespacedName]reconcileCount
 }
 
 // NewMetrics creates the metrics and registers them with reg (controller-runtime's
@@ -66,7 +68,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "sandgate_api_writes_total",
 			Help: "API writes of the operator's controllers by verb, resource and result (conflict is HTTP 409).",
 		}, []string{"verb", "resource", "result"}),
-		sinceNotReady: map[types.UID]int{},
+		sinceNotReady: map[types.NamespacedName]reconcileCount{},
 	}
 	m.initClaimMetrics()
 	for _, c := range []prometheus.Collector{
@@ -138,24 +140,43 @@ func (m *Metrics) podEvent(decision string) { m.wakeups.WithLabelValues(decision
 
 // sandboxReconciled counts one reconcile of a Sandbox; when it leaves the Sandbox Ready
 // after it was not, the count since it was last not Ready is observed.
-func (m *Metrics) sandboxReconciled(uid types.UID, wasReady, isReady bool) {
+func (m *Metrics) sandboxReconciled(sb *agentsv1beta1.Sandbox, wasReady, isReady bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.sinceNotReady[uid]++
-	switch {
-	case isReady && !wasReady:
-		m.reconcilesToReady.Observe(float64(m.sinceNotReady[uid]))
-		m.sinceNotReady[uid] = 0
-	case isReady:
-		m.sinceNotReady[uid] = 0
+	nn := types.NamespacedName{Namespace: sb.Namespace, Name: sb.Name}
+	c := m.sinceNotReady[nn]
+	if c.uid != sb.UID {
+		c = reconcileCount{uid: sb.UID} // a new Sandbox of the same name
 	}
+	c.n++
+	if isReady {
+		if !wasReady {
+			m.reconcilesToReady.Observe(float64(c.n))
+		}
+		c.n = 0
+	}
+	m.sinceNotReady[nn] = c
 }
 
-// sandboxGone forgets a deleted Sandbox.
-func (m *Metrics) sandboxGone(uid types.UID) {
+// sandboxGone forgets a Sandbox that is deleted or being deleted. The Sandbox controller
+// calls it for every reconcile that finds its Sandbox gone, which every deletion causes: the
+// map holds only Sandboxes that exist.
+func (m *Metrics) sandboxGone(nn types.NamespacedName) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	delete(m.sinceNotReady, uid)
+	delete(m.sinceNotReady, nn)
+}
+
+// SandboxesTracked is the number of Sandboxes whose reconciles are being counted.
+func (m *Metrics) SandboxesTracked() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.sinceNotReady)
+}
+
+type reconcileCount struct {
+	uid types.UID
+	n   int
 }
 
 // ReconcilesToReady returns how many Sandboxes became Ready and the reconciles that took in

@@ -82,11 +82,14 @@ func (r *SandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	r.Metrics.reconciled(SandboxControllerName)
 	sb := &agentsv1beta1.Sandbox{}
 	if err := r.Client.Get(ctx, req.NamespacedName, sb); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Metrics.sandboxGone(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !sb.DeletionTimestamp.IsZero() {
 		// The garbage collector removes the children; nothing here to do or report.
-		r.Metrics.sandboxGone(sb.UID)
+		r.Metrics.sandboxGone(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	old := sb.DeepCopy()
@@ -102,17 +105,17 @@ func (r *SandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		// then. Writing "pod pending" first would cost a write of the whole Sandbox, per
 		// Sandbox, for a state nobody waits on. Should the pod make no progress, the requeue
 		// writes the status after the progress delay.
-		r.Metrics.sandboxReconciled(sb.UID, wasReady, wasReady)
+		r.Metrics.sandboxReconciled(sb, wasReady, wasReady)
 		return requeueWithin(result, r.PodProgressDelay), nil
 	}
 
 	if wrote, werr := patchStatus(ctx, r.Client, old, sb, func(s *agentsv1beta1.Sandbox) any { return s.Status }); werr != nil {
 		err = errors.Join(err, fmt.Errorf("patching sandbox status: %w", werr))
 	} else if wrote {
-		r.Metrics.sandboxReconciled(sb.UID, wasReady, meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.ConditionReady))
+		r.Metrics.sandboxReconciled(sb, wasReady, meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.ConditionReady))
 		return quiet(result, err)
 	}
-	r.Metrics.sandboxReconciled(sb.UID, wasReady, wasReady)
+	r.Metrics.sandboxReconciled(sb, wasReady, wasReady)
 	return quiet(result, err)
 }
 
@@ -179,7 +182,7 @@ func (r *SandboxReconciler) expire(ctx context.Context, sb *agentsv1beta1.Sandbo
 		if err := r.Client.Delete(ctx, sb, client.Preconditions{UID: &sb.UID}); client.IgnoreNotFound(err) != nil {
 			return r.failed(sb, fmt.Errorf("deleting expired sandbox: %w", err))
 		}
-		r.Metrics.sandboxGone(sb.UID)
+		r.Metrics.sandboxGone(client.ObjectKeyFromObject(sb))
 		return errSandboxDeleted
 	}
 	prev := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.ConditionReady)

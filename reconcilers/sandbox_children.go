@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
 
@@ -160,22 +161,11 @@ type propagatedKeys struct {
 // annotations without reserved keys, the name hash, and the Sandbox labels pods carry. keys
 // is the encoded propagatedKeys of the template's part.
 func desiredPodMetadata(sb *agentsv1beta1.Sandbox) (labels, annotations map[string]string, keys string) {
-	labels, annotations = map[string]string{}, map[string]string{}
 	var pk propagatedKeys
-	for k, v := range sb.Spec.PodTemplate.ObjectMeta.Labels {
-		if !agentsv1beta1.IsReservedKey(k) {
-			labels[k] = v
-			pk.Labels = append(pk.Labels, k)
-		}
-	}
-	for k, v := range sb.Spec.PodTemplate.ObjectMeta.Annotations {
-		if !agentsv1beta1.IsReservedKey(k) {
-			annotations[k] = v
-			pk.Annotations = append(pk.Annotations, k)
-		}
-	}
-	sort.Strings(pk.Labels)
-	sort.Strings(pk.Annotations)
+	labels = policy.PodMetadataFromTemplate(sb.Spec.PodTemplate.ObjectMeta.Labels)
+	annotations = policy.PodMetadataFromTemplate(sb.Spec.PodTemplate.ObjectMeta.Annotations)
+	pk.Labels = slices.Sorted(maps.Keys(labels))
+	pk.Annotations = slices.Sorted(maps.Keys(annotations))
 	labels[agentsv1beta1.LabelSandboxNameHash] = agentsv1beta1.NameHash(sb.Name)
 	for _, k := range sandboxLabelsOnPod {
 		if v, ok := sb.Labels[k]; ok {
@@ -464,8 +454,7 @@ func (r *SandboxReconciler) deleteOwned(ctx context.Context, obj client.Object) 
 }
 
 func isControlledBy(obj client.Object, sb *agentsv1beta1.Sandbox) bool {
-	ref := metav1.GetControllerOf(obj)
-	return ref != nil && ref.UID == sb.UID
+	return policy.IsControlledBy(obj, policy.SandboxKind, sb.UID)
 }
 
 func mapsEqual(a, b map[string]string) bool {

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/api/policy"
 )
 
 // Decisions on pod events, the values of sandgate_sandbox_pod_events_total's label.
@@ -78,8 +78,8 @@ func controllerUID(obj client.Object) types.UID {
 
 // sandboxRequest maps a child to the Sandbox that controls it.
 func sandboxRequest(obj client.Object) (reconcile.Request, bool) {
-	ref := metav1.GetControllerOf(obj)
-	if ref == nil || ref.Kind != "Sandbox" || ref.APIVersion != agentsv1beta1.GroupVersion.String() {
+	ref := policy.ControllerOf(obj, policy.SandboxKind)
+	if ref == nil {
 		return reconcile.Request{}, false
 	}
 	return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}}, true

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -15,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
 
@@ -180,8 +180,8 @@ func claimPool(obj client.Object) []string {
 }
 
 func podControllerSandbox(obj client.Object) []string {
-	ref := metav1.GetControllerOf(obj)
-	if ref == nil || ref.Kind != "Sandbox" || ref.APIVersion != agentsv1beta1.GroupVersion.String() {
+	ref := policy.ControllerOf(obj, policy.SandboxKind)
+	if ref == nil {
 		return nil
 	}
 	return []string{ref.Name}

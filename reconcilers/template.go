@@ -37,9 +37,6 @@ const (
 var (
 	blockedIPv4 = []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16"}
 	blockedIPv6 = []string{"fc00::/7", "fe80::/10"}
-	// publicNameservers resolve names for pods under the secure default, whose egress policy
-	// blocks the cluster's DNS service.
-	publicNameservers = []string{"8.8.8.8", "1.1.1.1"}
 )
 
 // NetworkPolicyName is the name of the NetworkPolicy a template manages.
@@ -179,11 +176,6 @@ func secureDefaultRules() ([]networkingv1.NetworkPolicyIngressRule, []networking
 	return ingress, egress
 }
 
-// usesSecureDefault: a Managed template without rules of its own gets the secure default.
-func usesSecureDefault(tmpl *extv1beta1.SandboxTemplate) bool {
-	return tmpl.Spec.NetworkPolicyManagement != extv1beta1.NetworkPolicyUnmanaged && tmpl.Spec.NetworkPolicy == nil
-}
-
 // normalizedRules encodes a policy's rules with the defaults the API server fills in (port
 // protocol TCP), so that a policy read back compares equal to the one written.
 func normalizedRules(spec *networkingv1.NetworkPolicySpec) string {
@@ -239,32 +231,15 @@ func nonNil[T any](s []T) []T {
 	return s
 }
 
-// sandboxFromTemplate is a Sandbox built from tmpl, for a pool member or a cold start: the
-// blueprint, the template reference, and — under the secure default network policy, which
-// blocks the cluster's DNS — public nameservers and no service account token unless the
-// template says otherwise.
-func sandboxFromTemplate(tmpl *extv1beta1.SandboxTemplate) *agentsv1beta1.Sandbox {
-	sb := &agentsv1beta1.Sandbox{
+// sandboxFromTemplate is a Sandbox of template tmpl with blueprint bp (policy.TemplateBlueprint
+// for a pool member, policy.ClaimBlueprint for a cold start): the blueprint and the template
+// reference.
+func sandboxFromTemplate(tmpl *extv1beta1.SandboxTemplate, bp agentsv1beta1.SandboxBlueprint) *agentsv1beta1.Sandbox {
+	return &agentsv1beta1.Sandbox{
 		ObjectMeta: metav1.ObjectMeta{
 			Labels:      map[string]string{agentsv1beta1.LabelSandboxTemplateRefHash: agentsv1beta1.NameHash(tmpl.Name)},
 			Annotations: map[string]string{agentsv1beta1.AnnotationSandboxTemplateRef: tmpl.Name},
 		},
-		Spec: agentsv1beta1.SandboxSpec{SandboxBlueprint: *tmpl.Spec.SandboxBlueprint.DeepCopy()},
+		Spec: agentsv1beta1.SandboxSpec{SandboxBlueprint: bp},
 	}
-	if usesSecureDefault(tmpl) {
-		spec := &sb.Spec.PodTemplate.Spec
-		if spec.DNSPolicy == "" {
-			spec.DNSPolicy = corev1.DNSNone
-			if spec.DNSConfig == nil {
-				spec.DNSConfig = &corev1.PodDNSConfig{}
-			}
-			if len(spec.DNSConfig.Nameservers) == 0 {
-				spec.DNSConfig.Nameservers = append([]string(nil), publicNameservers...)
-			}
-		}
-		if spec.AutomountServiceAccountToken == nil {
-			spec.AutomountServiceAccountToken = ptr.To(false)
-		}
-	}
-	return sb
 }

@@ -4,10 +4,9 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
 
@@ -101,8 +100,8 @@ func NewWarmIndex() *WarmIndex {
 // and has no claim; anything else (a bound or deleting Sandbox, a user's look-alike without
 // the pool's controller reference) is not in the index.
 func memberKeyOf(sb *agentsv1beta1.Sandbox) (key MemberKey, isMember, ready bool) {
-	ref := metav1.GetControllerOf(sb)
-	if ref == nil || ref.Kind != warmPoolKind || ref.APIVersion != extv1beta1.GroupVersion.String() {
+	ref := policy.ControllerOf(sb, policy.PoolKind)
+	if ref == nil {
 		return MemberKey{}, false, false
 	}
 	hash := sb.Labels[agentsv1beta1.LabelSandboxTemplateHash]

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
 
@@ -143,7 +144,7 @@ func (r *WarmPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		// would create or delete too many. Their events bring the pool back.
 		result.RequeueAfter = expectationsTTL
 	default:
-		plan := planPool(members, replicas(pool), agentsv1beta1.BlueprintHash(&tmpl.Spec.SandboxBlueprint),
+		plan := planPool(members, replicas(pool), policy.TemplateHash(tmpl),
 			pool.Spec.UpdateStrategy.Type, r.Clock.Now(), r.MemberReadyTimeout)
 		result.RequeueAfter = plan.recheckAfter
 		errs = append(errs, r.deleteMembers(ctx, pool, plan.delete))
@@ -176,7 +177,9 @@ func (r *WarmPoolReconciler) members(ctx context.Context, pool *extv1beta1.Sandb
 	out := make([]*agentsv1beta1.Sandbox, 0, len(list.Items))
 	for i := range list.Items {
 		sb := &list.Items[i]
-		if ref := metav1.GetControllerOf(sb); ref != nil && ref.UID == pool.UID && sb.DeletionTimestamp.IsZero() {
+		// The index goes by the pool's name; membership by its UID (a member of an earlier
+		// pool of the same name is not this pool's).
+		if policy.IsControlledBy(sb, policy.PoolKind, pool.UID) && sb.DeletionTimestamp.IsZero() {
 			out = append(out, sb)
 		}
 	}
@@ -322,11 +325,13 @@ func (r *WarmPoolReconciler) createMembers(ctx context.Context, pool *extv1beta1
 
 // newPoolMember is a new member of pool built from tmpl, named <pool>-<random>.
 func newPoolMember(pool *extv1beta1.SandboxWarmPool, tmpl *extv1beta1.SandboxTemplate) *agentsv1beta1.Sandbox {
-	sb := sandboxFromTemplate(tmpl)
+	// The member's blueprint is policy.TemplateBlueprint verbatim, so that what it is hashes to
+	// its label, which is what the binding guard checks against a claim's stamp.
+	sb := sandboxFromTemplate(tmpl, policy.TemplateBlueprint(tmpl))
 	sb.GenerateName = pool.Name + "-"
 	sb.Namespace = pool.Namespace
 	sb.Labels[agentsv1beta1.LabelWarmPoolSandbox] = agentsv1beta1.NameHash(pool.Name)
-	sb.Labels[agentsv1beta1.LabelSandboxTemplateHash] = agentsv1beta1.BlueprintHash(&tmpl.Spec.SandboxBlueprint)
+	sb.Labels[agentsv1beta1.LabelSandboxTemplateHash] = policy.TemplateHash(tmpl)
 	sb.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(pool, extv1beta1.GroupVersion.WithKind(warmPoolKind))}
 	return sb
 }
@@ -339,8 +344,8 @@ type memberEventHandler struct {
 }
 
 func poolOf(obj client.Object) (types.NamespacedName, bool) {
-	ref := metav1.GetControllerOf(obj)
-	if ref == nil || ref.Kind != warmPoolKind || ref.APIVersion != extv1beta1.GroupVersion.String() {
+	ref := policy.ControllerOf(obj, policy.PoolKind)
+	if ref == nil {
 		return types.NamespacedName{}, false
 	}
 	return types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}, true

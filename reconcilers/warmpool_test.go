@@ -11,6 +11,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
 
@@ -150,7 +151,7 @@ func TestNewPoolMember(t *testing.T) {
 
 	wantLabels := map[string]string{
 		agentsv1beta1.LabelWarmPoolSandbox:        agentsv1beta1.NameHash("pool"),
-		agentsv1beta1.LabelSandboxTemplateHash:    agentsv1beta1.BlueprintHash(&tmpl.Spec.SandboxBlueprint),
+		agentsv1beta1.LabelSandboxTemplateHash:    policy.TemplateHash(tmpl),
 		agentsv1beta1.LabelSandboxTemplateRefHash: agentsv1beta1.NameHash("tmpl"),
 	}
 	if diff := cmp.Diff(wantLabels, sb.Labels); diff != "" {

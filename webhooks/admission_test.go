@@ -18,6 +18,7 @@ import (
 
 	"github.com/sandgate-dev/sandgate/api"
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/test/builders"
 	"github.com/sandgate-dev/sandgate/webhooks"
@@ -59,7 +60,8 @@ func stampedClaim(name string, uid types.UID, hash string) *extv1beta1.SandboxCl
 	return c
 }
 
-// boundTo returns sb bound to claim as the binding patch leaves it; a nil claim leaves sb as is.
+// boundTo returns sb bound to claim as the binding patch leaves it: the claim-uid label and
+// the claim as the only owner (the pool's reference goes).
 func boundTo(sb *agentsv1beta1.Sandbox, claim *extv1beta1.SandboxClaim, label, owner bool) *agentsv1beta1.Sandbox {
 	sb = sb.DeepCopy()
 	if label {
@@ -71,14 +73,63 @@ func boundTo(sb *agentsv1beta1.Sandbox, claim *extv1beta1.SandboxClaim, label, o
 	return sb
 }
 
+// guardFixture is a template, its pool and a member built from it as the pool controller
+// builds one: the blueprint policy.TemplateBlueprint, the labels, the pool's controller
+// reference.
+type guardFixture struct {
+	tmpl   *extv1beta1.SandboxTemplate
+	pool   *extv1beta1.SandboxWarmPool
+	hash   string
+	member *agentsv1beta1.Sandbox
+}
+
+func newGuardFixture() guardFixture {
+	tmpl := builders.MakeTemplate("tmpl", "ns").Obj()
+	pool := builders.MakePool("pool", "ns", "tmpl").Obj()
+	pool.UID = "pool-uid"
+	hash := policy.TemplateHash(tmpl)
+	return guardFixture{tmpl: tmpl, pool: pool, hash: hash, member: memberOf(pool, policy.TemplateBlueprint(tmpl), hash)}
+}
+
+func memberOf(pool *extv1beta1.SandboxWarmPool, bp agentsv1beta1.SandboxBlueprint, label string) *agentsv1beta1.Sandbox {
+	sb := builders.MakeSandbox("m", "ns").Label(agentsv1beta1.LabelSandboxTemplateHash, label).
+		Label(agentsv1beta1.LabelWarmPoolSandbox, agentsv1beta1.NameHash(pool.Name)).Obj()
+	sb.UID = "member-uid"
+	sb.Spec.SandboxBlueprint = bp
+	sb.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(pool, extv1beta1.GroupVersion.WithKind("SandboxWarmPool"))}
+	return sb
+}
+
 func TestBindingGuard(t *testing.T) {
-	claim := stampedClaim("c1", "uid-1", goodHash)
-	other := stampedClaim("c2", "uid-2", goodHash)
+	f := newGuardFixture()
+	member := f.member
+	claim := stampedClaim("c1", "uid-1", f.hash)
+	other := stampedClaim("c2", "uid-2", f.hash)
 	unstamped := stampedClaim("c3", "uid-3", "")
-	ghost := stampedClaim("ghost", "uid-404", goodHash)
-	member := builders.MakeSandbox("m", "ns").Label(agentsv1beta1.LabelSandboxTemplateHash, goodHash).Obj()
-	stale := builders.MakeSandbox("m", "ns").Label(agentsv1beta1.LabelSandboxTemplateHash, staleHash).Obj()
+	ghost := stampedClaim("ghost", "uid-404", f.hash)
+	withMetadata := stampedClaim("c4", "uid-4", f.hash)
+	withMetadata.Spec.AdditionalPodMetadata.Labels = map[string]string{"user": "u1"}
+	withEnv := stampedClaim("c5", "uid-5", f.hash)
+	withEnv.Spec.Env = []extv1beta1.EnvVar{{Name: "A", Value: "1"}}
+	boundElsewhere := stampedClaim("c6", "uid-6", f.hash)
+	boundElsewhere.Status.Sandbox.Name = "another"
+
+	otherVersion := builders.MakeTemplate("tmpl", "ns").Image("registry.example/agent:2").Obj()
+	stale := memberOf(f.pool, policy.TemplateBlueprint(otherVersion), policy.TemplateHash(otherVersion))
+	// A member whose blueprint was edited (another image) while its label still says the
+	// claim's version: the guard looks at what the Sandbox is.
+	lying := memberOf(f.pool, policy.TemplateBlueprint(otherVersion), f.hash)
+	earlierPool := f.pool.DeepCopy()
+	earlierPool.UID = "earlier-pool-uid"
+	orphan := memberOf(earlierPool, policy.TemplateBlueprint(f.tmpl), f.hash)
+	used := member.DeepCopy()
+	used.Labels[agentsv1beta1.LabelLaunchType] = agentsv1beta1.LaunchTypeWarm
 	mixed := boundTo(boundTo(member, other, true, false), claim, false, true)
+	withLabel := func(sb *agentsv1beta1.Sandbox, k, v string) *agentsv1beta1.Sandbox {
+		sb = sb.DeepCopy()
+		sb.Spec.PodTemplate.ObjectMeta.Labels = map[string]string{k: v}
+		return sb
+	}
 
 	for _, tc := range []struct {
 		name     string
@@ -91,11 +142,27 @@ func TestBindingGuard(t *testing.T) {
 	}{
 		{name: "operator binds a member of the claim's version", user: operatorUser, old: member, new: boundTo(member, claim, true, true), wantCode: 200},
 		{name: "the claim found only in the API server", user: operatorUser, old: member, new: boundTo(member, claim, true, true), cached: []client.Object{}, wantCode: 200},
+		{name: "the binding adds the claim's pod metadata", user: operatorUser, old: member,
+			new: boundTo(withLabel(member, "user", "u1"), withMetadata, true, true), wantCode: 200},
+		{name: "the binding changes the spec otherwise", user: operatorUser, old: member,
+			new: boundTo(withLabel(member, "user", "u2"), withMetadata, true, true), wantCode: 403, wantMsg: []string{"changes the Sandbox's spec"}},
 		{name: "a user binds", user: someUser, old: member, new: boundTo(member, claim, true, true), wantCode: 403,
-			wantMsg: []string{"ns/m", "c1", goodHash, operatorUser, someUser}},
+			wantMsg: []string{"ns/m", "c1", f.hash, operatorUser, someUser}},
 		{name: "a user sets the claim-uid label", user: someUser, old: member, new: boundTo(member, claim, true, false), wantCode: 403},
 		{name: "operator binds a stale member", user: operatorUser, old: stale, new: boundTo(stale, claim, true, true), wantCode: 403,
-			wantMsg: []string{"ns/m", "c1", goodHash, staleHash}},
+			wantMsg: []string{"ns/m", "c1", f.hash, policy.TemplateHash(otherVersion)}},
+		{name: "operator binds a member whose label lies about its blueprint", user: operatorUser, old: lying, new: boundTo(lying, claim, true, true),
+			wantCode: 403, wantMsg: []string{"blueprint hashes to " + policy.TemplateHash(otherVersion)}},
+		{name: "operator binds a member of an earlier pool of the same name", user: operatorUser, old: orphan, new: boundTo(orphan, claim, true, true),
+			wantCode: 403, wantMsg: []string{"earlier pool"}},
+		{name: "operator binds a used sandbox", user: operatorUser, old: used, new: boundTo(used, claim, true, true), wantCode: 403,
+			wantMsg: []string{"bound to a claim before"}},
+		{name: "operator binds a sandbox that is no pool member", user: operatorUser, old: boundTo(member, claim, false, true),
+			new: boundTo(member, claim, true, true), wantCode: 403},
+		{name: "operator binds a member to a claim with env", user: operatorUser, old: member, new: boundTo(member, withEnv, true, true),
+			wantCode: 403, wantMsg: []string{"cold start"}},
+		{name: "operator binds a second sandbox to a claim", user: operatorUser, old: member, new: boundTo(member, boundElsewhere, true, true),
+			wantCode: 403, wantMsg: []string{"bound to Sandbox another already"}},
 		{name: "operator rebinds", user: operatorUser, old: boundTo(member, other, true, true), new: boundTo(member, claim, true, true), wantCode: 403,
 			wantMsg: []string{"already bound", "uid-2"}},
 		{name: "operator binds by label only", user: operatorUser, old: member, new: boundTo(member, claim, true, false), wantCode: 403},
@@ -105,21 +172,55 @@ func TestBindingGuard(t *testing.T) {
 		{name: "claim not stamped", user: operatorUser, old: member, new: boundTo(member, unstamped, true, true), wantCode: 403,
 			wantMsg: []string{"no template-hash stamp"}},
 		{name: "a user unbinds", user: someUser, old: boundTo(member, claim, true, true), new: member, wantCode: 403},
-		{name: "operator unbinds", user: operatorUser, old: boundTo(member, claim, true, true), new: member, wantCode: 200},
+		{name: "operator unbinds", user: operatorUser, old: boundTo(member, claim, true, true), new: boundTo(member, claim, false, false), wantCode: 200},
 		{name: "a user removes the ownerReference only", user: someUser, old: boundTo(member, claim, true, true), new: boundTo(member, claim, true, false), wantCode: 403},
 		{name: "the garbage collector orphans the sandbox of a deleted claim", user: "system:serviceaccount:kube-system:generic-garbage-collector",
-			old: boundTo(member, ghost, true, true), new: boundTo(member, ghost, true, false), wantCode: 200},
-		{name: "a user removes a leftover label", user: someUser, old: boundTo(member, ghost, true, false), new: member, wantCode: 200},
+			old: boundTo(member, ghost, true, true), new: func() *agentsv1beta1.Sandbox {
+				sb := boundTo(member, ghost, true, true)
+				sb.OwnerReferences = nil
+				return sb
+			}(), wantCode: 200},
 		{name: "a user edits a bound sandbox", user: someUser, old: boundTo(member, claim, true, true),
 			new: func() *agentsv1beta1.Sandbox {
 				sb := boundTo(member, claim, true, true)
 				sb.Spec.OperatingMode = agentsv1beta1.OperatingModeSuspended
 				return sb
 			}(), wantCode: 200},
+		{name: "a user edits a pool member", user: someUser, old: member,
+			new: func() *agentsv1beta1.Sandbox {
+				sb := member.DeepCopy()
+				sb.Spec.PodTemplate.Spec.Containers[0].Image = "attacker.example/evil:1"
+				return sb
+			}(), wantCode: 403, wantMsg: []string{"change the spec of a member"}},
+		{name: "a user suspends a pool member", user: someUser, old: member,
+			new: func() *agentsv1beta1.Sandbox {
+				sb := member.DeepCopy()
+				sb.Spec.OperatingMode = agentsv1beta1.OperatingModeSuspended
+				return sb
+			}(), wantCode: 403},
+		{name: "a user relabels a pool member", user: someUser, old: member,
+			new: func() *agentsv1beta1.Sandbox {
+				sb := member.DeepCopy()
+				sb.Labels[agentsv1beta1.LabelSandboxTemplateHash] = "0123456789abcdef"
+				return sb
+			}(), wantCode: 403, wantMsg: []string{agentsv1beta1.LabelSandboxTemplateHash}},
+		{name: "a user takes a member out of its pool", user: someUser, old: member,
+			new: func() *agentsv1beta1.Sandbox {
+				sb := member.DeepCopy()
+				sb.OwnerReferences = nil
+				return sb
+			}(), wantCode: 200},
+		{name: "a user puts a sandbox into a pool", user: someUser,
+			old: func() *agentsv1beta1.Sandbox {
+				sb := member.DeepCopy()
+				sb.OwnerReferences = nil
+				return sb
+			}(), new: member, wantCode: 403, wantMsg: []string{"member of a SandboxWarmPool"}},
+		{name: "the operator changes a member", user: operatorUser, old: member, new: lying, wantCode: 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			scheme := api.NewScheme()
-			apiReader := fake.NewClientBuilder().WithScheme(scheme).WithObjects(claim, other, unstamped).Build()
+			apiReader := fake.NewClientBuilder().WithScheme(scheme).WithObjects(claim, other, unstamped, withMetadata, withEnv, boundElsewhere, f.pool, f.tmpl).Build()
 			cache := client.Reader(apiReader)
 			if tc.cached != nil {
 				cache = fake.NewClientBuilder().WithScheme(scheme).WithObjects(tc.cached...).Build()
@@ -138,26 +239,102 @@ func TestBindingGuard(t *testing.T) {
 	}
 }
 
+// A Sandbox created bound to a claim (a cold start) is admitted only from the operator, and
+// only when it is exactly what the claim's template builds for the claim.
+func TestColdStartGuard(t *testing.T) {
+	f := newGuardFixture()
+	allowEnv := f.tmpl.DeepCopy()
+	allowEnv.Spec.EnvVarsInjectionPolicy = extv1beta1.EnvVarsInjectionAllowed
+	envHash := policy.TemplateHash(allowEnv)
+	claim := stampedClaim("c1", "uid-1", envHash)
+	claim.Spec.Env = []extv1beta1.EnvVar{{Name: "A", Value: "1"}}
+	stale := stampedClaim("c2", "uid-2", "0123456789abcdef")
+	bound := stampedClaim("c3", "uid-3", envHash)
+	bound.Status.Sandbox.Name = "c3"
+
+	coldFor := func(c *extv1beta1.SandboxClaim, edit func(*agentsv1beta1.SandboxBlueprint)) *agentsv1beta1.Sandbox {
+		bp, errs := policy.ClaimBlueprint(allowEnv, c)
+		if len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		if edit != nil {
+			edit(&bp)
+		}
+		sb := builders.MakeSandbox("cold", "ns").Label(agentsv1beta1.LabelSandboxTemplateHash, envHash).Obj()
+		sb.Spec.SandboxBlueprint = bp
+		return boundTo(sb, c, true, true)
+	}
+	for _, tc := range []struct {
+		name     string
+		user     string
+		sb       *agentsv1beta1.Sandbox
+		wantCode int32
+		wantMsg  []string
+	}{
+		{name: "the operator's cold start", user: operatorUser, sb: coldFor(claim, nil), wantCode: 200},
+		{name: "a user's", user: someUser, sb: coldFor(claim, nil), wantCode: 403, wantMsg: []string{someUser}},
+		{name: "not what the template builds", user: operatorUser, wantCode: 403, wantMsg: []string{"is not what template tmpl"},
+			sb: coldFor(claim, func(bp *agentsv1beta1.SandboxBlueprint) { bp.PodTemplate.Spec.Containers[0].Image = "attacker.example/evil:1" })},
+		{name: "a claim stamped with another version", user: operatorUser, sb: coldFor(stale, nil), wantCode: 403, wantMsg: []string{"restamped"}},
+		{name: "a claim bound already", user: operatorUser, sb: coldFor(bound, nil), wantCode: 403, wantMsg: []string{"bound to Sandbox c3 already"}},
+		{name: "a user creates a pool member", user: someUser, sb: f.member, wantCode: 403, wantMsg: []string{"member of a SandboxWarmPool"}},
+		{name: "a user creates a sandbox with the pool's labels", user: someUser, wantCode: 403, wantMsg: []string{agentsv1beta1.LabelWarmPoolSandbox},
+			sb: builders.MakeSandbox("lookalike", "ns").Label(agentsv1beta1.LabelWarmPoolSandbox, agentsv1beta1.NameHash("pool")).Obj()},
+		{name: "the operator creates a pool member", user: operatorUser, sb: f.member, wantCode: 200},
+		{name: "a user creates a sandbox of their own", user: someUser, sb: builders.MakeSandbox("mine", "ns").Obj(), wantCode: 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pool := f.pool.DeepCopy()
+			reader := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithObjects(claim, stale, bound, pool, allowEnv).Build()
+			w := &webhooks.SandboxWebhook{Cache: reader, APIReader: reader, OperatorUser: operatorUser}
+			_, err := w.ValidateCreate(request(tc.user, admissionv1.Create), tc.sb)
+			if diff := cmp.Diff(tc.wantCode, code(err)); diff != "" {
+				t.Fatalf("status code (-want +got):\n%s\nerror: %v", diff, err)
+			}
+			for _, part := range tc.wantMsg {
+				if !strings.Contains(err.Error(), part) {
+					t.Errorf("message %q lacks %q", err.Error(), part)
+				}
+			}
+		})
+	}
+}
+
 // A stale cache entry (an older claim of the same name) is not trusted: the API server's
 // claim decides.
 func TestBindingGuardReadsThroughStaleCache(t *testing.T) {
 	scheme := api.NewScheme()
-	claim := stampedClaim("c1", "uid-new", goodHash)
-	member := builders.MakeSandbox("m", "ns").Label(agentsv1beta1.LabelSandboxTemplateHash, goodHash).Obj()
+	f := newGuardFixture()
+	claim := stampedClaim("c1", "uid-new", f.hash)
 	w := &webhooks.SandboxWebhook{
 		Cache:        fake.NewClientBuilder().WithScheme(scheme).WithObjects(stampedClaim("c1", "uid-old", staleHash)).Build(),
-		APIReader:    fake.NewClientBuilder().WithScheme(scheme).WithObjects(claim).Build(),
+		APIReader:    fake.NewClientBuilder().WithScheme(scheme).WithObjects(claim, f.pool).Build(),
 		OperatorUser: operatorUser,
 	}
-	if _, err := w.ValidateUpdate(request(operatorUser, admissionv1.Update), member, boundTo(member, claim, true, true)); err != nil {
+	if _, err := w.ValidateUpdate(request(operatorUser, admissionv1.Update), f.member, boundTo(f.member, claim, true, true)); err != nil {
 		t.Errorf("binding refused: %v", err)
+	}
+}
+
+// A value out of range for its Go field is a 422 naming the field, not a bare decode error.
+func TestDecodeErrors(t *testing.T) {
+	got := webhooks.DecodeErrors([]byte(`{"spec":{"replicas":2147483648}}`), &extv1beta1.SandboxWarmPool{})
+	if diff := cmp.Diff([]string{"Invalid value spec.replicas"}, summary(got)); diff != "" {
+		t.Errorf("pool (-want +got):\n%s", diff)
+	}
+	got = webhooks.DecodeErrors([]byte(`{"spec":{"lifecycle":{"ttlSecondsAfterFinished":9223372036854775807}}}`), &extv1beta1.SandboxClaim{})
+	if diff := cmp.Diff([]string{"Invalid value spec.lifecycle.ttlSecondsAfterFinished"}, summary(got)); diff != "" {
+		t.Errorf("claim (-want +got):\n%s", diff)
+	}
+	if got := webhooks.DecodeErrors([]byte(`{"spec":{"replicas":3}}`), &extv1beta1.SandboxWarmPool{}); len(got) > 0 {
+		t.Errorf("a valid object: %v", got)
 	}
 }
 
 func TestClaimStamping(t *testing.T) {
 	scheme := api.NewScheme()
 	tmpl := builders.MakeTemplate("tmpl", "ns").Obj()
-	hash := agentsv1beta1.BlueprintHash(&tmpl.Spec.SandboxBlueprint)
+	hash := policy.TemplateHash(tmpl)
 	now := time.Date(2026, 11, 23, 4, 5, 6, 789, time.UTC)
 	reader := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
 		tmpl,

@@ -14,10 +14,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
 
-var claimGK = extv1beta1.GroupVersion.WithKind("SandboxClaim").GroupKind()
+var claimGK = policy.ClaimKind
 
 // ClaimWebhook stamps SandboxClaims at creation (the mutating half) and validates them (the
 // validating half).
@@ -75,7 +76,7 @@ func (w *ClaimWebhook) Default(ctx context.Context, c *extv1beta1.SandboxClaim) 
 		ctrl.LoggerFrom(ctx).V(1).Info("admitting claim unstamped", "reason", why)
 		return nil
 	}
-	hash := agentsv1beta1.BlueprintHash(&tmpl.Spec.SandboxBlueprint)
+	hash := policy.TemplateHash(tmpl)
 	if hasStamp && supplied != hash {
 		return apierrors.NewInvalid(claimGK, c.Name, field.ErrorList{field.Invalid(stampPath, supplied,
 			fmt.Sprintf("does not match the blueprint hash %s of template %s (set by admission; leave it unset)", hash, tmpl.Name))})
@@ -111,11 +112,13 @@ func (w *ClaimWebhook) templateOf(ctx context.Context, ns, pool string) (*extv1b
 	return &t, "", nil
 }
 
-// ValidateCreate checks the claim, and its env and volumeClaimTemplates against the template's
-// injection policies when it sets any (the template is read only then: most claims set neither).
+// ValidateCreate checks the claim, and what it adds to its template (env, volumeClaimTemplates,
+// pod metadata) against the template's policies when it adds anything (the template is read
+// only then: most claims add nothing).
 func (w *ClaimWebhook) ValidateCreate(ctx context.Context, c *extv1beta1.SandboxClaim) (admission.Warnings, error) {
 	errs := ValidateClaim(c)
-	if len(c.Spec.Env) > 0 || len(c.Spec.VolumeClaimTemplates) > 0 {
+	md := c.Spec.AdditionalPodMetadata
+	if len(c.Spec.Env)+len(c.Spec.VolumeClaimTemplates)+len(md.Labels)+len(md.Annotations) > 0 {
 		req, err := admission.RequestFromContext(ctx)
 		if err != nil {
 			return nil, apierrors.NewInternalError(fmt.Errorf("reading the admission request: %w", err))
@@ -126,7 +129,7 @@ func (w *ClaimWebhook) ValidateCreate(ctx context.Context, c *extv1beta1.Sandbox
 		}
 		// Without a template the claim reconciler reports TemplateNotFound; nothing to check yet.
 		if tmpl != nil {
-			errs = append(errs, ValidateClaimAgainstTemplate(c, tmpl)...)
+			errs = append(errs, policy.ValidateClaimAgainstTemplate(c, tmpl)...)
 		}
 	}
 	return nil, invalid(claimGK, c.Name, errs)

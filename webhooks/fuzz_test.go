@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	"github.com/sandgate-dev/sandgate/api/policy"
 	"github.com/sandgate-dev/sandgate/test/builders"
 	"github.com/sandgate-dev/sandgate/webhooks"
 )
@@ -57,7 +58,7 @@ func FuzzValidateClaim(f *testing.F) {
 		}
 		webhooks.DefaultClaim(&c)
 		_ = webhooks.ValidateClaim(&c)
-		_ = webhooks.ValidateClaimAgainstTemplate(&c, &tmpl)
+		_ = policy.ValidateClaimAgainstTemplate(&c, &tmpl)
 		_ = webhooks.ValidateClaimUpdate(&c, &c, false)
 		_ = webhooks.RatchetUpdate(webhooks.ValidateClaim(&c), nil)
 	})

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -15,21 +15,39 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
 
 var (
-	sandboxGK = agentsv1beta1.GroupVersion.WithKind("Sandbox").GroupKind()
+	sandboxGK = policy.SandboxKind
 	sandboxGR = agentsv1beta1.GroupVersion.WithResource("sandboxes").GroupResource()
 )
 
 // SandboxWebhook defaults and validates Sandboxes and is the binding guard: the one place that
-// decides whether a Sandbox may become a claim's.
+// decides whether a Sandbox may become a claim's, and whether it may be a pool's.
+//
+// What it guarantees, whatever any controller's cache says and whoever asks:
+//
+//   - Binding. Only the operator binds (controller reference to a SandboxClaim, or the
+//     claim-uid label), only to an existing claim that is bound to no other Sandbox, never a
+//     Sandbox bound before, and only a Sandbox that IS what the claim was stamped for: the
+//     guard hashes the Sandbox's own blueprint (policy.SandboxHash), it does not read a label.
+//     A warm binding takes an unused member of the claim's own pool (controller reference with
+//     the pool's UID) whose blueprint hashes to the stamp, and changes nothing of its spec but
+//     the claim's pod metadata. A cold start creates a Sandbox whose blueprint is exactly
+//     policy.ClaimBlueprint of the claim's template at the stamped version.
+//   - Pool membership. Only the operator creates a Sandbox owned by a SandboxWarmPool, adds
+//     such an owner, sets or changes the warm-pool and template-hash labels, or changes the
+//     spec of a pool member. Anyone may take a pool's owner reference off (the garbage
+//     collector orphaning members does): a Sandbox that leaves a pool never comes back.
+//   - Unbinding: only the operator, or anyone once the claim is gone.
 type SandboxWebhook struct {
-	// Cache reads claims first (the manager's cached client); nil skips it.
+	// Cache reads claims, pools, templates and Sandboxes first (the manager's cached client);
+	// nil reads everything from the API server.
 	Cache client.Reader
-	// APIReader reads a claim from the API server when the cache does not have it (yet), or
-	// has an older claim of the same name.
+	// APIReader reads from the API server when the cache does not have an object, or has a
+	// version that does not match what the request says.
 	APIReader client.Reader
 	// OperatorUser is the operator's user name, the only one allowed to bind.
 	OperatorUser string
@@ -46,27 +64,31 @@ func (w *SandboxWebhook) Default(_ context.Context, sb *agentsv1beta1.Sandbox) e
 	return nil
 }
 
-// ValidateCreate validates a new Sandbox. One created already bound to a claim (the claim
-// reconciler's cold start) must come from the operator: anyone else could hand a claim a
-// Sandbox of their making.
+// ValidateCreate validates a new Sandbox. One created bound to a claim is the operator's cold
+// start and must be exactly what the claim is owed; one created in a pool must be the
+// operator's.
 func (w *SandboxWebhook) ValidateCreate(ctx context.Context, sb *agentsv1beta1.Sandbox) (admission.Warnings, error) {
 	operator := isOperator(ctx, w.OperatorUser)
-	if ref, uid := ClaimBindingOf(sb); (ref != nil || uid != "") && !operator {
-		return nil, w.deny(sb, claimName(ref, uid), "", "only the operator (%s) may create a Sandbox bound to a claim, not %s",
-			w.OperatorUser, requester(ctx))
+	if err := w.guardBinding(ctx, &agentsv1beta1.Sandbox{}, sb, operator); err != nil {
+		return nil, err
+	}
+	if err := w.guardMembership(ctx, &agentsv1beta1.Sandbox{}, sb, operator); err != nil {
+		return nil, err
 	}
 	return nil, invalid(sandboxGK, sb.Name, w.validate(sb, operator))
 }
 
-// ValidateUpdate runs the binding guard, then the validation of what the update introduces.
+// ValidateUpdate runs the binding and membership guards, then the validation of what the
+// update introduces.
 func (w *SandboxWebhook) ValidateUpdate(ctx context.Context, oldSB, newSB *agentsv1beta1.Sandbox) (admission.Warnings, error) {
 	operator := isOperator(ctx, w.OperatorUser)
 	if err := w.guardBinding(ctx, oldSB, newSB, operator); err != nil {
 		return nil, err
 	}
-	errs := RatchetUpdate(w.validate(newSB, operator), w.validate(oldSB, operator))
-	errs = append(errs, ValidateSandboxUpdate(newSB, oldSB, operator)...)
-	return nil, invalid(sandboxGK, newSB.Name, errs)
+	if err := w.guardMembership(ctx, oldSB, newSB, operator); err != nil {
+		return nil, err
+	}
+	return nil, invalid(sandboxGK, newSB.Name, RatchetUpdate(w.validate(newSB, operator), w.validate(oldSB, operator)))
 }
 
 // ValidateDelete admits every deletion.
@@ -76,7 +98,8 @@ func (w *SandboxWebhook) ValidateDelete(context.Context, *agentsv1beta1.Sandbox)
 
 // validate applies ValidateSandbox. The operator copies podTemplates of templates verbatim, and
 // a template created before sandgate's admission ran may hold reserved keys: the Sandbox
-// controller drops those keys from the pod, so the operator's writes are not refused for them.
+// controller leaves those keys off the pod (policy.PodMetadataFromTemplate), so the
+// operator's writes are not refused for them.
 func (w *SandboxWebhook) validate(sb *agentsv1beta1.Sandbox, operator bool) field.ErrorList {
 	errs := ValidateSandbox(sb)
 	if !operator {
@@ -94,20 +117,46 @@ func (w *SandboxWebhook) validate(sb *agentsv1beta1.Sandbox, operator bool) fiel
 // ClaimBindingOf returns what binds a Sandbox to a claim: its controller ownerReference when
 // that is a SandboxClaim, and the claim-uid label.
 func ClaimBindingOf(sb *agentsv1beta1.Sandbox) (*metav1.OwnerReference, types.UID) {
-	uid := types.UID(sb.Labels[agentsv1beta1.LabelClaimUID])
-	ref := metav1.GetControllerOfNoCopy(sb)
-	if ref == nil || ref.Kind != claimGK.Kind {
-		return nil, uid
-	}
-	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != claimGK.Group {
-		return nil, uid
-	}
-	return ref, uid
+	return policy.ControllerOf(sb, policy.ClaimKind), types.UID(sb.Labels[agentsv1beta1.LabelClaimUID])
 }
 
-// guardBinding admits a change of a Sandbox's binding only from the operator, only onto a
-// Sandbox that is not bound to another claim, and only when the Sandbox's template-hash label
-// equals the claim's stamp.
+// guardMembership keeps pool membership the operator's: see SandboxWebhook.
+func (w *SandboxWebhook) guardMembership(ctx context.Context, oldSB, newSB *agentsv1beta1.Sandbox, operator bool) error {
+	if operator {
+		return nil
+	}
+	deny := func(format string, args ...any) error {
+		return apierrors.NewForbidden(sandboxGR, newSB.Name, fmt.Errorf("only the operator (%s) may %s, not %s",
+			w.OperatorUser, fmt.Sprintf(format, args...), requester(ctx)))
+	}
+	for i := range newSB.OwnerReferences {
+		if ref := &newSB.OwnerReferences[i]; policy.RefersTo(ref, policy.PoolKind) && !hasOwner(oldSB, ref.UID) {
+			return deny("make a Sandbox a member of a SandboxWarmPool (owner reference to %s)", ref.Name)
+		}
+	}
+	for _, key := range []string{agentsv1beta1.LabelWarmPoolSandbox, agentsv1beta1.LabelSandboxTemplateHash} {
+		nv, nok := newSB.Labels[key]
+		ov, ook := oldSB.Labels[key]
+		if nok != ook || nv != ov {
+			return deny("set, change or remove the label %s", key)
+		}
+	}
+	if pool := policy.ControllerOf(oldSB, policy.PoolKind); pool != nil && !equality.Semantic.DeepEqual(oldSB.Spec, newSB.Spec) {
+		return deny("change the spec of a member of SandboxWarmPool %s: claims are served from it as it was built", pool.Name)
+	}
+	return nil
+}
+
+func hasOwner(obj metav1.Object, uid types.UID) bool {
+	for _, ref := range obj.GetOwnerReferences() {
+		if ref.UID == uid {
+			return true
+		}
+	}
+	return false
+}
+
+// guardBinding admits a change of a Sandbox's binding only as SandboxWebhook says.
 func (w *SandboxWebhook) guardBinding(ctx context.Context, oldSB, newSB *agentsv1beta1.Sandbox, operator bool) error {
 	oldRef, oldUID := ClaimBindingOf(oldSB)
 	newRef, newUID := ClaimBindingOf(newSB)
@@ -134,6 +183,8 @@ func (w *SandboxWebhook) guardBinding(ctx context.Context, oldSB, newSB *agentsv
 		return w.deny(newSB, claim, stamp, "only the operator (%s) may bind a Sandbox to a claim, not %s", w.OperatorUser, requester(ctx))
 	case bound(oldRef, oldUID) != "" && bound(oldRef, oldUID) != bound(newRef, newUID):
 		return w.deny(newSB, claim, stamp, "it is already bound to claim %s", claimName(oldRef, oldUID))
+	case oldSB.Labels[agentsv1beta1.LabelClaimUID] != "" || oldSB.Labels[agentsv1beta1.LabelLaunchType] != "":
+		return w.deny(newSB, claim, stamp, "it was bound to a claim before, and a used Sandbox is never handed out again")
 	case newRef == nil:
 		return w.deny(newSB, claim, stamp, "a binding sets the claim-uid label together with a controller ownerReference to the claim")
 	case newUID != "" && newUID != newRef.UID:
@@ -144,10 +195,122 @@ func (w *SandboxWebhook) guardBinding(ctx context.Context, oldSB, newSB *agentsv
 		return w.deny(newSB, claim, stamp, "the claim does not exist")
 	case stamp == "":
 		return w.deny(newSB, claim, stamp, "the claim has no template-hash stamp yet")
-	case newSB.Labels[agentsv1beta1.LabelSandboxTemplateHash] != stamp:
-		return w.deny(newSB, claim, stamp, "the Sandbox was built from another template version than the claim was stamped with")
+	}
+	if err := w.claimUnbound(ctx, newSB, found); err != nil {
+		return err
+	}
+	var err error
+	if oldSB.UID == "" {
+		err = w.guardColdStart(ctx, newSB, found)
+	} else {
+		err = w.guardWarmBinding(ctx, oldSB, newSB, found)
+	}
+	if err != nil {
+		return err
 	}
 	ctrl.LoggerFrom(ctx).V(1).Info("binding admitted", "claim", claim, "templateHash", stamp)
+	return nil
+}
+
+// claimUnbound refuses a second Sandbox for a claim: one its status reports, or one the cache
+// shows bound to it. (The claim controller never asks for a second; the check keeps a bug or a
+// second operator instance from making one.)
+func (w *SandboxWebhook) claimUnbound(ctx context.Context, sb *agentsv1beta1.Sandbox, claim *extv1beta1.SandboxClaim) error {
+	stamp := claim.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash]
+	name := claimName(&metav1.OwnerReference{Name: claim.Name, UID: claim.UID}, "")
+	if other := claim.Status.Sandbox.Name; other != "" && other != sb.Name {
+		return w.deny(sb, name, stamp, "the claim is bound to Sandbox %s already", other)
+	}
+	if w.Cache == nil {
+		return nil
+	}
+	var list agentsv1beta1.SandboxList
+	if err := w.Cache.List(ctx, &list, client.InNamespace(sb.Namespace),
+		client.MatchingLabels{agentsv1beta1.LabelClaimUID: string(claim.UID)}); err != nil {
+		return nil // a namespace or kind the cache does not cover: the status check stands alone
+	}
+	for i := range list.Items {
+		if other := &list.Items[i]; other.Name != sb.Name && other.DeletionTimestamp.IsZero() &&
+			policy.IsControlledBy(other, policy.ClaimKind, claim.UID) {
+			return w.deny(sb, name, stamp, "the claim is bound to Sandbox %s already", other.Name)
+		}
+	}
+	return nil
+}
+
+// guardWarmBinding admits the binding of a pool member: an unused member of the claim's own
+// pool, built from the stamped template version, whose spec the binding changes only by the
+// claim's pod metadata.
+func (w *SandboxWebhook) guardWarmBinding(ctx context.Context, oldSB, newSB *agentsv1beta1.Sandbox, claim *extv1beta1.SandboxClaim) error {
+	name := claimName(&metav1.OwnerReference{Name: claim.Name, UID: claim.UID}, "")
+	stamp := claim.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash]
+	poolName := claim.Spec.WarmPoolRef.Name
+	ref := policy.ControllerOf(oldSB, policy.PoolKind)
+	if ref == nil || ref.Name != poolName {
+		return w.deny(newSB, name, stamp, "only an unused member of the claim's pool %s can be bound to it", poolName)
+	}
+	pool := &extv1beta1.SandboxWarmPool{}
+	if err := w.read(ctx, types.NamespacedName{Namespace: newSB.Namespace, Name: poolName}, pool,
+		func() bool { return pool.UID == ref.UID }); err != nil {
+		if apierrors.IsNotFound(err) {
+			return w.deny(newSB, name, stamp, "the claim's pool %s does not exist", poolName)
+		}
+		return apierrors.NewInternalError(fmt.Errorf("reading pool %s: %w", poolName, err))
+	}
+	if pool.UID != ref.UID {
+		return w.deny(newSB, name, stamp, "it belongs to an earlier pool named %s (uid %s), not to the claim's (uid %s)", poolName, ref.UID, pool.UID)
+	}
+	if len(claim.Spec.Env) > 0 || len(claim.Spec.VolumeClaimTemplates) > 0 {
+		return w.deny(newSB, name, stamp, "a claim with env or volumeClaimTemplates gets a Sandbox of its own (a cold start), not a pool member")
+	}
+	if got := policy.SandboxHash(oldSB); got != stamp {
+		return w.deny(newSB, name, stamp, "the Sandbox's blueprint hashes to %s: it was not built from the template version the claim was stamped with", got)
+	}
+	want := oldSB.Spec.DeepCopy()
+	if errs := policy.WithPodMetadata(&want.SandboxBlueprint, claim.Spec.AdditionalPodMetadata, pool.Spec.SandboxTemplateRef.Name,
+		field.NewPath("spec", "additionalPodMetadata")); len(errs) > 0 {
+		return w.deny(newSB, name, stamp, "the claim's pod metadata does not fit the member: %v", errs.ToAggregate())
+	}
+	if !equality.Semantic.DeepEqual(*want, newSB.Spec) {
+		return w.deny(newSB, name, stamp, "the binding changes the Sandbox's spec beyond adding the claim's pod metadata")
+	}
+	return nil
+}
+
+// guardColdStart admits a Sandbox created bound to a claim when it is exactly what the claim
+// is owed: policy.ClaimBlueprint of its pool's template, at the version of the claim's stamp.
+func (w *SandboxWebhook) guardColdStart(ctx context.Context, sb *agentsv1beta1.Sandbox, claim *extv1beta1.SandboxClaim) error {
+	name := claimName(&metav1.OwnerReference{Name: claim.Name, UID: claim.UID}, "")
+	stamp := claim.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash]
+	poolName := claim.Spec.WarmPoolRef.Name
+	pool := &extv1beta1.SandboxWarmPool{}
+	if err := w.read(ctx, types.NamespacedName{Namespace: sb.Namespace, Name: poolName}, pool, nil); err != nil {
+		if apierrors.IsNotFound(err) {
+			return w.deny(sb, name, stamp, "the claim's pool %s does not exist", poolName)
+		}
+		return apierrors.NewInternalError(fmt.Errorf("reading pool %s: %w", poolName, err))
+	}
+	tmplName := pool.Spec.SandboxTemplateRef.Name
+	tmpl := &extv1beta1.SandboxTemplate{}
+	// The cache may lag the version the claim was stamped with (just restamped by the
+	// operator): then the API server's copy decides.
+	if err := w.read(ctx, types.NamespacedName{Namespace: sb.Namespace, Name: tmplName}, tmpl,
+		func() bool { return policy.TemplateHash(tmpl) == stamp }); err != nil {
+		if apierrors.IsNotFound(err) {
+			return w.deny(sb, name, stamp, "the claim's template %s does not exist", tmplName)
+		}
+		return apierrors.NewInternalError(fmt.Errorf("reading template %s: %w", tmplName, err))
+	}
+	if got := policy.TemplateHash(tmpl); got != stamp {
+		return w.deny(sb, name, stamp, "template %s is at version %s now; the claim must be restamped before its Sandbox is built", tmplName, got)
+	}
+	want, errs := policy.ClaimBlueprint(tmpl, claim)
+	if len(errs) > 0 {
+		return w.deny(sb, name, stamp, "template %s does not allow what the claim asks for: %v", tmplName, errs.ToAggregate())
+	}
+	if !equality.Semantic.DeepEqual(want, sb.Spec.SandboxBlueprint) {
+		return w.deny(sb, name, stamp, "the Sandbox is not what template %s at version %s builds for the claim", tmplName, stamp)
+	}
 	return nil
 }
 
@@ -174,17 +337,8 @@ func (w *SandboxWebhook) guardUnbinding(ctx context.Context, oldRef *metav1.Owne
 // claim finds the claim named name with the given uid: in the cache first, from the API server
 // when the cache misses it or holds another claim of that name. nil when there is none.
 func (w *SandboxWebhook) claim(ctx context.Context, ns, name string, uid types.UID) (*extv1beta1.SandboxClaim, error) {
-	key := types.NamespacedName{Namespace: ns, Name: name}
-	if w.Cache != nil {
-		var c extv1beta1.SandboxClaim
-		// Any cache error (a namespace the cache does not cover, an informer not synced)
-		// falls through to the API server.
-		if err := w.Cache.Get(ctx, key, &c); err == nil && c.UID == uid {
-			return &c, nil
-		}
-	}
-	var c extv1beta1.SandboxClaim
-	if err := w.APIReader.Get(ctx, key, &c); err != nil {
+	c := &extv1beta1.SandboxClaim{}
+	if err := w.read(ctx, types.NamespacedName{Namespace: ns, Name: name}, c, func() bool { return c.UID == uid }); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}
@@ -193,15 +347,27 @@ func (w *SandboxWebhook) claim(ctx context.Context, ns, name string, uid types.U
 	if c.UID != uid {
 		return nil, nil // a claim of that name, but not the one the binding names
 	}
-	return &c, nil
+	return c, nil
 }
 
-// deny is the guard's 403: it names the Sandbox, the claim and both hashes, so that whoever
-// reads it can tell a stale Sandbox from a forged request.
+// read gets an object from the cache, and from the API server when the cache fails (a
+// namespace it does not cover, an informer not synced, no such object yet) or when ok says the
+// cached version is not the one the request needs. ok nil accepts any cached version.
+func (w *SandboxWebhook) read(ctx context.Context, key types.NamespacedName, obj client.Object, ok func() bool) error {
+	if w.Cache != nil {
+		if err := w.Cache.Get(ctx, key, obj); err == nil && (ok == nil || ok()) {
+			return nil
+		}
+	}
+	return w.APIReader.Get(ctx, key, obj)
+}
+
+// deny is the guard's 403: it names the Sandbox, the claim and both hashes (the Sandbox's is
+// computed from its blueprint), so that whoever reads it can tell a stale Sandbox from a
+// forged request.
 func (w *SandboxWebhook) deny(sb *agentsv1beta1.Sandbox, claim, claimHash, format string, args ...any) error {
-	sbHash := sb.Labels[agentsv1beta1.LabelSandboxTemplateHash]
 	msg := fmt.Sprintf("binding Sandbox %s/%s (template hash %s) to SandboxClaim %s (template hash %s) is refused: %s",
-		sb.Namespace, sb.Name, orNone(sbHash), claim, orNone(claimHash), fmt.Sprintf(format, args...))
+		sb.Namespace, sb.Name, policy.SandboxHash(sb), claim, orNone(claimHash), fmt.Sprintf(format, args...))
 	return apierrors.NewForbidden(sandboxGR, sb.Name, errors.New(msg))
 }
 

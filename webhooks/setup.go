@@ -54,22 +54,23 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		opts.OperatorUser = DefaultOperatorUser
 	}
 	claims := &ClaimWebhook{Reader: mgr.GetAPIReader(), OperatorUser: opts.OperatorUser, Now: opts.Now}
-	if err := ctrl.NewWebhookManagedBy(mgr, &extv1beta1.SandboxClaim{}).
-		WithDefaulter(claims).WithValidator(claims).Complete(); err != nil {
-		return fmt.Errorf("registering the SandboxClaim webhooks (stamping, validation): %w", err)
-	}
 	sandboxes := &SandboxWebhook{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), OperatorUser: opts.OperatorUser}
-	if err := ctrl.NewWebhookManagedBy(mgr, &agentsv1beta1.Sandbox{}).
-		WithDefaulter(sandboxes).WithValidator(sandboxes).Complete(); err != nil {
-		return fmt.Errorf("registering the Sandbox webhooks (defaulting, binding guard): %w", err)
+	for _, err := range []error{
+		wrap("SandboxClaim (stamping, validation)", register(mgr, &extv1beta1.SandboxClaim{}, claims, claims)),
+		wrap("Sandbox (defaulting, binding guard)", register(mgr, &agentsv1beta1.Sandbox{}, sandboxes, sandboxes)),
+		wrap("SandboxTemplate", register(mgr, &extv1beta1.SandboxTemplate{}, TemplateWebhook{}, TemplateWebhook{})),
+		wrap("SandboxWarmPool", register(mgr, &extv1beta1.SandboxWarmPool{}, PoolWebhook{}, PoolWebhook{})),
+	} {
+		if err != nil {
+			return err
+		}
 	}
-	if err := ctrl.NewWebhookManagedBy(mgr, &extv1beta1.SandboxTemplate{}).
-		WithDefaulter(TemplateWebhook{}).WithValidator(TemplateWebhook{}).Complete(); err != nil {
-		return fmt.Errorf("registering the SandboxTemplate webhooks: %w", err)
-	}
-	if err := ctrl.NewWebhookManagedBy(mgr, &extv1beta1.SandboxWarmPool{}).
-		WithDefaulter(PoolWebhook{}).WithValidator(PoolWebhook{}).Complete(); err != nil {
-		return fmt.Errorf("registering the SandboxWarmPool webhooks: %w", err)
+	return nil
+}
+
+func wrap(what string, err error) error {
+	if err != nil {
+		return fmt.Errorf("registering the %s webhooks: %w", what, err)
 	}
 	return nil
 }

@@ -2,68 +2,19 @@ package webhooks
 
 import (
 	"fmt"
-	"sort"
-	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
-	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
 
 // The rules below are what the CRD schema cannot say (or says only for the API server, not for
 // Go callers). Every function is pure: same object in, same list out, no API reads.
-
-// reservedPodKeyDomains are the key prefixes (exact, not subdomains) users may not set on sandbox
-// pods besides agents.x-k8s.io and its subdomains: Kubernetes reserves them for itself.
-// Subdomains such as app.kubernetes.io stay open: they are the recommended labels.
-var reservedPodKeyDomains = []string{"kubernetes.io", "k8s.io"}
-
-// IsReservedPodKey reports whether a label or annotation key supplied for a sandbox pod is
-// reserved: keys under agents.x-k8s.io/ and extensions.agents.x-k8s.io/ (set only by the
-// operator, clients select on them), kubernetes.io/ and k8s.io/.
-func IsReservedPodKey(key string) bool {
-	if agentsv1beta1.IsReservedKey(key) {
-		return true
-	}
-	prefix, _, found := strings.Cut(key, "/")
-	if !found {
-		return false
-	}
-	for _, d := range reservedPodKeyDomains {
-		if prefix == d {
-			return true
-		}
-	}
-	return false
-}
-
-// ValidatePodMetadata checks labels and annotations meant for a sandbox pod: valid keys and
-// values, and no reserved key. Keys are reported in sorted order so the list is stable.
-func ValidatePodMetadata(md *agentsv1beta1.PodMetadata, fldPath *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	errs = append(errs, metav1validation.ValidateLabels(md.Labels, fldPath.Child("labels"))...)
-	errs = append(errs, apivalidation.ValidateAnnotations(md.Annotations, fldPath.Child("annotations"))...)
-	errs = append(errs, reservedKeys(md.Labels, fldPath.Child("labels"))...)
-	errs = append(errs, reservedKeys(md.Annotations, fldPath.Child("annotations"))...)
-	return errs
-}
-
-func reservedKeys(m map[string]string, fldPath *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	for _, k := range sortedKeys(m) {
-		if IsReservedPodKey(k) {
-			errs = append(errs, field.Forbidden(fldPath.Key(k),
-				"keys under agents.x-k8s.io/, extensions.agents.x-k8s.io/, kubernetes.io/ and k8s.io/ are reserved"))
-		}
-	}
-	return errs
-}
 
 // ValidateReferenceName checks the name of a referenced object (pool, template): required and a
 // DNS-1123 subdomain, as object names are.
@@ -104,8 +55,11 @@ func validateVolumeClaimTemplates(vcts []agentsv1beta1.PersistentVolumeClaimTemp
 // validateBlueprint checks what sandboxes, templates and (through templates) pools share.
 func validateBlueprint(bp *agentsv1beta1.SandboxBlueprint, fldPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	errs = append(errs, ValidatePodMetadata(&bp.PodTemplate.ObjectMeta, fldPath.Child("podTemplate", "metadata"))...)
+	errs = append(errs, policy.ValidateTemplatePodMetadata(&bp.PodTemplate.ObjectMeta, fldPath.Child("podTemplate", "metadata"))...)
 	errs = append(errs, validateVolumeClaimTemplates(bp.VolumeClaimTemplates, fldPath.Child("volumeClaimTemplates"))...)
+	if len(bp.PodTemplate.Spec.Containers) == 0 {
+		errs = append(errs, field.Required(fldPath.Child("podTemplate", "spec", "containers"), "a sandbox pod runs at least one container"))
+	}
 	return errs
 }
 
@@ -134,12 +88,12 @@ func ValidateTemplate(t *extv1beta1.SandboxTemplate) field.ErrorList {
 }
 
 // ValidatePool checks a SandboxWarmPool: a template reference is required and must be a valid
-// name, replicas are not negative, the update strategy is known.
+// name, replicas are between 0 and MaxWarmPoolReplicas, the update strategy is known.
 func ValidatePool(p *extv1beta1.SandboxWarmPool) field.ErrorList {
 	spec := field.NewPath("spec")
 	errs := ValidateReferenceName(p.Spec.SandboxTemplateRef.Name, spec.Child("sandboxTemplateRef", "name"))
-	if p.Spec.Replicas != nil && *p.Spec.Replicas < 0 {
-		errs = append(errs, field.Invalid(spec.Child("replicas"), *p.Spec.Replicas, "must be greater than or equal to 0"))
+	if r := p.Spec.Replicas; r != nil && (*r < 0 || *r > extv1beta1.MaxWarmPoolReplicas) {
+		errs = append(errs, field.Invalid(spec.Child("replicas"), *r, fmt.Sprintf("must be between 0 and %d", extv1beta1.MaxWarmPoolReplicas)))
 	}
 	errs = append(errs, enum(string(p.Spec.UpdateStrategy.Type), spec.Child("updateStrategy", "type"),
 		extv1beta1.RecreateUpdateStrategy, extv1beta1.OnReplenishUpdateStrategy)...)
@@ -147,11 +101,11 @@ func ValidatePool(p *extv1beta1.SandboxWarmPool) field.ErrorList {
 }
 
 // ValidateClaim checks a SandboxClaim on its own: pool reference, pod metadata, env entries,
-// volume claim templates and lifecycle. ValidateClaimAgainstTemplate adds the template's policies.
+// volume claim templates and lifecycle. policy.ValidateClaimAgainstTemplate adds the template's policies.
 func ValidateClaim(c *extv1beta1.SandboxClaim) field.ErrorList {
 	spec := field.NewPath("spec")
 	errs := ValidateReferenceName(c.Spec.WarmPoolRef.Name, spec.Child("warmPoolRef", "name"))
-	errs = append(errs, ValidatePodMetadata(&c.Spec.AdditionalPodMetadata, spec.Child("additionalPodMetadata"))...)
+	errs = append(errs, policy.ValidateClaimPodMetadata(&c.Spec.AdditionalPodMetadata, spec.Child("additionalPodMetadata"))...)
 	errs = append(errs, validateClaimEnv(c.Spec.Env, spec.Child("env"))...)
 	errs = append(errs, validateVolumeClaimTemplates(c.Spec.VolumeClaimTemplates, spec.Child("volumeClaimTemplates"))...)
 	if lc := c.Spec.Lifecycle; lc != nil {
@@ -194,88 +148,6 @@ func validateClaimEnv(env []extv1beta1.EnvVar, fldPath *field.Path) field.ErrorL
 	return errs
 }
 
-// ValidateClaimAgainstTemplate checks a claim's env and volumeClaimTemplates against the
-// injection policies of the template its pool uses, and that env entries name containers the
-// template has.
-func ValidateClaimAgainstTemplate(c *extv1beta1.SandboxClaim, t *extv1beta1.SandboxTemplate) field.ErrorList {
-	var errs field.ErrorList
-	spec := field.NewPath("spec")
-	envPolicy := t.Spec.EnvVarsInjectionPolicy
-	if envPolicy == "" {
-		envPolicy = extv1beta1.EnvVarsInjectionDisallowed
-	}
-	if len(c.Spec.Env) > 0 && envPolicy == extv1beta1.EnvVarsInjectionDisallowed {
-		errs = append(errs, field.Forbidden(spec.Child("env"),
-			fmt.Sprintf("template %s does not allow env injection (envVarsInjectionPolicy %s)", t.Name, envPolicy)))
-	} else if len(c.Spec.Env) > 0 {
-		errs = append(errs, validateEnvAgainstContainers(c.Spec.Env, t, envPolicy, spec.Child("env"))...)
-	}
-
-	vctPolicy := t.Spec.VolumeClaimTemplatesPolicy
-	if vctPolicy == "" {
-		vctPolicy = extv1beta1.VolumeClaimTemplatesDisallowed
-	}
-	switch {
-	case len(c.Spec.VolumeClaimTemplates) == 0:
-	case vctPolicy == extv1beta1.VolumeClaimTemplatesDisallowed:
-		errs = append(errs, field.Forbidden(spec.Child("volumeClaimTemplates"),
-			fmt.Sprintf("template %s does not allow volumeClaimTemplates (volumeClaimTemplatesPolicy %s)", t.Name, vctPolicy)))
-	case vctPolicy == extv1beta1.VolumeClaimTemplatesAllowed:
-		own := sets.New[string]()
-		for _, v := range t.Spec.VolumeClaimTemplates {
-			own.Insert(v.Name)
-		}
-		for i, v := range c.Spec.VolumeClaimTemplates {
-			if own.Has(v.Name) {
-				errs = append(errs, field.Forbidden(spec.Child("volumeClaimTemplates").Index(i).Child("metadata", "name"),
-					fmt.Sprintf("template %s already has a volume claim template %q; replacing it needs volumeClaimTemplatesPolicy %s",
-						t.Name, v.Name, extv1beta1.VolumeClaimTemplatesOverrides)))
-			}
-		}
-	}
-	return errs
-}
-
-func validateEnvAgainstContainers(env []extv1beta1.EnvVar, t *extv1beta1.SandboxTemplate, policy extv1beta1.EnvVarsInjectionPolicy, fldPath *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	// Variables the template sets, per container, to tell an addition from an override.
-	templateVars := map[string]sets.Set[string]{}
-	spec := &t.Spec.PodTemplate.Spec
-	for _, list := range [][]corev1.Container{spec.Containers, spec.InitContainers} {
-		for _, ctr := range list {
-			vars := sets.New[string]()
-			for _, e := range ctr.Env {
-				vars.Insert(e.Name)
-			}
-			templateVars[ctr.Name] = vars
-		}
-	}
-	containerNames := sortedKeys(templateVars)
-	for i, e := range env {
-		p := fldPath.Index(i)
-		targets := containerNames
-		if e.ContainerName != "" {
-			if _, ok := templateVars[e.ContainerName]; !ok {
-				errs = append(errs, field.NotFound(p.Child("containerName"), e.ContainerName))
-				continue
-			}
-			targets = []string{e.ContainerName}
-		}
-		if policy == extv1beta1.EnvVarsInjectionOverrides {
-			continue
-		}
-		for _, name := range targets {
-			if templateVars[name].Has(e.Name) {
-				errs = append(errs, field.Forbidden(p.Child("name"),
-					fmt.Sprintf("container %s of template %s already sets %s; overriding it needs envVarsInjectionPolicy %s",
-						name, t.Name, e.Name, extv1beta1.EnvVarsInjectionOverrides)))
-				break
-			}
-		}
-	}
-	return errs
-}
-
 // ValidateClaimUpdate checks what may change on a claim: warmPoolRef never (the stamp and any
 // binding were made for that pool), the template-hash stamp only by the operator.
 func ValidateClaimUpdate(newClaim, oldClaim *extv1beta1.SandboxClaim, byOperator bool) field.ErrorList {
@@ -286,17 +158,6 @@ func ValidateClaimUpdate(newClaim, oldClaim *extv1beta1.SandboxClaim, byOperator
 			field.NewPath("metadata", "annotations"), "set by admission and the operator only")...)
 	}
 	return errs
-}
-
-// ValidateSandboxUpdate checks what non-operators may not change on a Sandbox: the
-// template-hash label, which says what the Sandbox was built from and which the binding guard
-// compares with a claim's stamp.
-func ValidateSandboxUpdate(newSB, oldSB *agentsv1beta1.Sandbox, byOperator bool) field.ErrorList {
-	if byOperator {
-		return nil
-	}
-	return immutableKey(newSB.Labels, oldSB.Labels, agentsv1beta1.LabelSandboxTemplateHash,
-		field.NewPath("metadata", "labels"), "set by the operator only")
 }
 
 // immutableKey reports a change (set, changed or removed) of one map key.
@@ -343,13 +204,4 @@ func enum[T ~string](value string, fldPath *field.Path, allowed ...T) field.Erro
 		valid[i] = string(a)
 	}
 	return field.ErrorList{field.NotSupported(fldPath, value, valid)}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
@@ -21,25 +20,6 @@ func summary(errs field.ErrorList) []string {
 		out = append(out, e.Type.String()+" "+e.Field)
 	}
 	return out
-}
-
-func TestIsReservedPodKey(t *testing.T) {
-	for key, want := range map[string]bool{
-		"agents.x-k8s.io/claim-uid":               true,
-		"extensions.agents.x-k8s.io/anything":     true,
-		"sub.agents.x-k8s.io/x":                   true,
-		"kubernetes.io/egress-bandwidth":          true,
-		"k8s.io/x":                                true,
-		"app.kubernetes.io/name":                  false,
-		"kubectl.kubernetes.io/default-container": false,
-		"example.com/agents.x-k8s.io":             false,
-		"app":                                     false,
-		"notagents.x-k8s.io/x":                    false,
-	} {
-		if got := webhooks.IsReservedPodKey(key); got != want {
-			t.Errorf("IsReservedPodKey(%q) = %v, want %v", key, got, want)
-		}
-	}
 }
 
 func TestValidateTemplate(t *testing.T) {
@@ -166,52 +146,6 @@ func TestValidateClaim(t *testing.T) {
 	}
 }
 
-func TestValidateClaimAgainstTemplate(t *testing.T) {
-	tmpl := func(env extv1beta1.EnvVarsInjectionPolicy, vct extv1beta1.VolumeClaimTemplatesPolicy) *extv1beta1.SandboxTemplate {
-		t := builders.MakeTemplate("t", "ns").Env("main", "SET", "x").VolumeClaimTemplate("data", "1Gi").Obj()
-		t.Spec.EnvVarsInjectionPolicy = env
-		t.Spec.VolumeClaimTemplatesPolicy = vct
-		t.Spec.PodTemplate.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "busybox"}}
-		return t
-	}
-	for _, tc := range []struct {
-		name  string
-		claim *extv1beta1.SandboxClaim
-		tmpl  *extv1beta1.SandboxTemplate
-		want  []string
-	}{
-		{name: "nothing injected", claim: builders.MakeClaim("c", "ns", "p").Obj(), tmpl: tmpl("", "")},
-		{name: "env disallowed by default", claim: builders.MakeClaim("c", "ns", "p").Env("A", "1", "").Obj(), tmpl: tmpl("", ""),
-			want: []string{"Forbidden spec.env"}},
-		{name: "env disallowed", claim: builders.MakeClaim("c", "ns", "p").Env("A", "1", "").Obj(), tmpl: tmpl(extv1beta1.EnvVarsInjectionDisallowed, ""),
-			want: []string{"Forbidden spec.env"}},
-		{name: "env added", claim: builders.MakeClaim("c", "ns", "p").Env("A", "1", "main").Env("B", "2", "init").Obj(),
-			tmpl: tmpl(extv1beta1.EnvVarsInjectionAllowed, "")},
-		{name: "env for a container the template lacks", claim: builders.MakeClaim("c", "ns", "p").Env("A", "1", "sidecar").Obj(),
-			tmpl: tmpl(extv1beta1.EnvVarsInjectionOverrides, ""), want: []string{"Not found spec.env[0].containerName"}},
-		{name: "override needs Overrides", claim: builders.MakeClaim("c", "ns", "p").Env("SET", "1", "").Obj(),
-			tmpl: tmpl(extv1beta1.EnvVarsInjectionAllowed, ""), want: []string{"Forbidden spec.env[0].name"}},
-		{name: "override allowed", claim: builders.MakeClaim("c", "ns", "p").Env("SET", "1", "main").Obj(),
-			tmpl: tmpl(extv1beta1.EnvVarsInjectionOverrides, "")},
-		{name: "override of another container's variable is an addition", claim: builders.MakeClaim("c", "ns", "p").Env("SET", "1", "init").Obj(),
-			tmpl: tmpl(extv1beta1.EnvVarsInjectionAllowed, "")},
-		{name: "volume claim templates disallowed by default", claim: builders.MakeClaim("c", "ns", "p").VolumeClaimTemplate("scratch", "1Gi").Obj(),
-			tmpl: tmpl("", ""), want: []string{"Forbidden spec.volumeClaimTemplates"}},
-		{name: "volume claim template added", claim: builders.MakeClaim("c", "ns", "p").VolumeClaimTemplate("scratch", "1Gi").Obj(),
-			tmpl: tmpl("", extv1beta1.VolumeClaimTemplatesAllowed)},
-		{name: "volume claim template replaced needs Overrides", claim: builders.MakeClaim("c", "ns", "p").VolumeClaimTemplate("data", "5Gi").Obj(),
-			tmpl: tmpl("", extv1beta1.VolumeClaimTemplatesAllowed), want: []string{"Forbidden spec.volumeClaimTemplates[0].metadata.name"}},
-		{name: "volume claim template replaced", claim: builders.MakeClaim("c", "ns", "p").VolumeClaimTemplate("data", "5Gi").Obj(),
-			tmpl: tmpl("", extv1beta1.VolumeClaimTemplatesOverrides)},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, summary(webhooks.ValidateClaimAgainstTemplate(tc.claim, tc.tmpl))); diff != "" {
-				t.Errorf("ValidateClaimAgainstTemplate (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
 func TestValidateClaimUpdate(t *testing.T) {
 	stamped := func(pool, hash string) *extv1beta1.SandboxClaim {
 		w := builders.MakeClaim("c", "ns", pool)
@@ -240,35 +174,6 @@ func TestValidateClaimUpdate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if diff := cmp.Diff(tc.want, summary(webhooks.ValidateClaimUpdate(tc.new, tc.old, tc.operator))); diff != "" {
 				t.Errorf("ValidateClaimUpdate (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
-func TestValidateSandboxUpdate(t *testing.T) {
-	withHash := func(hash string) *agentsv1beta1.Sandbox {
-		w := builders.MakeSandbox("s", "ns")
-		if hash != "" {
-			w.Label(agentsv1beta1.LabelSandboxTemplateHash, hash)
-		}
-		return w.Obj()
-	}
-	for _, tc := range []struct {
-		name     string
-		old, new *agentsv1beta1.Sandbox
-		operator bool
-		want     []string
-	}{
-		{name: "unchanged", old: withHash("aaa"), new: withHash("aaa")},
-		{name: "changed by a user", old: withHash("aaa"), new: withHash("bbb"),
-			want: []string{"Invalid value metadata.labels[agents.x-k8s.io/sandbox-template-hash]"}},
-		{name: "set by a user", old: withHash(""), new: withHash("bbb"),
-			want: []string{"Invalid value metadata.labels[agents.x-k8s.io/sandbox-template-hash]"}},
-		{name: "changed by the operator", old: withHash("aaa"), new: withHash("bbb"), operator: true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, summary(webhooks.ValidateSandboxUpdate(tc.new, tc.old, tc.operator))); diff != "" {
-				t.Errorf("ValidateSandboxUpdate (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -19,5 +19,8 @@ const (
 const (
 	EventSandboxAdopted     = "SandboxAdopted"
 	EventSandboxProvisioned = "SandboxProvisioned"
+	// EventSandboxNameTaken (Warning): the claim's Sandbox name belongs to a Sandbox the claim
+	// does not control, so its cold start uses a generated name.
+	EventSandboxNameTaken = "SandboxNameTaken"
 	EventClaimExpired       = "ClaimExpired"
 )

@@ -37,6 +37,7 @@ type Lifecycle struct {
 	// TTLSecondsAfterFinished expires the claim this long after its Sandbox finished.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 
 	// ShutdownPolicy says what happens when the claim expires.

@@ -33,10 +33,11 @@ type UpdateStrategy struct {
 
 // SandboxWarmPoolSpec is the desired state of a warm pool.
 type SandboxWarmPoolSpec struct {
-	// Replicas is the number of members to keep, ready or not.
+	// Replicas is the number of members to keep, ready or not; at most MaxWarmPoolReplicas.
 	// +optional
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
 	Replicas *int32 `json:"replicas,omitempty"`
 
 	// SandboxTemplateRef names the template members are made from.
@@ -98,3 +99,8 @@ type SandboxWarmPoolList struct {
 func init() {
 	register(&SandboxWarmPool{}, &SandboxWarmPoolList{})
 }
+
+// MaxWarmPoolReplicas bounds spec.replicas of a pool, through every path that sets it (the
+// CRD schema covers the scale subresource, which no webhook sees): a pool is a cache of
+// ready sandboxes, and a mistyped count must not make the operator create millions.
+const MaxWarmPoolReplicas = 10000

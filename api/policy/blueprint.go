@@ -1,0 +1,64 @@
+package policy
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+)
+
+// PublicNameservers resolve names for pods under the secure default network policy, whose
+// egress rules block the cluster's DNS.
+var PublicNameservers = []string{"8.8.8.8", "1.1.1.1"}
+
+// UsesSecureDefault reports whether a template gets the secure default network policy: it is
+// Managed and has no rules of its own.
+func UsesSecureDefault(tmpl *extv1beta1.SandboxTemplate) bool {
+	return tmpl.Spec.NetworkPolicyManagement != extv1beta1.NetworkPolicyUnmanaged && tmpl.Spec.NetworkPolicy == nil
+}
+
+// TemplateBlueprint is the blueprint of every Sandbox the operator builds from tmpl: the
+// template's own, and — under the secure default network policy, which blocks the cluster's
+// DNS — public nameservers and no service account token unless the template says otherwise.
+// The operator copies it verbatim into pool members; a cold start adds only what the claim
+// asks for (ClaimBlueprint).
+func TemplateBlueprint(tmpl *extv1beta1.SandboxTemplate) agentsv1beta1.SandboxBlueprint {
+	bp := *tmpl.Spec.SandboxBlueprint.DeepCopy()
+	if UsesSecureDefault(tmpl) {
+		spec := &bp.PodTemplate.Spec
+		if spec.DNSPolicy == "" {
+			spec.DNSPolicy = corev1.DNSNone
+			if spec.DNSConfig == nil {
+				spec.DNSConfig = &corev1.PodDNSConfig{}
+			}
+			if len(spec.DNSConfig.Nameservers) == 0 {
+				spec.DNSConfig.Nameservers = append([]string(nil), PublicNameservers...)
+			}
+		}
+		if spec.AutomountServiceAccountToken == nil {
+			spec.AutomountServiceAccountToken = ptr.To(false)
+		}
+	}
+	return bp
+}
+
+// TemplateHash identifies the current version of a template: the BlueprintHash of the
+// blueprint the operator builds from it (TemplateBlueprint). It is a claim's stamp and a pool
+// member's template-hash label.
+//
+// The binding guard trusts content, not labels: it admits a binding only when SandboxHash of
+// the Sandbox — computed from the Sandbox's own spec by the same BlueprintHash — equals the
+// claim's stamp. This holds exactly for what the operator builds, because a pool member's
+// blueprint IS TemplateBlueprint(tmpl), copied verbatim, and nothing but the operator may
+// change a member's spec afterwards.
+func TemplateHash(tmpl *extv1beta1.SandboxTemplate) string {
+	bp := TemplateBlueprint(tmpl)
+	return agentsv1beta1.BlueprintHash(&bp)
+}
+
+// SandboxHash is the BlueprintHash of what a Sandbox is: its own blueprint, whatever its
+// labels say.
+func SandboxHash(sb *agentsv1beta1.Sandbox) string {
+	return agentsv1beta1.BlueprintHash(&sb.Spec.SandboxBlueprint)
+}
