@@ -274,7 +274,9 @@ func TestColdStartGuard(t *testing.T) {
 		{name: "the operator's cold start", user: operatorUser, sb: coldFor(claim, nil), wantCode: 200},
 		{name: "a user's", user: someUser, sb: coldFor(claim, nil), wantCode: 403, wantMsg: []string{someUser}},
 		{name: "not what the template builds", user: operatorUser, wantCode: 403, wantMsg: []string{"is not what template tmpl"},
-			sb: coldFor(claim, func(bp *agentsv1beta1.SandboxBlueprint) { bp.PodTemplate.Spec.Containers[0].Image = "attacker.example/evil:1" })},
+			sb: coldFor(claim, func(bp *agentsv1beta1.SandboxBlueprint) {
+				bp.PodTemplate.Spec.Containers[0].Image = "attacker.example/evil:1"
+			})},
 		{name: "a claim stamped with another version", user: operatorUser, sb: coldFor(stale, nil), wantCode: 403, wantMsg: []string{"restamped"}},
 		{name: "a claim bound already", user: operatorUser, sb: coldFor(bound, nil), wantCode: 403, wantMsg: []string{"bound to Sandbox c3 already"}},
 		{name: "a user creates a pool member", user: someUser, sb: f.member, wantCode: 403, wantMsg: []string{"member of a SandboxWarmPool"}},

@@ -22,5 +22,5 @@ const (
 	// EventSandboxNameTaken (Warning): the claim's Sandbox name belongs to a Sandbox the claim
 	// does not control, so its cold start uses a generated name.
 	EventSandboxNameTaken = "SandboxNameTaken"
-	EventClaimExpired       = "ClaimExpired"
+	EventClaimExpired     = "ClaimExpired"
 )
