@@ -92,6 +92,9 @@ type Options struct {
 	// StartManager with ManagerOptions.Webhooks runs one). Their failure policy is Fail: while
 	// no such server runs, writes of sandgate's kinds are refused.
 	Webhooks bool
+	// APIServerFlags are extra kube-apiserver flags, by name without the dashes, set over
+	// the ones the framework and envtest choose (e.g. "egress-selector-config-file").
+	APIServerFlags map[string]string
 	// BinaryDir holds kube-apiserver, etcd, kubectl, kube-scheduler, kube-controller-manager
 	// and kwok; default $KUBEBUILDER_ASSETS, else <repo root>/bin/k8s/<KubernetesVersion>.
 	BinaryDir string

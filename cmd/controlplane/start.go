@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"k8s.io/utils/ptr"
@@ -59,6 +60,9 @@ func (c *Cluster) startAPIServer(opts Options) error {
 	// not-ready taint the TaintNodesByCondition plugin gives new Nodes. ServiceAccount stays
 	// disabled as envtest has it (no token controller runs either).
 	env.ControlPlane.GetAPIServer().Configure().Set("disable-admission-plugins", "ServiceAccount,TaintNodesByCondition")
+	for name, value := range opts.APIServerFlags {
+		env.ControlPlane.GetAPIServer().Configure().Set(name, value)
+	}
 	c.Env = env
 
 	start := time.Now()
@@ -118,13 +122,41 @@ func (c *Cluster) startChild(name string, args ...string) (*child, error) {
 	if err != nil {
 		return nil, err
 	}
+	return ch, c.addChild(ch)
+}
+
+// addChild records a started child for Stop and for the state file; it kills the child if
+// the cluster was stopped meanwhile.
+func (c *Cluster) addChild(ch *child) error {
 	c.mu.Lock()
+	if c.stopped {
+		c.mu.Unlock()
+		ch.signal(syscall.SIGKILL)
+		_ = ch.wait(childStopTimeout)
+		return fmt.Errorf("start %s: the cluster was stopped", ch.name)
+	}
 	c.children = append(c.children, ch)
 	c.mu.Unlock()
-	if err := c.saveState(); err != nil {
-		return nil, err
+	return c.saveState()
+}
+
+// StartProcess runs binary with args as a component of the cluster, like kube-scheduler or
+// kwok: its output goes to logs/<name>.log in Dir, Err reports it if it exits, Stop ends it
+// (before the API server), and it dies with this process. name must be unique in the cluster.
+func (c *Cluster) StartProcess(name, binary string, args ...string) error {
+	c.mu.Lock()
+	for _, ch := range c.children {
+		if ch.name == name {
+			c.mu.Unlock()
+			return fmt.Errorf("start %s: the cluster already runs a process of that name", name)
+		}
 	}
-	return ch, nil
+	c.mu.Unlock()
+	ch, err := startChild(name, binary, args, filepath.Join(c.logDir(), name+".log"))
+	if err != nil {
+		return err
+	}
+	return c.addChild(ch)
 }
 
 // startComponents starts kube-controller-manager, kube-scheduler and kwok as opts ask and
