@@ -19,7 +19,13 @@ KUBEBUILDER_ASSETS := $(BIN)/k8s/$(K8S_VERSION)
 export KUBEBUILDER_ASSETS
 
 TEST_TIMEOUT ?= 40m
+UNIT_TEST_TIMEOUT ?= 5m
 GO_TEST_FLAGS ?=
+# Test files that need the local control plane (or another binary `make tools` builds) start
+# with `//go:build integration`: `make test-unit` leaves them out, `make test-integration` runs
+# the packages that have them.
+INTEGRATION_TAG := integration
+INTEGRATION_PKGS = $$(grep -rl --include='*_test.go' --exclude-dir=bin --exclude-dir=.git '^//go:build $(INTEGRATION_TAG)$$' . | xargs -r -n1 dirname | sort -u)
 ARGS ?=
 
 # Files `make manifests generate` writes; `make test` fails when they are stale.
@@ -66,9 +72,16 @@ verify-fmt: ## Fail when a Go file is not gofmt-formatted.
 verify-mod: ## Fail when go.mod or go.sum is not tidy.
 	@go mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy: run go mod tidy"; go mod tidy -diff; exit 1; }
 
+.PHONY: verify-deps
+verify-deps: ## Fail when a command links package testing or a test/ package (only _test.go files may import them).
+	@edges="$$(go list -deps -f '{{$$p := .ImportPath}}{{range .Imports}}{{$$p}} imports {{.}}{{"\n"}}{{end}}' ./cmd/...)"; \
+	bad="$$(grep -E ' imports (testing|github\.com/sandgate-dev/sandgate/test(/.*)?)$$' <<<"$$edges" || true)"; \
+	if [ -n "$$bad" ]; then echo "commands must not link package testing or test/ packages:"; echo "$$bad"; exit 1; fi; \
+	echo "no command links package testing or test/"
+
 .PHONY: vet
-vet: ## Run go vet.
-	go vet ./...
+vet: ## Run go vet, on integration test files too.
+	go vet -tags $(INTEGRATION_TAG) ./...
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run golangci-lint.
@@ -80,9 +93,16 @@ tools: ## Build the local control plane binaries into bin/k8s/<version> and cert
 	@K8S_VERSION=$(K8S_VERSION) test/tools/install-control-plane.sh $(BIN)/k8s
 
 .PHONY: test
-test: tools verify-generated verify-fmt verify-mod vet ## Run unit and integration tests against a local control plane.
+test: verify-generated verify-fmt verify-mod verify-deps vet lint test-unit test-integration ## What CI runs: every check, lint, unit and integration tests.
+
+.PHONY: test-unit
+test-unit: ## Unit tests: no control plane, no `make tools`, seconds.
+	env -u KUBEBUILDER_ASSETS go test ./... -timeout $(UNIT_TEST_TIMEOUT) $(GO_TEST_FLAGS)
+
+.PHONY: test-integration
+test-integration: tools ## Integration tests (build tag integration) against local control planes.
 	@echo "KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS)"
-	go test ./... -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS)
+	go test -tags $(INTEGRATION_TAG) -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) $(INTEGRATION_PKGS)
 
 ##@ Build and run
 

@@ -1,3 +1,5 @@
+//go:build integration
+
 package controlplane_test
 
 import (
@@ -301,9 +303,4 @@ func TestKubectlAndNodes(t *testing.T) {
 		g.Expect(node.Annotations).To(HaveKeyWithValue(controlplane.FakeNodeAnnotation, "fake"))
 	}
 	g.Expect(cluster.Err()).To(Succeed())
-}
-
-func TestMissingBinariesTellToRunMakeTools(t *testing.T) {
-	_, err := controlplane.Start(context.Background(), controlplane.Options{BinaryDir: t.TempDir()})
-	NewWithT(t).Expect(err).To(MatchError(ContainSubstring("make tools")))
 }

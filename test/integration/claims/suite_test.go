@@ -1,3 +1,5 @@
+//go:build integration
+
 // Package claims_test runs the SandboxTemplate, SandboxWarmPool and SandboxClaim controllers
 // against a local control plane with kube-scheduler, the garbage collector and kwok nodes
 // that start pods in one step. Each test gets its own namespace and its own manager watching

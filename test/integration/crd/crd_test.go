@@ -1,3 +1,5 @@
+//go:build integration
+
 // Package crd_test proves the CRD schemas a user's manifests meet on a real API server:
 // defaults, enums, minimums, the immutability rule, the pool's scale subresource, printer
 // columns and the samples. No controller runs here: what is asserted is the schema alone.

@@ -1,3 +1,5 @@
+//go:build integration
+
 // Package sandbox_test runs the Sandbox controller against a local control plane with
 // kube-scheduler, the garbage collector and kwok nodes that start pods in kubelet-like steps.
 // Each test gets its own namespace and its own manager watching only that namespace, so the

@@ -1,3 +1,5 @@
+//go:build integration
+
 // Package webhooks_test checks sandgate's admission through real API calls: the API server of
 // a local control plane calls the webhooks as config/webhook configures them, served by a
 // manager in the test process. Writes come from three identities: the cluster admin, the
