@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/test/builders"
 	"github.com/sandgate-dev/sandgate/test/framework"
@@ -21,6 +22,7 @@ import (
 // version.
 type bindingEnv struct {
 	*env
+	tmpl  *extv1beta1.SandboxTemplate
 	claim *extv1beta1.SandboxClaim
 	hash  string
 	warm  *agentsv1beta1.Sandbox
@@ -28,13 +30,13 @@ type bindingEnv struct {
 
 func setupBinding(t *testing.T) *bindingEnv {
 	e := setup(t)
-	e.templatePool("web")
+	tmpl := e.templatePool("web")
 	claim := builders.MakeClaim("c1", e.ns, "web").Obj()
 	e.create(e.user, claim)
 	e.get(claim)
 	hash := claim.Annotations[stampKey]
-	e.g.Expect(hash).NotTo(BeEmpty())
-	return &bindingEnv{env: e, claim: claim, hash: hash, warm: e.member("web-abcde", "web", hash)}
+	e.g.Expect(hash).To(Equal(policy.TemplateHash(tmpl)))
+	return &bindingEnv{env: e, tmpl: tmpl, claim: claim, hash: hash, warm: e.member("web-abcde", tmpl)}
 }
 
 // The operator binds a member of the claim's template version in one patch.
@@ -65,6 +67,7 @@ func TestBindingByNonOperatorForbidden(t *testing.T) {
 	// And so is creating a Sandbox already bound.
 	prebound := builders.MakeSandbox("prebound", e.ns).Label(agentsv1beta1.LabelSandboxTemplateHash, e.hash).
 		Label(agentsv1beta1.LabelClaimUID, string(e.claim.UID)).Obj()
+	prebound.Spec.SandboxBlueprint = policy.TemplateBlueprint(e.tmpl)
 	prebound.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(e.claim, extv1beta1.GroupVersion.WithKind("SandboxClaim"))}
 	expectForbidden(e.g, e.user.Create(e.ctx(), prebound), "prebound", e.claim.Name)
 	e.g.Expect(e.operator.Create(e.ctx(), prebound)).To(Succeed(), "the operator's cold start")
@@ -74,11 +77,13 @@ func TestBindingByNonOperatorForbidden(t *testing.T) {
 // operator: the denial names both hashes.
 func TestBindingToOtherHashForbidden(t *testing.T) {
 	e := setupBinding(t)
-	stale := e.member("web-stale", "web", "0123456789abcdef")
-	expectForbidden(e.g, e.bind(e.operator, stale, e.claim), "web-stale", e.claim.Name, e.hash, "0123456789abcdef")
+	older := builders.MakeTemplate("web", e.ns).Image("registry.example/agent:0").Obj()
+	staleHash := policy.TemplateHash(older)
+	stale := e.memberOf("web-stale", "web", policy.TemplateBlueprint(older), staleHash)
+	expectForbidden(e.g, e.bind(e.operator, stale, e.claim), "web-stale", e.claim.Name, e.hash, staleHash)
 	unlabelled := builders.MakeSandbox("web-nohash", e.ns).Obj()
 	e.create(e.operator, unlabelled)
-	expectForbidden(e.g, e.bind(e.operator, unlabelled, e.claim), "web-nohash", e.hash, "<none>")
+	expectForbidden(e.g, e.bind(e.operator, unlabelled, e.claim), "web-nohash", e.hash, "only an unused member of the claim's pool web")
 }
 
 // A bound Sandbox is never handed to another claim, and only the operator releases it.
@@ -113,11 +118,10 @@ func TestBindingToUnknownClaimForbidden(t *testing.T) {
 // The template-hash label says what a member was built from: only the operator changes it.
 func TestMemberTemplateHashImmutableForUsers(t *testing.T) {
 	e := setupBinding(t)
-	field := "metadata.labels[" + agentsv1beta1.LabelSandboxTemplateHash + "]"
 	relabel := map[string]any{"metadata": map[string]any{"labels": map[string]any{agentsv1beta1.LabelSandboxTemplateHash: "0123456789abcdef"}}}
-	expectInvalid(e.g, mergePatch(e.ctx(), e.user, e.warm.DeepCopy(), relabel), field)
+	expectForbidden(e.g, mergePatch(e.ctx(), e.user, e.warm.DeepCopy(), relabel), agentsv1beta1.LabelSandboxTemplateHash)
 	unlabel := map[string]any{"metadata": map[string]any{"labels": map[string]any{agentsv1beta1.LabelSandboxTemplateHash: nil}}}
-	expectInvalid(e.g, mergePatch(e.ctx(), e.admin, e.warm.DeepCopy(), unlabel), field)
+	expectForbidden(e.g, mergePatch(e.ctx(), e.admin, e.warm.DeepCopy(), unlabel), agentsv1beta1.LabelSandboxTemplateHash)
 	e.g.Expect(mergePatch(e.ctx(), e.operator, e.warm.DeepCopy(), relabel)).To(Succeed())
 }
 

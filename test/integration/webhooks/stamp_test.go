@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/test/builders"
 )
@@ -28,7 +29,7 @@ func TestClaimStampedWithTemplateHash(t *testing.T) {
 	after := time.Now()
 
 	e.get(claim)
-	e.g.Expect(claim.Annotations).To(HaveKeyWithValue(stampKey, agentsv1beta1.BlueprintHash(&tmpl.Spec.SandboxBlueprint)))
+	e.g.Expect(claim.Annotations).To(HaveKeyWithValue(stampKey, policy.TemplateHash(tmpl)))
 	observed, err := time.Parse(time.RFC3339Nano, claim.Annotations[agentsv1beta1.AnnotationWebhookFirstObservedAt])
 	e.g.Expect(err).NotTo(HaveOccurred())
 	e.g.Expect(observed).To(BeTemporally(">=", before.Add(-time.Second)))
@@ -39,7 +40,7 @@ func TestClaimStampedWithTemplateHash(t *testing.T) {
 func TestTemplateUpdateStampsNewClaimsOnly(t *testing.T) {
 	e := setup(t)
 	tmpl := e.templatePool("web")
-	oldHash := agentsv1beta1.BlueprintHash(&tmpl.Spec.SandboxBlueprint)
+	oldHash := policy.TemplateHash(tmpl)
 	before := builders.MakeClaim("before", e.ns, "web").Obj()
 	e.create(e.user, before)
 
@@ -47,7 +48,7 @@ func TestTemplateUpdateStampsNewClaimsOnly(t *testing.T) {
 		"metadata": map[string]any{"labels": map[string]any{"version": "2"}},
 	}}})).To(Succeed())
 	e.get(tmpl)
-	newHash := agentsv1beta1.BlueprintHash(&tmpl.Spec.SandboxBlueprint)
+	newHash := policy.TemplateHash(tmpl)
 	e.g.Expect(newHash).NotTo(Equal(oldHash))
 
 	after := builders.MakeClaim("after", e.ns, "web").Obj()
@@ -84,7 +85,7 @@ func TestForgedStampRejected(t *testing.T) {
 	unverifiable := builders.MakeClaim("unverifiable", e.ns, "no-such-pool").Annotation(stampKey, "0123456789abcdef").Obj()
 	expectInvalid(e.g, e.user.Create(e.ctx(), unverifiable), field)
 
-	honest := builders.MakeClaim("honest", e.ns, "web").Annotation(stampKey, agentsv1beta1.BlueprintHash(&tmpl.Spec.SandboxBlueprint)).Obj()
+	honest := builders.MakeClaim("honest", e.ns, "web").Annotation(stampKey, policy.TemplateHash(tmpl)).Obj()
 	e.create(e.user, honest)
 }
 

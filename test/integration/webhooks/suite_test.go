@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/cmd/controlplane"
 	"github.com/sandgate-dev/sandgate/test/builders"
@@ -92,7 +93,7 @@ func mergePatch(ctx context.Context, c client.Client, obj client.Object, patch m
 	return c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, body))
 }
 
-// templatePoolClaim creates a template and a pool on it (as admin), and returns the template
+// templatePool creates a template and a pool on it (as admin), and returns the template
 // as stored (with the schema's defaults, which the hash covers).
 func (e *env) templatePool(name string) *extv1beta1.SandboxTemplate {
 	e.t.Helper()
@@ -103,13 +104,24 @@ func (e *env) templatePool(name string) *extv1beta1.SandboxTemplate {
 	return tmpl
 }
 
-// member creates, as the operator, an unbound pool member of pool built with the given
-// template hash, as the warm pool controller does.
-func (e *env) member(name, pool, hash string) *agentsv1beta1.Sandbox {
+// member creates, as the operator, an unbound member of the pool named after tmpl, built from
+// tmpl exactly as the warm pool controller builds one.
+func (e *env) member(name string, tmpl *extv1beta1.SandboxTemplate) *agentsv1beta1.Sandbox {
 	e.t.Helper()
+	return e.memberOf(name, tmpl.Name, policy.TemplateBlueprint(tmpl), policy.TemplateHash(tmpl))
+}
+
+// memberOf creates, as the operator, a member of pool with blueprint bp and the template-hash
+// label hash: what the pool controller would build, or not.
+func (e *env) memberOf(name, pool string, bp agentsv1beta1.SandboxBlueprint, hash string) *agentsv1beta1.Sandbox {
+	e.t.Helper()
+	p := &extv1beta1.SandboxWarmPool{}
+	e.g.Expect(e.admin.Get(e.ctx(), client.ObjectKey{Namespace: e.ns, Name: pool}, p)).To(Succeed())
 	sb := builders.MakeSandbox(name, e.ns).
 		Label(agentsv1beta1.LabelSandboxTemplateHash, hash).
 		Label(agentsv1beta1.LabelWarmPoolSandbox, agentsv1beta1.NameHash(pool)).Obj()
+	sb.Spec.SandboxBlueprint = bp
+	sb.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(p, extv1beta1.GroupVersion.WithKind("SandboxWarmPool"))}
 	e.create(e.operator, sb)
 	return sb
 }

@@ -1,0 +1,239 @@
+//go:build integration
+
+package webhooks_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	"github.com/sandgate-dev/sandgate/api/policy"
+	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/cmd/controlplane"
+	"github.com/sandgate-dev/sandgate/test/builders"
+)
+
+// The attacks of a platform's tenant: a user whose only permissions in the namespace are the
+// shipped sandbox-editor-role (config/rbac), acting through the API server. Each is refused,
+// or harmless.
+
+// tenant returns a client acting as user name, bound to the shipped sandbox-editor-role in the
+// test's namespace and nothing else.
+func (e *env) tenant(name string) client.Client {
+	e.t.Helper()
+	root, err := controlplane.RepoRoot()
+	e.g.Expect(err).NotTo(HaveOccurred())
+	raw, err := os.ReadFile(filepath.Join(root, "config", "rbac", "sandbox_editor_role.yaml"))
+	e.g.Expect(err).NotTo(HaveOccurred())
+	role := &rbacv1.ClusterRole{}
+	e.g.Expect(yaml.Unmarshal(raw, role)).To(Succeed())
+	if err := e.admin.Create(e.ctx(), role); !apierrors.IsAlreadyExists(err) {
+		e.g.Expect(err).NotTo(HaveOccurred())
+	}
+	e.create(e.admin, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-editor", Namespace: e.ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: name}},
+	})
+	c, err := cluster.ClientAs(name, "system:authenticated")
+	e.g.Expect(err).NotTo(HaveOccurred())
+	// The binding is in force once the tenant can read Sandboxes, and no more.
+	e.g.Eventually(func(g Gomega) {
+		g.Expect(c.List(e.ctx(), &agentsv1beta1.SandboxList{}, client.InNamespace(e.ns))).To(Succeed())
+	}).Should(Succeed())
+	e.g.Expect(apierrors.IsForbidden(c.List(e.ctx(), &corev1.SecretList{}, client.InNamespace(e.ns)))).To(BeTrue(), "the tenant is more than an editor")
+	return c
+}
+
+// Finding 1: a tenant cannot make a Sandbox look like a pool member — not with the pool's
+// controller reference (its UID is readable by every editor), not with the pool's labels —
+// neither when creating one nor by editing their own.
+func TestAttackLookalikePoolMemberRefused(t *testing.T) {
+	e := setupBinding(t)
+	mallory := e.tenant("mallory")
+	pool := &extv1beta1.SandboxWarmPool{}
+	e.g.Expect(mallory.Get(e.ctx(), client.ObjectKey{Namespace: e.ns, Name: "web"}, pool)).To(Succeed())
+	poolRef := *metav1.NewControllerRef(pool, extv1beta1.GroupVersion.WithKind("SandboxWarmPool"))
+
+	evil := func(name string) *agentsv1beta1.Sandbox {
+		sb := builders.MakeSandbox(name, e.ns).Obj()
+		sb.Spec.SandboxBlueprint = policy.TemplateBlueprint(e.tmpl)
+		sb.Spec.PodTemplate.Spec.Containers[0].Image = "attacker.example/evil:1"
+		return sb
+	}
+	full := evil("web-evil1")
+	full.OwnerReferences = []metav1.OwnerReference{poolRef}
+	full.Labels = map[string]string{agentsv1beta1.LabelWarmPoolSandbox: agentsv1beta1.NameHash("web"), agentsv1beta1.LabelSandboxTemplateHash: e.hash}
+	expectForbidden(e.g, mallory.Create(e.ctx(), full), "mallory", "SandboxWarmPool")
+
+	refOnly := evil("web-evil2")
+	refOnly.OwnerReferences = []metav1.OwnerReference{poolRef}
+	expectForbidden(e.g, mallory.Create(e.ctx(), refOnly), "mallory", "SandboxWarmPool")
+
+	labelsOnly := evil("web-evil3")
+	labelsOnly.Labels = map[string]string{agentsv1beta1.LabelSandboxTemplateHash: e.hash}
+	expectForbidden(e.g, mallory.Create(e.ctx(), labelsOnly), "mallory", agentsv1beta1.LabelSandboxTemplateHash)
+
+	// Their own Sandbox, then the pool's marks added by patch.
+	own := evil("web-evil4")
+	e.g.Expect(mallory.Create(e.ctx(), own)).To(Succeed())
+	expectForbidden(e.g, mergePatch(e.ctx(), mallory, own, map[string]any{"metadata": map[string]any{"ownerReferences": []metav1.OwnerReference{poolRef}}}),
+		"SandboxWarmPool")
+	expectForbidden(e.g, mergePatch(e.ctx(), mallory, own, map[string]any{"metadata": map[string]any{"labels": map[string]any{
+		agentsv1beta1.LabelWarmPoolSandbox: agentsv1beta1.NameHash("web")}}}), agentsv1beta1.LabelWarmPoolSandbox)
+
+	// And were one made by someone trusted, its content still decides: the operator cannot bind it.
+	forged := e.memberOf("web-forged", "web", evil("x").Spec.SandboxBlueprint, e.hash)
+	expectForbidden(e.g, e.bind(e.operator, forged, e.claim), "web-forged", "blueprint hashes to")
+}
+
+// Finding 1, variant: a used Sandbox never re-enters a pool. A tenant orphans their claim's
+// Sandbox, edits it, and cannot put it back; the operator refuses to hand out a used Sandbox.
+func TestAttackUsedSandboxBackIntoPoolRefused(t *testing.T) {
+	e := setupBinding(t)
+	mallory := e.tenant("mallory")
+	e.g.Expect(e.bind(e.operator, e.warm, e.claim)).To(Succeed())
+	e.g.Expect(mallory.Delete(e.ctx(), e.claim, client.PropagationPolicy(metav1.DeletePropagationOrphan))).To(Succeed())
+	used := &agentsv1beta1.Sandbox{}
+	e.g.Eventually(func(g Gomega) {
+		g.Expect(mallory.Get(e.ctx(), client.ObjectKeyFromObject(e.warm), used)).To(Succeed())
+		g.Expect(used.OwnerReferences).To(BeEmpty())
+	}).Should(Succeed())
+	// Edit it and scrub the claim's marks: allowed, it is theirs now.
+	e.g.Expect(mergePatch(e.ctx(), mallory, used, map[string]any{
+		"metadata": map[string]any{"labels": map[string]any{agentsv1beta1.LabelClaimUID: nil, agentsv1beta1.LabelLaunchType: nil}},
+		"spec":     map[string]any{"podTemplate": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "main", "image": "attacker.example/evil:1"}}}}},
+	})).To(Succeed())
+	pool := &extv1beta1.SandboxWarmPool{}
+	e.g.Expect(mallory.Get(e.ctx(), client.ObjectKey{Namespace: e.ns, Name: "web"}, pool)).To(Succeed())
+	expectForbidden(e.g, mergePatch(e.ctx(), mallory, used, map[string]any{"metadata": map[string]any{
+		"ownerReferences": []metav1.OwnerReference{*metav1.NewControllerRef(pool, extv1beta1.GroupVersion.WithKind("SandboxWarmPool"))},
+		"labels":          map[string]any{agentsv1beta1.LabelWarmPoolSandbox: agentsv1beta1.NameHash("web")},
+	}}), "SandboxWarmPool")
+	next := builders.MakeClaim("c2", e.ns, "web").Obj()
+	e.create(mallory, next)
+	e.get(next)
+	expectForbidden(e.g, e.bind(e.operator, used, next), used.Name)
+}
+
+// Finding 2: a tenant cannot edit a warm member (image, suspend, shutdown), so the next claim
+// gets it as the operator built it.
+func TestAttackEditWarmMemberRefused(t *testing.T) {
+	e := setupBinding(t)
+	mallory := e.tenant("mallory")
+	for what, patch := range map[string]map[string]any{
+		"image":   {"spec": map[string]any{"podTemplate": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "main", "image": "attacker.example/evil:1"}}}}}},
+		"suspend": {"spec": map[string]any{"operatingMode": "Suspended"}},
+		"expire":  {"spec": map[string]any{"shutdownTime": "2020-01-01T00:00:00Z"}},
+		"metadata": {"spec": map[string]any{"podTemplate": map[string]any{"metadata": map[string]any{
+			"annotations": map[string]any{"container.apparmor.security.beta.kubernetes.io/main": "unconfined"}}}}},
+	} {
+		t.Run(what, func(t *testing.T) {
+			expectForbidden(NewWithT(t), mergePatch(e.ctx(), mallory, e.warm.DeepCopy(), patch), "change the spec of a member")
+		})
+	}
+	e.g.Expect(e.bind(e.operator, e.warm, e.claim)).To(Succeed())
+	got := &agentsv1beta1.Sandbox{}
+	e.g.Expect(e.admin.Get(e.ctx(), client.ObjectKeyFromObject(e.warm), got)).To(Succeed())
+	e.g.Expect(policy.SandboxHash(got)).To(Equal(e.hash), "the claim got a member that is not what the template builds")
+}
+
+// Finding 3 at admission: a tenant cannot create a Sandbox the binding guard would treat as a
+// claim's, and a controller reference of a made-up kind carrying the claim's UID binds nothing
+// (the controller side is in the claims suite).
+func TestAttackForgedClaimOwnerIsNoBinding(t *testing.T) {
+	e := setupBinding(t)
+	mallory := e.tenant("mallory")
+	sb := builders.MakeSandbox(e.claim.Name+"-x", e.ns).Obj()
+	sb.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(e.claim, extv1beta1.GroupVersion.WithKind("SandboxClaim"))}
+	expectForbidden(e.g, mallory.Create(e.ctx(), sb), "only the operator")
+	madeUp := builders.MakeSandbox(e.claim.Name, e.ns).Obj()
+	madeUp.OwnerReferences = []metav1.OwnerReference{{APIVersion: "evil.example/v1", Kind: "SandboxClaim", Name: e.claim.Name, UID: e.claim.UID, Controller: ptr.To(true)}}
+	e.g.Expect(mallory.Create(e.ctx(), madeUp)).To(Succeed(), "a made-up owner is no binding: nothing to refuse")
+	e.g.Expect(policy.IsControlledBy(madeUp, policy.ClaimKind, e.claim.UID)).To(BeFalse())
+}
+
+// Finding 4: even with the operator's identity, a Sandbox created for a claim must be what
+// the claim's template builds for it, and a claim gets one Sandbox only.
+func TestOperatorColdStartChecked(t *testing.T) {
+	e := setupBinding(t)
+	cold := func(name string, edit func(*agentsv1beta1.Sandbox)) *agentsv1beta1.Sandbox {
+		sb := builders.MakeSandbox(name, e.ns).Label(agentsv1beta1.LabelSandboxTemplateHash, e.hash).
+			Label(agentsv1beta1.LabelClaimUID, string(e.claim.UID)).Obj()
+		sb.Spec.SandboxBlueprint = policy.TemplateBlueprint(e.tmpl)
+		sb.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(e.claim, extv1beta1.GroupVersion.WithKind("SandboxClaim"))}
+		if edit != nil {
+			edit(sb)
+		}
+		return sb
+	}
+	expectForbidden(e.g, e.operator.Create(e.ctx(), cold("c1-evil", func(sb *agentsv1beta1.Sandbox) {
+		sb.Spec.PodTemplate.Spec.Containers[0].Image = "attacker.example/evil:1"
+	})), "is not what template web")
+	ghost := e.claim.DeepCopy()
+	ghost.UID = "00000000-0000-0000-0000-000000000009"
+	expectForbidden(e.g, e.operator.Create(e.ctx(), cold("c1-ghost", func(sb *agentsv1beta1.Sandbox) {
+		sb.Labels[agentsv1beta1.LabelClaimUID] = string(ghost.UID)
+		sb.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(ghost, extv1beta1.GroupVersion.WithKind("SandboxClaim"))}
+	})), "does not exist")
+	e.g.Expect(e.operator.Create(e.ctx(), cold("c1", nil))).To(Succeed())
+	// A second Sandbox for the same claim, cold or warm, once the first is known.
+	e.g.Eventually(func(g Gomega) {
+		g.Expect(e.operator.Create(e.ctx(), cold("c1-second", nil))).To(MatchError(ContainSubstring("bound to Sandbox c1 already")))
+	}).Should(Succeed())
+	expectForbidden(e.g, e.bind(e.operator, e.warm, e.claim), "bound to Sandbox c1 already")
+}
+
+// Finding 5: values out of range are 422 with the field path, through every way in — the pool
+// bound holds for the scale subresource too, which no webhook sees — and a template needs a
+// container.
+func TestAttackOutOfRangeValuesInvalid(t *testing.T) {
+	e := setupBinding(t)
+	mallory := e.tenant("mallory")
+	raw := func(obj map[string]any) *unstructured.Unstructured { return &unstructured.Unstructured{Object: obj} }
+	pool := raw(map[string]any{"apiVersion": extv1beta1.GroupVersion.String(), "kind": "SandboxWarmPool",
+		"metadata": map[string]any{"name": "huge", "namespace": e.ns},
+		"spec":     map[string]any{"replicas": int64(1) << 31, "sandboxTemplateRef": map[string]any{"name": "web"}}})
+	expectInvalid(e.g, mallory.Create(e.ctx(), pool), "spec.replicas")
+	claim := raw(map[string]any{"apiVersion": extv1beta1.GroupVersion.String(), "kind": "SandboxClaim",
+		"metadata": map[string]any{"name": "forever", "namespace": e.ns},
+		"spec": map[string]any{"warmPoolRef": map[string]any{"name": "web"},
+			"lifecycle": map[string]any{"ttlSecondsAfterFinished": int64(1<<63 - 1)}}})
+	expectInvalid(e.g, mallory.Create(e.ctx(), claim), "spec.lifecycle.ttlSecondsAfterFinished")
+
+	expectInvalid(e.g, mallory.Create(e.ctx(), builders.MakePool("big", e.ns, "web").Replicas(extv1beta1.MaxWarmPoolReplicas+1).Obj()), "spec.replicas")
+	scale := &autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: 2147483647}}
+	web := &extv1beta1.SandboxWarmPool{}
+	e.g.Expect(mallory.Get(e.ctx(), client.ObjectKey{Namespace: e.ns, Name: "web"}, web)).To(Succeed())
+	expectInvalid(e.g, mallory.SubResource("scale").Update(e.ctx(), web, client.WithSubResourceBody(scale)), "spec.replicas")
+	scale.Spec.Replicas = 3
+	e.g.Expect(mallory.SubResource("scale").Update(e.ctx(), web, client.WithSubResourceBody(scale))).To(Succeed(), "scaling within the bound")
+
+	empty := builders.MakeTemplate("empty", e.ns).Obj()
+	empty.Spec.PodTemplate.Spec.Containers = []corev1.Container{}
+	expectInvalid(e.g, mallory.Create(e.ctx(), empty), "spec.podTemplate.spec.containers")
+}
+
+// Finding 6: a claim cannot put keys of Kubernetes' own domains or their subdomains on the
+// pod (an AppArmor profile, say).
+func TestAttackClaimSystemPodMetadataInvalid(t *testing.T) {
+	e := setupBinding(t)
+	mallory := e.tenant("mallory")
+	for _, key := range []string{"container.apparmor.security.beta.kubernetes.io/main", "seccomp.security.alpha.kubernetes.io/pod", "node.k8s.io/x"} {
+		c := builders.MakeClaim("meta", e.ns, "web").PodAnnotation(key, "unconfined").Obj()
+		expectInvalid(e.g, mallory.Create(e.ctx(), c), "spec.additionalPodMetadata.annotations["+key+"]")
+	}
+	e.create(mallory, builders.MakeClaim("meta", e.ns, "web").PodAnnotation("cluster-autoscaler.kubernetes.io/safe-to-evict", "false").Obj())
+}
