@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/sandgate-dev/sandgate/api"
 	"github.com/sandgate-dev/sandgate/reconcilers"
@@ -31,6 +30,7 @@ type options struct {
 	leaderElect             bool
 	leaderElectionNamespace string
 	metricsAddr             string
+	metricsSecure           bool
 	probeAddr               string
 	webhookPort             int
 	webhookCertDir          string
@@ -52,6 +52,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so that only one manager replica is active.")
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the manager's namespace).")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", false, "Serve metrics over HTTPS to authenticated and authorized clients only (a bearer token the API server accepts, allowed to get /metrics). config/default turns it on; off serves plain HTTP, as the public controller's Deployment expects.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
 	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "Port of the admission webhook server.")
 	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory with tls.crt and tls.key of the webhook server.")
@@ -139,7 +140,7 @@ func run(opts options) error {
 		Scheme:                  api.NewScheme(),
 		Cache:                   reconcilers.CacheOptions(),
 		NewClient:               reconcilers.NewClientFunc(metrics),
-		Metrics:                 metricsserver.Options{BindAddress: opts.metricsAddr},
+		Metrics:                 metricsOptions(opts),
 		HealthProbeBindAddress:  opts.probeAddr,
 		LeaderElection:          opts.leaderElect,
 		LeaderElectionID:        "sandgate.agents.x-k8s.io",
