@@ -19,6 +19,8 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,6 +40,9 @@ type rendered struct {
 	certificates []certmanagerv1.Certificate
 	issuers      []certmanagerv1.Issuer
 	bindings     []rbacv1.ClusterRoleBinding
+	clusterRoles []rbacv1.ClusterRole
+	policies     []networkingv1.NetworkPolicy
+	budgets      []policyv1.PodDisruptionBudget
 }
 
 func kubectl(t *testing.T) string {
@@ -106,6 +111,15 @@ func render(t *testing.T) *rendered {
 		case "ClusterRoleBinding":
 			r.bindings = append(r.bindings, rbacv1.ClusterRoleBinding{})
 			decode(&r.bindings[len(r.bindings)-1])
+		case "ClusterRole":
+			r.clusterRoles = append(r.clusterRoles, rbacv1.ClusterRole{})
+			decode(&r.clusterRoles[len(r.clusterRoles)-1])
+		case "NetworkPolicy":
+			r.policies = append(r.policies, networkingv1.NetworkPolicy{})
+			decode(&r.policies[len(r.policies)-1])
+		case "PodDisruptionBudget":
+			r.budgets = append(r.budgets, policyv1.PodDisruptionBudget{})
+			decode(&r.budgets[len(r.budgets)-1])
 		}
 	}
 	return r
