@@ -1,6 +1,9 @@
 # The operator image: a static binary on a distroless base, running as non-root.
 #   docker build -t ghcr.io/sandgate-dev/sandgate:dev .
-FROM golang:1.26 AS build
+# The builder is pinned by digest: golang:1.26 (Go 1.26.5), the multi-platform image index
+# docker-library/repo-info records for that tag (repos/golang/remote/1.26.md). Bump tag and
+# digest together.
+FROM golang:1.26@sha256:3aff6657219a4d9c14e27fb1d8976c49c29fddb70ba835014f477e1c70636647 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
