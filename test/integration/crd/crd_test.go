@@ -21,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sandgate-dev/sandgate/api"
@@ -271,15 +272,13 @@ func TestNamesShortNamesAndPrinterColumns(t *testing.T) {
 			if v.Subresources != nil && v.Subresources.Scale != nil {
 				subs = append(subs, "scale")
 				g.Expect(*v.Subresources.Scale).To(Equal(apiextensionsv1.CustomResourceSubresourceScale{
-					SpecReplicasPath: ".spec.replicas", StatusReplicasPath: ".status.replicas", LabelSelectorPath: ptrTo(".status.selector"),
+					SpecReplicasPath: ".spec.replicas", StatusReplicasPath: ".status.replicas", LabelSelectorPath: ptr.To(".status.selector"),
 				}))
 			}
 			g.Expect(subs).To(Equal(w.subresource))
 		})
 	}
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 // TestSamplesApply applies config/samples as a user would and reads every object back with
 // the printer columns kubectl shows.

@@ -4,6 +4,8 @@ package sandbox_test
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -102,7 +104,7 @@ func TestWriteDiscipline(t *testing.T) {
 	e.g.Expect(created.updates).To(BeZero(), "Update() calls")
 	e.g.Expect(created.reconciles).To(BeNumerically("<=", 3), "reconciles from creation to Ready")
 	e.g.Expect(created.byKey).To(HaveKeyWithValue("create pods success", 1.0))
-	e.g.Expect(keys(created.byKey)).To(ConsistOf("create pods success", "patch sandboxes/status success"),
+	e.g.Expect(slices.Collect(maps.Keys(created.byKey))).To(ConsistOf("create pods success", "patch sandboxes/status success"),
 		"the pod create and status patches, nothing else")
 	e.g.Expect(created.byKey["patch sandboxes/status success"]).To(BeNumerically("<=", 2), "status writes")
 	n, sum := e.Metrics.ReconcilesToReady()
@@ -367,12 +369,4 @@ func TestPodMetadataFollowsTemplate(t *testing.T) {
 		g.Expect(pod.Annotations).NotTo(HaveKey("a"))
 		g.Expect(pod.Spec).To(Equal(before.Spec), "the pod spec is never written")
 	})
-}
-
-func keys(m map[string]float64) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }
