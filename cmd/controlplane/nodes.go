@@ -16,8 +16,8 @@ import (
 const (
 	// FakeNodeAnnotation marks the Nodes kwok simulates (value "fake").
 	FakeNodeAnnotation = "kwok.x-k8s.io/node"
-	// NodeTypeLabel is set to "kwok" on the simulated Nodes.
-	NodeTypeLabel = "type"
+	// nodeTypeLabel is set to "kwok" on the simulated Nodes.
+	nodeTypeLabel = "type"
 	// nodeNamePrefix names the simulated Nodes kwok-node-0 ... kwok-node-<N-1>.
 	nodeNamePrefix = "kwok-node-"
 	// kwokNodeIP is the InternalIP of every simulated Node; pod IPs come from kwokPodCIDR.
@@ -48,7 +48,7 @@ func fakeNode(name string) *corev1.Node {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name,
 			Labels: map[string]string{
-				NodeTypeLabel:                   "kwok",
+				nodeTypeLabel:                   "kwok",
 				corev1.LabelHostname:            name,
 				corev1.LabelOSStable:            "linux",
 				corev1.LabelArchStable:          "amd64",

@@ -12,9 +12,9 @@ import (
 //go:embed stages/*.yaml
 var stageFiles embed.FS
 
-// Stages returns the kwok configuration (a multi-document YAML stream of
+// kwokStages returns the kwok configuration (a multi-document YAML stream of
 // kwok.x-k8s.io/v1alpha1 Stage objects) that simulates nodes and pods for profile.
-func Stages(profile Profile) ([]byte, error) {
+func kwokStages(profile Profile) ([]byte, error) {
 	if err := profile.validate(); err != nil {
 		return nil, err
 	}

@@ -206,7 +206,7 @@ func (c *Cluster) startComponents(ctx context.Context, opts Options) error {
 // the Nodes to be Ready.
 func (c *Cluster) startKwok(ctx context.Context, opts Options) error {
 	start := time.Now()
-	stages, err := Stages(opts.Profile)
+	stages, err := kwokStages(opts.Profile)
 	if err != nil {
 		return err
 	}

@@ -19,8 +19,8 @@ type Cluster struct {
 	*controlplane.Cluster
 }
 
-// OperatorConfig is the manager's identity: webhooks.DefaultOperatorUser, the user the binding
+// operatorConfig is the manager's identity: webhooks.DefaultOperatorUser, the user the binding
 // guard admits, as in an installed cluster.
-func (c *Cluster) OperatorConfig() (*rest.Config, error) {
+func (c *Cluster) operatorConfig() (*rest.Config, error) {
 	return c.UserConfig(webhooks.DefaultOperatorUser)
 }

@@ -76,7 +76,7 @@ func (c *Cluster) StartManager(t testing.TB, opts ManagerOptions) *Manager {
 	}
 	scheme := api.NewScheme()
 	// The manager acts as the operator's identity, the one the binding guard admits.
-	operatorCfg, err := c.OperatorConfig()
+	operatorCfg, err := c.operatorConfig()
 	if err != nil {
 		t.Fatalf("provisioning the operator user: %v", err)
 	}

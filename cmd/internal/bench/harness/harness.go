@@ -27,8 +27,8 @@ import (
 	"github.com/sandgate-dev/sandgate/webhooks"
 )
 
-// NoOperator as Options.OperatorCommand runs no operator (one already runs elsewhere).
-const NoOperator = "none"
+// noOperator as Options.OperatorCommand runs no operator (one already runs elsewhere).
+const noOperator = "none"
 
 // Options configure Start.
 type Options struct {
@@ -40,7 +40,7 @@ type Options struct {
 	// OperatorCommand runs the operator: a shell command line with the placeholders
 	// {{kubeconfig}}, {{webhook-host}}, {{webhook-port}}, {{webhook-cert-dir}},
 	// {{metrics-port}} and {{probe-port}}. "" builds ./cmd/sandgate and runs it (local cluster
-	// only); NoOperator runs none.
+	// only); noOperator runs none.
 	OperatorCommand string
 	// NoWebhooks leaves config/webhook uninstalled in a local cluster: for an operator that
 	// serves no webhooks, such as another implementation of the API.
@@ -53,18 +53,15 @@ type Options struct {
 type Env struct {
 	// Config is an admin client configuration.
 	Config *rest.Config
-	// KubeconfigPath is an admin kubeconfig.
-	KubeconfigPath string
 	// Cluster is the local cluster; nil for an existing one.
 	Cluster *controlplane.Cluster
 	// Webhooks reports whether the harness installed webhook configurations.
 	Webhooks bool
 	// Operator is the operator process; nil when none runs.
 	Operator *Operator
-	// Dir holds the operator's kubeconfig and log (inside the cluster's directory for a
+	// dir holds the operator's kubeconfig and log (inside the cluster's directory for a
 	// local cluster); Stop removes it unless it is the cluster's.
-	Dir string
-
+	dir string
 	log io.Writer
 }
 
@@ -92,10 +89,10 @@ func Start(ctx context.Context, opts Options) (_ *Env, retErr error) {
 		if err != nil {
 			return nil, fmt.Errorf("creating a temporary directory: %w", err)
 		}
-		e.Config, e.KubeconfigPath, e.Dir = cfg, opts.Kubeconfig, dir
+		e.Config, e.dir = cfg, dir
 		ep.kubeconfig = opts.Kubeconfig
 		if opts.OperatorCommand == "" {
-			opts.OperatorCommand = NoOperator
+			opts.OperatorCommand = noOperator
 		}
 	} else {
 		if err := e.startLocal(ctx, opts); err != nil {
@@ -110,7 +107,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, retErr error) {
 		ep.webhookHost, ep.webhookPort, ep.webhookCertDir = wh.LocalServingHost, wh.LocalServingPort, wh.LocalServingCertDir
 		ep.webhooksInstalled = e.Webhooks
 	}
-	if opts.OperatorCommand == NoOperator {
+	if opts.OperatorCommand == noOperator {
 		return e, nil
 	}
 	selfSigned := false
@@ -119,16 +116,16 @@ func Start(ctx context.Context, opts Options) (_ *Env, retErr error) {
 		if err != nil {
 			return nil, err
 		}
-		build, err := BuildOperator(ctx, root, e.logf)
+		build, err := buildOperator(ctx, root, e.logf)
 		if err != nil {
 			return nil, err
 		}
 		// The operator makes its own certificate, as a local run without cert-manager does;
 		// the harness then puts its CA into the webhook configurations.
-		selfSigned = e.Webhooks && build.SelfSignedCerts
-		opts.OperatorCommand = build.Command(selfSigned)
+		selfSigned = e.Webhooks && build.selfSignedCerts
+		opts.OperatorCommand = build.command(selfSigned)
 		if selfSigned {
-			ep.webhookCertDir = filepath.Join(e.Dir, "webhook-certs")
+			ep.webhookCertDir = filepath.Join(e.dir, "webhook-certs")
 			if err := os.Mkdir(ep.webhookCertDir, 0o700); err != nil {
 				return nil, fmt.Errorf("creating the webhook certificate directory: %w", err)
 			}
@@ -152,7 +149,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, retErr error) {
 		*p = port
 	}
 	start := time.Now()
-	op, err := startOperator(ctx, opts.OperatorCommand, ep, filepath.Join(e.Dir, "operator.log"))
+	op, err := startOperator(ctx, opts.OperatorCommand, ep, filepath.Join(e.dir, "operator.log"))
 	if err != nil {
 		return nil, err
 	}
@@ -208,7 +205,7 @@ func (e *Env) startLocal(ctx context.Context, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("starting the local cluster: %w", err)
 	}
-	e.Cluster, e.Config, e.KubeconfigPath, e.Dir = cluster, cluster.Config, cluster.KubeconfigPath, cluster.Dir
+	e.Cluster, e.Config, e.dir = cluster, cluster.Config, cluster.Dir
 	return nil
 }
 
@@ -242,7 +239,7 @@ func (e *Env) operatorKubeconfig() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("building the operator's kubeconfig: %w", err)
 	}
-	path := filepath.Join(e.Dir, "operator.kubeconfig")
+	path := filepath.Join(e.dir, "operator.kubeconfig")
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		return "", fmt.Errorf("writing the operator's kubeconfig: %w", err)
 	}
@@ -310,9 +307,9 @@ func (e *Env) Stop() error {
 		if err := e.Cluster.Stop(); err != nil {
 			errs = append(errs, fmt.Errorf("stopping the cluster: %w", err))
 		}
-	} else if e.Dir != "" {
-		if err := os.RemoveAll(e.Dir); err != nil {
-			errs = append(errs, fmt.Errorf("removing %s: %w", e.Dir, err))
+	} else if e.dir != "" {
+		if err := os.RemoveAll(e.dir); err != nil {
+			errs = append(errs, fmt.Errorf("removing %s: %w", e.dir, err))
 		}
 	}
 	return errors.Join(errs...)

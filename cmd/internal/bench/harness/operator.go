@@ -20,14 +20,14 @@ import (
 	"github.com/sandgate-dev/sandgate/cmd/internal/bench/scrape"
 )
 
-// Placeholders substituted in an operator command line.
+// placeholders substituted in an operator command line.
 const (
-	PlaceholderKubeconfig     = "{{kubeconfig}}"
-	PlaceholderWebhookHost    = "{{webhook-host}}"
-	PlaceholderWebhookPort    = "{{webhook-port}}"
-	PlaceholderWebhookCertDir = "{{webhook-cert-dir}}"
-	PlaceholderMetricsPort    = "{{metrics-port}}"
-	PlaceholderProbePort      = "{{probe-port}}"
+	placeholderKubeconfig     = "{{kubeconfig}}"
+	placeholderWebhookHost    = "{{webhook-host}}"
+	placeholderWebhookPort    = "{{webhook-port}}"
+	placeholderWebhookCertDir = "{{webhook-cert-dir}}"
+	placeholderMetricsPort    = "{{metrics-port}}"
+	placeholderProbePort      = "{{probe-port}}"
 )
 
 // operatorReadyTimeout bounds the wait for a started operator to serve.
@@ -66,62 +66,62 @@ type endpoints struct {
 // expand substitutes the placeholders of command.
 func expand(command string, ep endpoints) string {
 	return strings.NewReplacer(
-		PlaceholderKubeconfig, ep.kubeconfig,
-		PlaceholderWebhookHost, ep.webhookHost,
-		PlaceholderWebhookPort, strconv.Itoa(ep.webhookPort),
-		PlaceholderWebhookCertDir, ep.webhookCertDir,
-		PlaceholderMetricsPort, strconv.Itoa(ep.metricsPort),
-		PlaceholderProbePort, strconv.Itoa(ep.probePort),
+		placeholderKubeconfig, ep.kubeconfig,
+		placeholderWebhookHost, ep.webhookHost,
+		placeholderWebhookPort, strconv.Itoa(ep.webhookPort),
+		placeholderWebhookCertDir, ep.webhookCertDir,
+		placeholderMetricsPort, strconv.Itoa(ep.metricsPort),
+		placeholderProbePort, strconv.Itoa(ep.probePort),
 	).Replace(command)
 }
 
-// Build is an operator binary the harness built, and the flags it has that the harness uses
-// when present (older builds of cmd/sandgate lack them).
-type Build struct {
-	Binary string
-	// WebhookHost: --webhook-host; without it the webhook server listens on all interfaces.
-	WebhookHost bool
-	// SelfSignedCerts: --self-signed-certs, a throwaway certificate the operator makes itself.
-	SelfSignedCerts bool
+// operatorBuild is an operator binary the harness built, and the flags it has that the
+// harness uses when present (older builds of cmd/sandgate lack them).
+type operatorBuild struct {
+	binary string
+	// webhookHost: --webhook-host; without it the webhook server listens on all interfaces.
+	webhookHost bool
+	// selfSignedCerts: --self-signed-certs, a throwaway certificate the operator makes itself.
+	selfSignedCerts bool
 }
 
-// Command is the command line of the build: extensions on, leader election off, every
+// command is the command line of the build: extensions on, leader election off, every
 // endpoint on 127.0.0.1, and the operator's own self-signed webhook certificate when selfSigned
 // is set and the build can make one.
-func (b Build) Command(selfSigned bool) string {
+func (b operatorBuild) command(selfSigned bool) string {
 	args := []string{
-		b.Binary,
-		"--kubeconfig=" + PlaceholderKubeconfig,
+		b.binary,
+		"--kubeconfig=" + placeholderKubeconfig,
 		"--extensions",
 		"--leader-elect=false",
-		"--metrics-bind-address=127.0.0.1:" + PlaceholderMetricsPort,
-		"--health-probe-bind-address=127.0.0.1:" + PlaceholderProbePort,
-		"--webhook-port=" + PlaceholderWebhookPort,
-		"--webhook-cert-dir=" + PlaceholderWebhookCertDir,
+		"--metrics-bind-address=127.0.0.1:" + placeholderMetricsPort,
+		"--health-probe-bind-address=127.0.0.1:" + placeholderProbePort,
+		"--webhook-port=" + placeholderWebhookPort,
+		"--webhook-cert-dir=" + placeholderWebhookCertDir,
 	}
-	if b.WebhookHost {
-		args = append(args, "--webhook-host="+PlaceholderWebhookHost)
+	if b.webhookHost {
+		args = append(args, "--webhook-host="+placeholderWebhookHost)
 	}
-	if selfSigned && b.SelfSignedCerts {
+	if selfSigned && b.selfSignedCerts {
 		args = append(args, "--self-signed-certs")
 	}
 	return strings.Join(args, " ")
 }
 
-// BuildOperator builds ./cmd/sandgate of the repository at root into <root>/bin/sandgate.
-func BuildOperator(ctx context.Context, root string, log func(string, ...any)) (Build, error) {
-	b := Build{Binary: filepath.Join(root, "bin", "sandgate")}
+// buildOperator builds ./cmd/sandgate of the repository at root into <root>/bin/sandgate.
+func buildOperator(ctx context.Context, root string, log func(string, ...any)) (operatorBuild, error) {
+	b := operatorBuild{binary: filepath.Join(root, "bin", "sandgate")}
 	start := time.Now()
 	log("building the operator (go build -o bin/sandgate ./cmd/sandgate)...")
-	build := exec.CommandContext(ctx, "go", "build", "-o", b.Binary, "./cmd/sandgate")
+	build := exec.CommandContext(ctx, "go", "build", "-o", b.binary, "./cmd/sandgate")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		return b, fmt.Errorf("building the operator: %w\n%s", err, out)
 	}
 	log("operator built in %s", time.Since(start).Round(100*time.Millisecond))
-	help, _ := exec.CommandContext(ctx, b.Binary, "--help").CombinedOutput() // exits 0 or 2; the text is what counts
-	b.WebhookHost = strings.Contains(string(help), "-webhook-host")
-	b.SelfSignedCerts = strings.Contains(string(help), "-self-signed-certs")
+	help, _ := exec.CommandContext(ctx, b.binary, "--help").CombinedOutput() // exits 0 or 2; the text is what counts
+	b.webhookHost = strings.Contains(string(help), "-webhook-host")
+	b.selfSignedCerts = strings.Contains(string(help), "-self-signed-certs")
 	return b, nil
 }
 
@@ -144,7 +144,7 @@ func startOperator(ctx context.Context, command string, ep endpoints, logPath st
 		return nil, fmt.Errorf("starting the operator: %w", err)
 	}
 	o := &Operator{Template: command, Command: expanded, PID: cmd.Process.Pid, LogPath: logPath, cmd: cmd, done: make(chan struct{})}
-	if strings.Contains(command, PlaceholderMetricsPort) {
+	if strings.Contains(command, placeholderMetricsPort) {
 		o.MetricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", ep.metricsPort)
 	}
 	go func() {
@@ -157,13 +157,13 @@ func startOperator(ctx context.Context, command string, ep endpoints, logPath st
 	// failurePolicy Fail as soon as the webhook configurations exist.
 	checks := map[string]func(context.Context) bool{}
 	switch {
-	case strings.Contains(command, PlaceholderProbePort):
+	case strings.Contains(command, placeholderProbePort):
 		url := fmt.Sprintf("http://127.0.0.1:%d/readyz", ep.probePort)
 		checks[url] = httpOK(url)
 	case o.MetricsURL != "":
 		checks[o.MetricsURL] = httpOK(o.MetricsURL)
 	}
-	if strings.Contains(command, PlaceholderWebhookPort) && ep.webhooksInstalled {
+	if strings.Contains(command, placeholderWebhookPort) && ep.webhooksInstalled {
 		addr := net.JoinHostPort(ep.webhookHost, strconv.Itoa(ep.webhookPort))
 		checks["webhook server "+addr] = dials(addr)
 	}

@@ -18,21 +18,21 @@ func TestExpand(t *testing.T) {
 	}{
 		{
 			name:    "default command gets every endpoint",
-			command: Build{Binary: "/bin/sandgate", WebhookHost: true, SelfSignedCerts: true}.Command(false),
+			command: operatorBuild{binary: "/bin/sandgate", webhookHost: true, selfSignedCerts: true}.command(false),
 			want: "/bin/sandgate --kubeconfig=/tmp/k --extensions --leader-elect=false " +
 				"--metrics-bind-address=127.0.0.1:8080 --health-probe-bind-address=127.0.0.1:8081 " +
 				"--webhook-port=9443 --webhook-cert-dir=/tmp/certs --webhook-host=127.0.0.1",
 		},
 		{
 			name:    "without --webhook-host for builds that lack it",
-			command: Build{Binary: "op", SelfSignedCerts: true}.Command(false),
+			command: operatorBuild{binary: "op", selfSignedCerts: true}.command(false),
 			want: "op --kubeconfig=/tmp/k --extensions --leader-elect=false " +
 				"--metrics-bind-address=127.0.0.1:8080 --health-probe-bind-address=127.0.0.1:8081 " +
 				"--webhook-port=9443 --webhook-cert-dir=/tmp/certs",
 		},
 		{
 			name:    "the operator's own self-signed certificate",
-			command: Build{Binary: "op", WebhookHost: true, SelfSignedCerts: true}.Command(true),
+			command: operatorBuild{binary: "op", webhookHost: true, selfSignedCerts: true}.command(true),
 			want: "op --kubeconfig=/tmp/k --extensions --leader-elect=false " +
 				"--metrics-bind-address=127.0.0.1:8080 --health-probe-bind-address=127.0.0.1:8081 " +
 				"--webhook-port=9443 --webhook-cert-dir=/tmp/certs --webhook-host=127.0.0.1 --self-signed-certs",

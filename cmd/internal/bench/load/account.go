@@ -26,9 +26,9 @@ func resource(res, sub string) string {
 	return res + "/" + sub
 }
 
-// APIRequests summarises the apiserver_request_total delta of a run for the given number of
+// apiRequests summarises the apiserver_request_total delta of a run for the given number of
 // claims.
-func APIRequests(delta scrape.Snapshot, claims int) report.API {
+func apiRequests(delta scrape.Snapshot, claims int) report.API {
 	var out report.API
 	byKey := map[string]float64{}
 	conflicts := map[string]float64{}
@@ -61,8 +61,8 @@ func APIRequests(delta scrape.Snapshot, claims int) report.API {
 	return out
 }
 
-// OperatorFigures summarises the operator's metrics delta of a run for the given claims.
-func OperatorFigures(delta scrape.Snapshot, claims int) report.Operator {
+// operatorFigures summarises the operator's metrics delta of a run for the given claims.
+func operatorFigures(delta scrape.Snapshot, claims int) report.Operator {
 	out := report.Operator{Measured: true}
 	out.ReconcilesByController = scrape.Sorted(delta.GroupBy("controller_runtime_reconcile_total", nil, "controller"))
 	sandbox := delta.Sum("controller_runtime_reconcile_total", map[string]string{"controller": "sandbox"})
@@ -95,10 +95,10 @@ func OperatorFigures(delta scrape.Snapshot, claims int) report.Operator {
 func (r *runner) account(res *report.Result, before, after snapshot) {
 	claims := res.Claims.Created
 	if before.api != nil && after.api != nil {
-		res.API = APIRequests(scrape.Delta(before.api, after.api), claims)
+		res.API = apiRequests(scrape.Delta(before.api, after.api), claims)
 	}
 	if before.operator != nil && after.operator != nil {
-		res.Operator = OperatorFigures(scrape.Delta(before.operator, after.operator), claims)
+		res.Operator = operatorFigures(scrape.Delta(before.operator, after.operator), claims)
 	}
 	if before.usage != nil && after.usage != nil {
 		res.Operator.CPUSeconds = round2(after.usage.CPUSeconds - before.usage.CPUSeconds)
@@ -132,8 +132,8 @@ func (r *runner) launchTypes(ctx context.Context, res *report.Result, claims []*
 		}
 		res.Claims.Ready++
 		clientView = append(clientView, obs.ReadyAt.Sub(s.createdAt))
-		if !obs.WebhookAt.IsZero() {
-			serverView = append(serverView, obs.ReadyAt.Sub(obs.WebhookAt))
+		if !obs.webhookAt.IsZero() {
+			serverView = append(serverView, obs.ReadyAt.Sub(obs.webhookAt))
 		}
 	}
 	res.Latency = report.Latency{Client: stats.Summarize(clientView), Server: stats.Summarize(serverView), CreateCall: stats.Summarize(call)}

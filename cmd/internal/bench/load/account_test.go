@@ -53,9 +53,9 @@ process_cpu_seconds_total 103.5
 		ReadsByVerbResource:     []scrape.Count{{Key: "GET sandboxes", Count: 4}},
 		ServerCPUSeconds:        3.5,
 	}
-	got := APIRequests(scrape.Delta(before, after), 10)
+	got := apiRequests(scrape.Delta(before, after), 10)
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("APIRequests mismatch (-want +got):\n%s", diff)
+		t.Errorf("apiRequests mismatch (-want +got):\n%s", diff)
 	}
 }
 
@@ -125,8 +125,8 @@ agent_sandbox_claim_startup_latency_ms_count{launch_type="cold",sandbox_template
 		StartupP50AtMostMs:      100,
 		StartupP99AtMostMs:      -1,
 	}
-	got := OperatorFigures(scrape.Delta(before, after), 10)
+	got := operatorFigures(scrape.Delta(before, after), 10)
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("OperatorFigures mismatch (-want +got):\n%s", diff)
+		t.Errorf("operatorFigures mismatch (-want +got):\n%s", diff)
 	}
 }

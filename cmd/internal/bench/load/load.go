@@ -35,8 +35,8 @@ import (
 
 // Names of the objects a run creates in its namespace.
 const (
-	TemplateName = "bench-template"
-	PoolName     = "bench-pool"
+	templateName = "bench-template"
+	poolName     = "bench-pool"
 )
 
 // Config is one run.
@@ -195,25 +195,25 @@ func (r *runner) createObjects(ctx context.Context) error {
 		return fmt.Errorf("creating namespace %s: %w", r.cfg.Namespace, err)
 	}
 	tmpl := &extv1beta1.SandboxTemplate{
-		ObjectMeta: metav1.ObjectMeta{Name: TemplateName, Namespace: r.cfg.Namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: templateName, Namespace: r.cfg.Namespace},
 		Spec: extv1beta1.SandboxTemplateSpec{SandboxBlueprint: agentsv1beta1.SandboxBlueprint{
 			PodTemplate: agentsv1beta1.PodTemplate{Spec: r.cfg.PodSpec},
 		}},
 	}
 	if err := r.c.Create(ctx, tmpl); err != nil {
-		return fmt.Errorf("creating template %s/%s: %w", r.cfg.Namespace, TemplateName, err)
+		return fmt.Errorf("creating template %s/%s: %w", r.cfg.Namespace, templateName, err)
 	}
 	pool := &extv1beta1.SandboxWarmPool{
-		ObjectMeta: metav1.ObjectMeta{Name: PoolName, Namespace: r.cfg.Namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: poolName, Namespace: r.cfg.Namespace},
 		Spec: extv1beta1.SandboxWarmPoolSpec{
 			Replicas:           ptr.To(r.cfg.WarmPoolSize),
-			SandboxTemplateRef: extv1beta1.SandboxTemplateRef{Name: TemplateName},
+			SandboxTemplateRef: extv1beta1.SandboxTemplateRef{Name: templateName},
 		},
 	}
 	if err := r.c.Create(ctx, pool); err != nil {
-		return fmt.Errorf("creating pool %s/%s: %w", r.cfg.Namespace, PoolName, err)
+		return fmt.Errorf("creating pool %s/%s: %w", r.cfg.Namespace, poolName, err)
 	}
-	r.progressf("created template %s and pool %s (%d replicas) in namespace %s", TemplateName, PoolName, r.cfg.WarmPoolSize, r.cfg.Namespace)
+	r.progressf("created template %s and pool %s (%d replicas) in namespace %s", templateName, poolName, r.cfg.WarmPoolSize, r.cfg.Namespace)
 	return nil
 }
 
@@ -241,7 +241,7 @@ func (r *runner) waitForPool(ctx context.Context, limit time.Duration, what stri
 	defer tick.Stop()
 	for {
 		var pool extv1beta1.SandboxWarmPool
-		err := r.c.Get(ctx, client.ObjectKey{Namespace: r.cfg.Namespace, Name: PoolName}, &pool)
+		err := r.c.Get(ctx, client.ObjectKey{Namespace: r.cfg.Namespace, Name: poolName}, &pool)
 		if err == nil && pool.Status.ReadyReplicas >= r.cfg.WarmPoolSize && pool.Status.Replicas == r.cfg.WarmPoolSize {
 			r.progressf("%s: %d/%d ready after %s", what, pool.Status.ReadyReplicas, r.cfg.WarmPoolSize, time.Since(start).Round(100*time.Millisecond))
 			return nil
@@ -324,7 +324,7 @@ func (r *runner) create(ctx context.Context, s *sent) {
 			Labels:      map[string]string{agentsv1beta1.LabelCreatedBy: agentsv1beta1.CreatedByGoClient},
 			Annotations: map[string]string{agentsv1beta1.AnnotationClientFirstRequestedAt: s.createdAt.UTC().Format(time.RFC3339Nano)},
 		},
-		Spec: extv1beta1.SandboxClaimSpec{WarmPoolRef: extv1beta1.WarmPoolRef{Name: PoolName}},
+		Spec: extv1beta1.SandboxClaimSpec{WarmPoolRef: extv1beta1.WarmPoolRef{Name: poolName}},
 	}
 	s.createErr = r.c.Create(ctx, claim)
 	s.callTook = time.Since(s.createdAt)

@@ -20,8 +20,8 @@ import (
 type ReadyClaim struct {
 	// ReadyAt is when the event arrived: the end of both latency views.
 	ReadyAt time.Time
-	// WebhookAt is the claim's webhook-first-observed-at; zero when absent or unparsable.
-	WebhookAt time.Time
+	// webhookAt is the claim's webhook-first-observed-at; zero when absent or unparsable.
+	webhookAt time.Time
 	// Sandbox is status.sandbox.name.
 	Sandbox string
 	// Stamp is the claim's template-hash annotation.
@@ -145,7 +145,7 @@ func (w *ClaimWatcher) record(claim *extv1beta1.SandboxClaim, at time.Time) {
 	}
 	if ts, ok := claim.Annotations[agentsv1beta1.AnnotationWebhookFirstObservedAt]; ok {
 		if t, err := time.Parse(time.RFC3339Nano, ts); err == nil {
-			obs.WebhookAt = t
+			obs.webhookAt = t
 		}
 	}
 	w.seen[claim.Name] = obs

@@ -118,8 +118,8 @@ func (s Snapshot) Sum(name string, match map[string]string) float64 {
 	return sum
 }
 
-// Has reports whether any series is called name.
-func (s Snapshot) Has(name string) bool {
+// has reports whether any series is called name.
+func (s Snapshot) has(name string) bool {
 	for _, series := range s {
 		if series.Name == name {
 			return true

@@ -34,19 +34,19 @@ func Summarize(samples []time.Duration) Summary {
 	return Summary{
 		Count: len(ms),
 		Min:   round(ms[0]),
-		P50:   round(Percentile(ms, 50)),
-		P90:   round(Percentile(ms, 90)),
-		P99:   round(Percentile(ms, 99)),
+		P50:   round(percentile(ms, 50)),
+		P90:   round(percentile(ms, 90)),
+		P99:   round(percentile(ms, 99)),
 		Max:   round(ms[len(ms)-1]),
 		Mean:  round(sum / float64(len(ms))),
 	}
 }
 
-// Percentile returns the nearest-rank p-th percentile (0 < p <= 100) of sorted: the smallest
+// percentile returns the nearest-rank p-th percentile (0 < p <= 100) of sorted: the smallest
 // sample that at least p percent of the samples do not exceed. Nearest rank never
 // interpolates, so the p99 of 50 samples is the largest one, not a value nobody measured.
 // It returns NaN for no samples or p outside (0, 100].
-func Percentile(sorted []float64, p float64) float64 {
+func percentile(sorted []float64, p float64) float64 {
 	if len(sorted) == 0 || p <= 0 || p > 100 {
 		return math.NaN()
 	}

@@ -30,8 +30,8 @@ func TestPercentile(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := Percentile(tc.sorted, tc.p); got != tc.want {
-				t.Errorf("Percentile(%d samples, %v) = %v, want %v", len(tc.sorted), tc.p, got, tc.want)
+			if got := percentile(tc.sorted, tc.p); got != tc.want {
+				t.Errorf("percentile(%d samples, %v) = %v, want %v", len(tc.sorted), tc.p, got, tc.want)
 			}
 		})
 	}
@@ -49,8 +49,8 @@ func TestPercentileUndefined(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := Percentile(tc.sorted, tc.p); !math.IsNaN(got) {
-				t.Errorf("Percentile(%v, %v) = %v, want NaN", tc.sorted, tc.p, got)
+			if got := percentile(tc.sorted, tc.p); !math.IsNaN(got) {
+				t.Errorf("percentile(%v, %v) = %v, want NaN", tc.sorted, tc.p, got)
 			}
 		})
 	}
