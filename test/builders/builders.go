@@ -110,6 +110,12 @@ func (w *SandboxWrapper) Annotation(k, v string) *SandboxWrapper {
 	return w
 }
 
+// Image sets the image of the default container.
+func (w *SandboxWrapper) Image(image string) *SandboxWrapper {
+	w.bp().container(DefaultContainer).Image = image
+	return w
+}
+
 // ContainerPort adds a port to a container (created if missing).
 func (w *SandboxWrapper) ContainerPort(container string, port int32, proto corev1.Protocol, name string) *SandboxWrapper {
 	w.bp().containerPort(container, port, proto, name)

@@ -28,6 +28,7 @@ import (
 
 	"github.com/sandgate-dev/sandgate/api"
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/cmd/controlplane"
 	"github.com/sandgate-dev/sandgate/test/framework"
@@ -132,9 +133,9 @@ func (e *env) template(g Gomega, name string) *extv1beta1.SandboxTemplate {
 	return tmpl
 }
 
-// templateHash is the template's current BlueprintHash, the stamp of new claims.
+// templateHash is the template's current hash, the stamp of new claims.
 func (e *env) templateHash(g Gomega, name string) string {
-	return agentsv1beta1.BlueprintHash(&e.template(g, name).Spec.SandboxBlueprint)
+	return policy.TemplateHash(e.template(g, name))
 }
 
 func (e *env) sandboxes(g Gomega) []agentsv1beta1.Sandbox {
@@ -247,11 +248,17 @@ func checkInvariants(g Gomega, e *env) {
 		ref := metav1.GetControllerOf(&sb)
 		g.Expect(ref).NotTo(BeNil(), "sandbox %s has no controlling owner", sb.Name)
 		uid := sb.Labels[agentsv1beta1.LabelClaimUID]
-		if ref.Kind == "SandboxWarmPool" {
+		if policy.ControllerOf(&sb, policy.PoolKind) != nil {
 			g.Expect(uid).To(BeEmpty(), "pool member %s carries a claim uid", sb.Name)
+			g.Expect(policy.SandboxHash(&sb)).To(Equal(sb.Labels[agentsv1beta1.LabelSandboxTemplateHash]),
+				"pool member %s is not what its template-hash label says", sb.Name)
 			continue
 		}
-		g.Expect(ref.Kind).To(Equal("SandboxClaim"), "sandbox %s controlled by a %s", sb.Name, ref.Kind)
+		if policy.ControllerOf(&sb, policy.ClaimKind) == nil {
+			// Not the operator's (a user's, whatever its owner says): never bound.
+			g.Expect(uid).To(BeEmpty(), "sandbox %s controlled by a %s %s carries a claim uid", sb.Name, ref.APIVersion, ref.Kind)
+			continue
+		}
 		g.Expect(string(ref.UID)).To(Equal(uid), "sandbox %s: controller and claim-uid label disagree", sb.Name)
 		g.Expect(sb.Labels).NotTo(HaveKey(agentsv1beta1.LabelWarmPoolSandbox), "bound sandbox %s still in a pool", sb.Name)
 		prev, twice := boundTo[uid]
@@ -263,6 +270,11 @@ func checkInvariants(g Gomega, e *env) {
 		}
 		g.Expect(sb.Labels[agentsv1beta1.LabelSandboxTemplateHash]).To(Equal(c.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash]),
 			"sandbox %s bound to claim %s of another template version", sb.Name, c.Name)
+		if md := c.Spec.AdditionalPodMetadata; len(c.Spec.Env)+len(c.Spec.VolumeClaimTemplates)+len(md.Labels)+len(md.Annotations) == 0 {
+			// A claim that adds nothing to its template gets exactly what the template builds.
+			g.Expect(policy.SandboxHash(&sb)).To(Equal(c.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash]),
+				"sandbox %s bound to claim %s is not what the claim's template version builds", sb.Name, c.Name)
+		}
 		if c.Status.Sandbox.Name != "" {
 			g.Expect(c.Status.Sandbox.Name).To(Equal(sb.Name), "claim %s reports another sandbox", c.Name)
 		}

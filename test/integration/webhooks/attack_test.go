@@ -3,25 +3,19 @@
 package webhooks_test
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
-	"github.com/sandgate-dev/sandgate/cmd/controlplane"
 	"github.com/sandgate-dev/sandgate/test/builders"
 )
 
@@ -33,28 +27,7 @@ import (
 // test's namespace and nothing else.
 func (e *env) tenant(name string) client.Client {
 	e.t.Helper()
-	root, err := controlplane.RepoRoot()
-	e.g.Expect(err).NotTo(HaveOccurred())
-	raw, err := os.ReadFile(filepath.Join(root, "config", "rbac", "sandbox_editor_role.yaml"))
-	e.g.Expect(err).NotTo(HaveOccurred())
-	role := &rbacv1.ClusterRole{}
-	e.g.Expect(yaml.Unmarshal(raw, role)).To(Succeed())
-	if err := e.admin.Create(e.ctx(), role); !apierrors.IsAlreadyExists(err) {
-		e.g.Expect(err).NotTo(HaveOccurred())
-	}
-	e.create(e.admin, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name + "-editor", Namespace: e.ns},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: name}},
-	})
-	c, err := cluster.ClientAs(name, "system:authenticated")
-	e.g.Expect(err).NotTo(HaveOccurred())
-	// The binding is in force once the tenant can read Sandboxes, and no more.
-	e.g.Eventually(func(g Gomega) {
-		g.Expect(c.List(e.ctx(), &agentsv1beta1.SandboxList{}, client.InNamespace(e.ns))).To(Succeed())
-	}).Should(Succeed())
-	e.g.Expect(apierrors.IsForbidden(c.List(e.ctx(), &corev1.SecretList{}, client.InNamespace(e.ns)))).To(BeTrue(), "the tenant is more than an editor")
-	return c
+	return cluster.Tenant(e.t, e.admin, e.ns, name)
 }
 
 // Finding 1: a tenant cannot make a Sandbox look like a pool member — not with the pool's

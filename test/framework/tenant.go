@@ -1,0 +1,69 @@
+package framework
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/cmd/controlplane"
+)
+
+// EditorRole is the shipped ClusterRole of platform users (config/rbac).
+const EditorRole = "sandbox-editor-role"
+
+// Tenant returns a client acting as user name, whose only permissions are the shipped
+// sandbox-editor-role in namespace ns: a platform's tenant, the identity attack tests use.
+// admin creates the role (from config/rbac, as installed) and the RoleBinding.
+func (c *Cluster) Tenant(t testing.TB, admin client.Client, ns, name string) client.Client {
+	t.Helper()
+	ctx := context.Background()
+	root, err := controlplane.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(root, "config", "rbac", "sandbox_editor_role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := yaml.Unmarshal(raw, role); err != nil {
+		t.Fatalf("decoding the editor role: %v", err)
+	}
+	if err := admin.Create(ctx, role); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("creating the editor role: %v", err)
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-editor", Namespace: ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: EditorRole},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: name}},
+	}
+	if err := admin.Create(ctx, binding); err != nil {
+		t.Fatalf("binding the editor role: %v", err)
+	}
+	tenant, err := c.ClientAs(name, "system:authenticated")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The binding is in force once the tenant can list Sandboxes; and it is no more than an
+	// editor: Secrets stay out of reach.
+	err = wait.PollUntilContextTimeout(ctx, Interval, Timeout, true, func(ctx context.Context) (bool, error) {
+		return tenant.List(ctx, &agentsv1beta1.SandboxList{}, client.InNamespace(ns)) == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("tenant %s never got the editor role: %v", name, err)
+	}
+	if err := tenant.List(ctx, &corev1.SecretList{}, client.InNamespace(ns)); !apierrors.IsForbidden(err) {
+		t.Fatalf("tenant %s can list Secrets (%v): more than an editor", name, err)
+	}
+	return tenant
+}

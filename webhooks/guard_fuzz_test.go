@@ -1,0 +1,69 @@
+package webhooks_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/sandgate-dev/sandgate/api"
+	"github.com/sandgate-dev/sandgate/api/policy"
+	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/webhooks"
+)
+
+// FuzzBindingGuard sends the guard arbitrary Sandbox updates, from the operator or a user,
+// against a real claim, pool and template. Whatever the update, the guard does not panic, and
+// what it admits keeps the promises: nobody but the operator binds or changes a pool member,
+// and a warm binding takes only a Sandbox whose blueprint hashes to the claim's stamp.
+// `go test` runs the seeds; `go test -fuzz FuzzBindingGuard ./webhooks` explores further.
+func FuzzBindingGuard(f *testing.F) {
+	fx := newGuardFixture()
+	claim := stampedClaim("c1", "uid-1", fx.hash)
+	member := fx.member
+	bound := boundTo(member, claim, true, true)
+	stale := member.DeepCopy()
+	stale.Spec.PodTemplate.Spec.Containers[0].Image = "attacker.example/evil:1"
+	for _, pair := range [][2]*agentsv1beta1.Sandbox{
+		{member, bound}, {stale, boundTo(stale, claim, true, true)}, {member, stale}, {bound, member},
+		{boundTo(member, claim, false, true), bound}, {member, boundTo(member, claim, true, false)},
+	} {
+		oldJSON, _ := json.Marshal(pair[0])
+		newJSON, _ := json.Marshal(pair[1])
+		f.Add(string(oldJSON), string(newJSON), true)
+		f.Add(string(oldJSON), string(newJSON), false)
+	}
+	reader := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithObjects(claim, fx.pool, fx.tmpl).Build()
+	w := &webhooks.SandboxWebhook{Cache: reader, APIReader: reader, OperatorUser: operatorUser}
+
+	f.Fuzz(func(t *testing.T, oldJSON, newJSON string, byOperator bool) {
+		var oldSB, newSB agentsv1beta1.Sandbox
+		if json.Unmarshal([]byte(oldJSON), &oldSB) != nil || json.Unmarshal([]byte(newJSON), &newSB) != nil {
+			return
+		}
+		oldSB.Namespace, newSB.Namespace = "ns", "ns"
+		user := someUser
+		if byOperator {
+			user = operatorUser
+		}
+		if _, err := w.ValidateUpdate(request(user, admissionv1.Update), &oldSB, &newSB); err != nil {
+			return
+		}
+		oldRef, oldUID := webhooks.ClaimBindingOf(&oldSB)
+		newRef, newUID := webhooks.ClaimBindingOf(&newSB)
+		binds := newRef != nil && (oldRef == nil || oldRef.UID != newRef.UID) || newUID != "" && newUID != oldUID
+		if binds {
+			if !byOperator {
+				t.Fatalf("a user's binding was admitted: %s -> %s", oldJSON, newJSON)
+			}
+			if got := policy.SandboxHash(&oldSB); got != fx.hash {
+				t.Fatalf("a Sandbox hashing to %s was bound to a claim stamped %s", got, fx.hash)
+			}
+		}
+		if !byOperator && policy.ControllerOf(&oldSB, policy.PoolKind) != nil && !equality.Semantic.DeepEqual(oldSB.Spec, newSB.Spec) {
+			t.Fatalf("a user changed the spec of a pool member: %s -> %s", oldJSON, newJSON)
+		}
+	})
+}
