@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/cmd/internal/bench/harness"
 	"github.com/sandgate-dev/sandgate/cmd/internal/bench/load"
@@ -106,7 +107,7 @@ func (d *demo) run(ctx context.Context, w io.Writer, claims int) error {
 		}
 		rows = append(rows, r)
 	}
-	oldHash := agentsv1beta1.BlueprintHash(&d.template.Spec.SandboxBlueprint)
+	oldHash := policy.TemplateHash(d.template)
 	newHash, err := d.updateTemplate(ctx)
 	if err != nil {
 		return err
@@ -219,9 +220,9 @@ func (d *demo) updateTemplate(ctx context.Context) (string, error) {
 	if err := d.c.Patch(ctx, d.template, client.MergeFrom(before)); err != nil {
 		return "", fmt.Errorf("updating template %s: %w", d.template.Name, err)
 	}
-	hash := agentsv1beta1.BlueprintHash(&d.template.Spec.SandboxBlueprint)
-	d.say("updated template %s: AGENT_MODE=%s, blueprint hash %s → %s", d.template.Name,
-		envValue(containers[0].Env, "AGENT_MODE"), agentsv1beta1.BlueprintHash(&before.Spec.SandboxBlueprint), hash)
+	hash := policy.TemplateHash(d.template)
+	d.say("updated template %s: AGENT_MODE=%s, template hash %s → %s", d.template.Name,
+		envValue(containers[0].Env, "AGENT_MODE"), policy.TemplateHash(before), hash)
 	return hash, nil
 }
 

@@ -370,3 +370,24 @@ func TestPodMetadataFollowsTemplate(t *testing.T) {
 		g.Expect(pod.Spec).To(Equal(before.Spec), "the pod spec is never written")
 	})
 }
+
+// Issue 11, finding 7: a tenant creating and deleting Sandboxes does not make the operator
+// remember them: its per-Sandbox bookkeeping holds only Sandboxes that exist.
+func TestDeletedSandboxesForgotten(t *testing.T) {
+	e := setup(t)
+	mallory := cluster.Tenant(t, e.Client, e.ns, "mallory")
+	names := []string{"churn-1", "churn-2", "churn-3", "churn-4", "churn-5"}
+	for _, name := range names {
+		e.g.Expect(mallory.Create(e.ctx(), builders.MakeSandbox(name, e.ns).Obj())).To(Succeed())
+	}
+	for _, name := range names {
+		e.waitReady(name, readyPod)
+	}
+	e.g.Expect(e.Metrics.SandboxesTracked()).To(Equal(len(names)))
+	for _, name := range names {
+		e.g.Expect(mallory.Delete(e.ctx(), builders.MakeSandbox(name, e.ns).Obj())).To(Succeed())
+	}
+	e.eventually(func(g Gomega) {
+		g.Expect(e.Metrics.SandboxesTracked()).To(BeZero())
+	})
+}
