@@ -1,3 +1,5 @@
+//go:build integration
+
 // Package install_test renders the install (`kubectl kustomize config/default`) and checks
 // that the pieces fit together the way a cluster needs them to: cert-manager issues the
 // serving certificate for the names the API server calls, the manager serves it from where it

@@ -1,3 +1,5 @@
+//go:build integration
+
 package install_test
 
 import (
