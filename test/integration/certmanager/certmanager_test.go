@@ -14,22 +14,16 @@
 package certmanager_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
-	"io"
-	"log"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,15 +32,9 @@ import (
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -432,175 +420,4 @@ func setCondition(c *certmanagerv1.Certificate, cond certmanagerv1.CertificateCo
 		}
 	}
 	c.Status.Conditions = append(c.Status.Conditions, cond)
-}
-
-// impostor is a TLS server for the webhook Service's names with a certificate from a CA the
-// install does not know.
-type impostor struct {
-	addr     string
-	hellos   atomic.Int32 // TLS handshakes begun
-	requests atomic.Int32 // HTTP requests received: a handshake that completed
-}
-
-func startImpostor(t *testing.T, b *certs.Bundle) *impostor {
-	t.Helper()
-	pair, err := tls.X509KeyPair(b.CertPEM, b.KeyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	imp := &impostor{addr: ln.Addr().String()}
-	srv := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			imp.requests.Add(1)
-			http.Error(w, "impostor", http.StatusInternalServerError)
-		}),
-		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-			imp.hellos.Add(1)
-			return &pair, nil
-		}},
-		ErrorLog:          log.New(io.Discard, "", 0), // the refused handshakes
-		ReadHeaderTimeout: 10 * time.Second,
-	}
-	go func() { _ = srv.ServeTLS(ln, "", "") }()
-	t.Cleanup(func() { _ = srv.Close() })
-	return imp
-}
-
-// scraped is the answer to a scrape of the metrics endpoint.
-type scraped struct {
-	Status int
-	Body   string
-}
-
-// scrape gets url with token as bearer token ("" for none). The endpoint's certificate is one
-// the manager made in memory: the scrape checks who may read, not who serves.
-func scrape(t *testing.T, url, token string) scraped {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // the certificate is self-signed in memory
-	}}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatalf("scraping %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return scraped{Status: resp.StatusCode, Body: string(body)}
-}
-
-// metricsReaderRole returns the name of the install's ClusterRole granting get on /metrics.
-func metricsReaderRole(t *testing.T, ctx context.Context, c client.Client) string {
-	t.Helper()
-	var roles rbacv1.ClusterRoleList
-	if err := c.List(ctx, &roles); err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range roles.Items {
-		if strings.HasPrefix(r.Name, "sandgate-") && len(r.Rules) == 1 && len(r.Rules[0].NonResourceURLs) == 1 &&
-			r.Rules[0].NonResourceURLs[0] == "/metrics" {
-			return r.Name
-		}
-	}
-	t.Fatal("the install has no ClusterRole granting get on /metrics")
-	return ""
-}
-
-// serviceAccountToken creates service account ns/name, binds it to ClusterRole role unless
-// role is "", and returns a token of it as a pod would have mounted.
-func serviceAccountToken(t *testing.T, ctx context.Context, cs kubernetes.Interface, c client.Client, ns, name, role string) string {
-	t.Helper()
-	if err := c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
-		t.Fatal(err)
-	}
-	if role != "" {
-		if err := c.Create(ctx, &rbacv1.ClusterRoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name + "-" + role},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}},
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("requesting a token of %s/%s: %v", ns, name, err)
-	}
-	return tr.Status.Token
-}
-
-// kubeconfigFor writes a kubeconfig of user (in groups) into the cluster's directory.
-func kubeconfigFor(t *testing.T, c *controlplane.Cluster, user string, groups ...string) string {
-	t.Helper()
-	cfg, err := c.UserConfig(user, groups...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(c.Dir, regexp.MustCompile(`[^a-zA-Z0-9-]+`).ReplaceAllString(user, "_")+".kubeconfig")
-	if err := writeKubeconfig(path, cfg); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-func writeKubeconfig(path string, cfg *rest.Config) error {
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["local"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["user"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
-	kc.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "user"}
-	kc.CurrentContext = "local"
-	return clientcmd.WriteToFile(*kc, path)
-}
-
-// certManagerDir is where `make tools` put cert-manager's controllers and CRDs: the version
-// test/tools/cert-manager/go.mod requires, under bin/cert-manager (or $SANDGATE_CERT_MANAGER_DIR).
-func certManagerDir(t *testing.T, root string) string {
-	t.Helper()
-	gomod, err := os.ReadFile(filepath.Join(root, "test", "tools", "cert-manager", "go.mod"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile(`(?m)^\s*github\.com/cert-manager/cert-manager\s+(v\S+)`).FindSubmatch(gomod)
-	if m == nil {
-		t.Fatal("test/tools/cert-manager/go.mod requires no github.com/cert-manager/cert-manager")
-	}
-	version := string(m[1])
-	dir := os.Getenv("SANDGATE_CERT_MANAGER_DIR")
-	if dir == "" {
-		dir = filepath.Join(root, "bin", "cert-manager", version)
-	}
-	out, err := exec.Command(filepath.Join(dir, "cert-manager-controllers"), "--version").Output()
-	if err != nil || !bytes.HasPrefix(out, []byte("cert-manager "+version+" ")) {
-		t.Fatalf("cert-manager controllers %s not found in %s (%v, %q): run `make tools`", version, dir, err, out)
-	}
-	return dir
-}
-
-// buildSandgate builds cmd/sandgate into a temporary directory.
-func buildSandgate(t *testing.T, root string) string {
-	t.Helper()
-	start := time.Now()
-	bin := filepath.Join(t.TempDir(), "sandgate")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/sandgate")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/sandgate: %v\n%s", err, out)
-	}
-	t.Logf("built sandgate in %s", time.Since(start).Round(time.Millisecond))
-	return bin
 }
