@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -69,6 +70,9 @@ type ClaimReconciler struct {
 
 	mu     sync.Mutex
 	claims map[types.NamespacedName]*claimMemory
+	// expected holds, per claim, the Sandbox this process bound or created for it until the
+	// cache shows it: a reconcile in between must find it rather than bind a second one.
+	expected *expectations
 }
 
 // claimMemory is what the controller remembers of a claim between reconciles. It is not
@@ -79,9 +83,6 @@ type claimMemory struct {
 	// firstSeen is the controller-first-observed time of the claim, kept in memory rather than
 	// written to the claim (a write on the claim path for bookkeeping only).
 	firstSeen time.Time
-	// bound names the Sandbox this process bound or created for the claim, until the cache
-	// shows it: a reconcile in between must find it rather than bind a second one.
-	bound string
 	// written is the status as this process last wrote (or found) it.
 	written *extv1beta1.SandboxClaimStatus
 	// readyObserved: the startup latency of the claim has been recorded.
@@ -93,8 +94,8 @@ type claimMemory struct {
 	nameTaken bool
 }
 
-// SetupWithManager registers the controller and its watches.
-func (r *ClaimReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+// init fills in the defaults and the controller's memory.
+func (r *ClaimReconciler) init() {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
@@ -105,6 +106,12 @@ func (r *ClaimReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Opt
 		r.Index = NewWarmIndex()
 	}
 	r.claims = map[types.NamespacedName]*claimMemory{}
+	r.expected = newExpectations(r.Clock)
+}
+
+// SetupWithManager registers the controller and its watches.
+func (r *ClaimReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	r.init()
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ClaimControllerName).
 		WithOptions(opts).
@@ -156,6 +163,10 @@ func (r *ClaimReconciler) memory(claim *extv1beta1.SandboxClaim) *claimMemory {
 	if m == nil || m.uid != claim.UID {
 		m = &claimMemory{uid: claim.UID, firstSeen: r.Clock.Now()}
 		r.claims[nn] = m
+		r.expected.forget(nn) // an earlier claim's of the same name
+		if at, err := time.Parse(time.RFC3339Nano, claim.Annotations[agentsv1beta1.AnnotationWebhookFirstObservedAt]); err == nil {
+			r.Metrics.claimPhase(PhaseAdmissionToReconcile, m.firstSeen.Sub(at))
+		}
 	}
 	return m
 }
@@ -164,6 +175,7 @@ func (r *ClaimReconciler) forget(nn types.NamespacedName) {
 	r.mu.Lock()
 	delete(r.claims, nn)
 	r.mu.Unlock()
+	r.expected.forget(nn)
 	r.Index.StopWaiting(nn)
 }
 
@@ -212,9 +224,11 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if err != nil && !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
 		r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonReconcilerError, err.Error())
 	}
+	start := r.Clock.Now()
 	if wrote, werr := patchStatus(ctx, r.Client, old, claim, func(c *extv1beta1.SandboxClaim) any { return c.Status }); werr != nil {
 		return quiet(result, errors.Join(err, fmt.Errorf("patching claim status: %w", werr)))
 	} else if wrote {
+		r.Metrics.claimPhase(PhaseStatus, r.Clock.Since(start))
 		r.observeStartup(step)
 	}
 	step.mem.written = claim.Status.DeepCopy()
@@ -271,30 +285,33 @@ func (r *ClaimReconciler) boundSandbox(ctx context.Context, s *claimStep) (*agen
 			found = append(found, sb)
 		}
 	}
+	nn := client.ObjectKeyFromObject(s.claim)
 	switch len(found) {
 	case 0:
-		if s.mem.bound == "" {
+		pending := r.expected.pending(nn)
+		if len(pending) == 0 {
 			return nil, nil
 		}
 		// This process bound or created a Sandbox the cache does not show: ask the API
 		// server (a rare read, only while the cache lags behind this process's own write).
+		_, name, _ := strings.Cut(pending[0], "/")
 		sb := &agentsv1beta1.Sandbox{}
-		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.claim.Namespace, Name: s.mem.bound}, sb)
+		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.claim.Namespace, Name: name}, sb)
 		switch {
 		case err == nil && policy.IsControlledBy(sb, policy.ClaimKind, s.claim.UID) && sb.DeletionTimestamp.IsZero():
 			return sb, nil
 		case err == nil || apierrors.IsNotFound(err):
 			// Gone (or going) since: the claim was bound, and is not served again.
 			if s.claim.Status.Sandbox.Name == "" {
-				s.claim.Status.Sandbox.Name = s.mem.bound
+				s.claim.Status.Sandbox.Name = name
 			}
-			s.mem.bound = ""
+			r.expected.forget(nn)
 			return nil, nil
 		default:
-			return nil, fmt.Errorf("reading the claim's sandbox %s: %w", s.mem.bound, err)
+			return nil, fmt.Errorf("reading the claim's sandbox %s: %w", name, err)
 		}
 	case 1:
-		s.mem.bound = ""
+		r.expected.forget(nn) // the cache shows it
 		return found[0], nil
 	default:
 		// Only a second operator instance running at the same time could do this; report it
@@ -420,14 +437,7 @@ func (r *ClaimReconciler) mirror(claim *extv1beta1.SandboxClaim, sb *agentsv1bet
 // setReady sets the claim's Ready condition, keeping its transition time when the status
 // does not change.
 func (r *ClaimReconciler) setReady(claim *extv1beta1.SandboxClaim, status metav1.ConditionStatus, reason, msg string) {
-	meta.SetStatusCondition(&claim.Status.Conditions, metav1.Condition{
-		Type:               agentsv1beta1.ConditionReady,
-		Status:             status,
-		Reason:             reason,
-		Message:            msg,
-		ObservedGeneration: claim.Generation,
-		LastTransitionTime: metav1.NewTime(r.Clock.Now()),
-	})
+	setCondition(&claim.Status.Conditions, claim.Generation, r.Clock.Now(), agentsv1beta1.ConditionReady, status, reason, msg)
 }
 
 // observeStartup records the claim's startup latencies the first time this process writes it
@@ -449,6 +459,7 @@ func (r *ClaimReconciler) observeStartup(s *claimStep) {
 		fromWebhook = &d
 	}
 	r.Metrics.claimReady(launch, template, fromWebhook, now.Sub(s.mem.firstSeen))
+	r.Metrics.claimPhase(PhaseReadyToStatus, now.Sub(s.mem.firstSeen))
 }
 
 // claimRef is the controller reference a claim's Sandbox carries.

@@ -71,10 +71,12 @@ func (r *ClaimReconciler) bindWarm(ctx context.Context, s *claimStep, pool *extv
 			continue
 		}
 		bound := &agentsv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: member.Namespace, Name: member.Name}}
-		err := rawMergePatch(ctx, r.Client, bound, bindPatch(s.claim, member))
+		start := r.Clock.Now()
+		err := mergePatch(ctx, r.Client, bound, bindPatch(s.claim, member))
 		lost := ""
 		switch {
 		case err == nil:
+			r.Metrics.claimPhase(PhaseBind, r.Clock.Since(start))
 			r.Index.Release(member, releaseBound)
 		case apierrors.IsConflict(err):
 			lost = bindLostConflict
@@ -92,7 +94,8 @@ func (r *ClaimReconciler) bindWarm(ctx context.Context, s *claimStep, pool *extv
 			ctrl.LoggerFrom(ctx).V(1).Info("member not bound, trying the next one", "sandbox", klog.KObj(member), "reason", lost, "error", err.Error())
 			continue
 		}
-		s.mem.bound, s.mem.launchType, s.mem.template = bound.Name, agentsv1beta1.LaunchTypeWarm, template
+		r.expected.expect(client.ObjectKeyFromObject(s.claim), bindItem(sandboxKind, bound.Name))
+		s.mem.launchType, s.mem.template = agentsv1beta1.LaunchTypeWarm, template
 		r.Metrics.warmHit()
 		ctrl.LoggerFrom(ctx).V(1).Info("bound warm sandbox", "sandbox", klog.KObj(bound))
 		r.eventf(s, corev1.EventTypeNormal, extv1beta1.EventSandboxAdopted, "Bind", "Adopted warm sandbox %s", bound.Name)
@@ -167,7 +170,8 @@ func (r *ClaimReconciler) coldStart(ctx context.Context, s *claimStep, tmpl *ext
 		return nil // not created; the claim is not served yet
 	}
 	r.eventf(s, corev1.EventTypeNormal, extv1beta1.EventSandboxProvisioned, "Provision", "Created sandbox %s from template %s", sb.Name, tmpl.Name)
-	s.mem.bound, s.mem.launchType, s.mem.template = sb.Name, agentsv1beta1.LaunchTypeCold, tmpl.Name
+	r.expected.expect(client.ObjectKeyFromObject(claim), createItem(sandboxKind, sb.Name))
+	s.mem.launchType, s.mem.template = agentsv1beta1.LaunchTypeCold, tmpl.Name
 	r.mirror(claim, sb)
 	return nil
 }

@@ -85,6 +85,7 @@ func TestBindWarm(t *testing.T) {
 				index.Observe(poolMember(name, "h1", true, "1"))
 			}
 			r := &ClaimReconciler{Client: metrics.WrapClient(c), Metrics: metrics, Index: index}
+			r.init()
 			step := &claimStep{claim: claim(), mem: &claimMemory{}}
 
 			pool := &extv1beta1.SandboxWarmPool{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "pool-uid"}}
@@ -119,8 +120,11 @@ func TestBindWarm(t *testing.T) {
 			wantHits := 0.0
 			if tc.wantBound {
 				wantHits = 1
-				if diff := cmp.Diff([]string{sb.Name, agentsv1beta1.LaunchTypeWarm}, []string{step.mem.bound, step.mem.launchType}); diff != "" {
+				if diff := cmp.Diff(agentsv1beta1.LaunchTypeWarm, step.mem.launchType); diff != "" {
 					t.Errorf("claim memory (-want +got):\n%s", diff)
+				}
+				if diff := cmp.Diff([]string{bindItem(sandboxKind, sb.Name)}, r.expected.pending(client.ObjectKeyFromObject(step.claim))); diff != "" {
+					t.Errorf("expected binding until the cache shows it (-want +got):\n%s", diff)
 				}
 				if len(step.events) != 1 {
 					t.Errorf("events queued = %d, want 1 (SandboxAdopted, sent after the status write)", len(step.events))
@@ -176,6 +180,7 @@ func TestTemplateOfVersion(t *testing.T) {
 				},
 			}).Build()
 			r := &ClaimReconciler{Client: cl, APIReader: cl}
+			r.init()
 
 			got, err := r.templateOfVersion(context.Background(), c, tc.cached, tc.stamp)
 			if err != nil {

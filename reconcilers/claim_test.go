@@ -128,6 +128,7 @@ func TestCreatedBy(t *testing.T) {
 
 func TestMirror(t *testing.T) {
 	r := &ClaimReconciler{Clock: clocktesting.NewFakePassiveClock(planNow)}
+	r.init()
 	withReady := func(status metav1.ConditionStatus, reason, msg string) *agentsv1beta1.Sandbox {
 		return sandbox(func(sb *agentsv1beta1.Sandbox) {
 			sb.Status.PodIPs = []string{"10.244.0.7"}

@@ -40,6 +40,7 @@ type Metrics struct {
 	warmHits               prometheus.Counter
 	coldStarts             prometheus.Counter
 	bindsLost              *prometheus.CounterVec
+	claimPhases            *prometheus.HistogramVec
 
 	mu sync.Mutex
 	// sinceNotReady counts the reconciles of each Sandbox since it was created or last left
@@ -73,7 +74,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m.initClaimMetrics()
 	for _, c := range []prometheus.Collector{
 		m.reconciles, m.reconcilesToReady, m.wakeups, m.writes,
-		m.claimStartup, m.claimControllerStartup, m.warmHits, m.coldStarts, m.bindsLost,
+		m.claimStartup, m.claimControllerStartup, m.warmHits, m.coldStarts, m.bindsLost, m.claimPhases,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

@@ -11,10 +11,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// The patch helpers below are the only way the controllers write existing objects. Merge
-// patches carry just the fields a controller owns, so concurrent writers of other fields
-// never conflict with them; a resourceVersion precondition is added only where the write
-// decides ownership (adoption, binding), where losing a race must fail rather than win.
+// The patch helpers below are the only way the controllers write existing objects, and they
+// all write one kind of patch: a JSON merge patch (mergePatch) whose body holds just the
+// fields the controller owns, so concurrent writers of other fields never conflict with it.
+// patchStatus computes that body from the old and new status; metadataPatch builds it for
+// labels and annotations; other writes spell it out as a map. A resourceVersion precondition
+// is added only where the write decides ownership (adoption, binding), where losing a race
+// must fail rather than win.
 
 // patchStatus writes the status of obj when it differs from old's, as a JSON merge patch of
 // the status subresource. It reports whether it wrote.
@@ -82,15 +85,11 @@ func patchMetadata(ctx context.Context, c client.Client, obj client.Object, p *m
 	if p.empty() {
 		return nil
 	}
-	data, err := json.Marshal(map[string]any{"metadata": p})
-	if err != nil {
-		return fmt.Errorf("encoding metadata patch: %w", err)
-	}
-	return c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, data))
+	return mergePatch(ctx, c, obj, map[string]any{"metadata": p})
 }
 
-// rawMergePatch sends body as a JSON merge patch of obj.
-func rawMergePatch(ctx context.Context, c client.Client, obj client.Object, body any) error {
+// mergePatch sends body as a JSON merge patch of obj.
+func mergePatch(ctx context.Context, c client.Client, obj client.Object, body any) error {
 	data, err := json.Marshal(body)
 	if err != nil {
 		return fmt.Errorf("encoding patch: %w", err)

@@ -53,7 +53,7 @@ type SandboxReconciler struct {
 	// up coalesce into the reconcile its Ready transition causes.
 	PodProgressDelay time.Duration
 
-	expected *createExpectations
+	expected *expectations
 }
 
 // SetupWithManager registers the controller and its watches.
@@ -61,7 +61,7 @@ func (r *SandboxReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.O
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
-	r.expected = newCreateExpectations()
+	r.expected = newExpectations(r.Clock)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(SandboxControllerName).
 		WithOptions(opts).
@@ -84,6 +84,7 @@ func (r *SandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err := r.Client.Get(ctx, req.NamespacedName, sb); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Metrics.sandboxGone(req.NamespacedName)
+			r.expected.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -186,12 +187,13 @@ func (r *SandboxReconciler) expire(ctx context.Context, sb *agentsv1beta1.Sandbo
 		return errSandboxDeleted
 	}
 	prev := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.ConditionReady)
-	ready := r.condition(sb, agentsv1beta1.ConditionReady, metav1.ConditionFalse, agentsv1beta1.ReasonSandboxExpired, messageSandboxExpired)
-	if prev != nil && prev.Status == ready.Status {
-		ready.LastTransitionTime = prev.LastTransitionTime
+	var kept []metav1.Condition
+	if prev != nil {
+		kept = append(kept, *prev)
 	}
 	// Retain keeps the Sandbox with nothing but the reason it stopped.
-	sb.Status = agentsv1beta1.SandboxStatus{Conditions: []metav1.Condition{ready}}
+	setCondition(&kept, sb.Generation, r.Clock.Now(), agentsv1beta1.ConditionReady, metav1.ConditionFalse, agentsv1beta1.ReasonSandboxExpired, messageSandboxExpired)
+	sb.Status = agentsv1beta1.SandboxStatus{Conditions: kept}
 	if prev == nil || prev.Reason != agentsv1beta1.ReasonSandboxExpired {
 		r.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, eventSandboxExpired, "Expire", "Sandbox expired at %s; pod and Service deleted", sb.Spec.ShutdownTime.UTC().Format(time.RFC3339))
 	}
@@ -323,20 +325,9 @@ func (r *SandboxReconciler) setPodScheduled(sb *agentsv1beta1.Sandbox, pod *core
 	meta.RemoveStatusCondition(&sb.Status.Conditions, agentsv1beta1.ConditionPodScheduled)
 }
 
-func (r *SandboxReconciler) condition(sb *agentsv1beta1.Sandbox, typ string, status metav1.ConditionStatus, reason, msg string) metav1.Condition {
-	return metav1.Condition{
-		Type:               typ,
-		Status:             status,
-		Reason:             reason,
-		Message:            msg,
-		ObservedGeneration: sb.Generation,
-		LastTransitionTime: metav1.NewTime(r.Clock.Now()),
-	}
-}
-
-// setCondition sets a condition, keeping its transition time when the status is unchanged.
+// setCondition sets one of the Sandbox's conditions (see the package's setCondition).
 func (r *SandboxReconciler) setCondition(sb *agentsv1beta1.Sandbox, typ string, status metav1.ConditionStatus, reason, msg string) {
-	meta.SetStatusCondition(&sb.Status.Conditions, r.condition(sb, typ, status, reason, msg))
+	setCondition(&sb.Status.Conditions, sb.Generation, r.Clock.Now(), typ, status, reason, msg)
 }
 
 func podReady(pod *corev1.Pod) bool {

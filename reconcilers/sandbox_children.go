@@ -262,7 +262,7 @@ func (r *SandboxReconciler) ensureService(ctx context.Context, sb *agentsv1beta1
 	}
 	if !sameServiceSpec(svc, want) {
 		body := map[string]any{"spec": map[string]any{"selector": want.Spec.Selector, "ports": want.Spec.Ports}}
-		if err := rawMergePatch(ctx, r.Client, svc, body); err != nil {
+		if err := mergePatch(ctx, r.Client, svc, body); err != nil {
 			return nil, fmt.Errorf("patching service: %w", err)
 		}
 	}
@@ -336,7 +336,7 @@ func servicePorts(spec *corev1.PodSpec) []corev1.ServicePort {
 // sameServiceSpec compares the fields the controller owns, ignoring what the API server
 // defaults.
 func sameServiceSpec(have, want *corev1.Service) bool {
-	if !mapsEqual(have.Spec.Selector, want.Spec.Selector) || len(have.Spec.Ports) != len(want.Spec.Ports) {
+	if !maps.Equal(have.Spec.Selector, want.Spec.Selector) || len(have.Spec.Ports) != len(want.Spec.Ports) {
 		return false
 	}
 	for i, w := range want.Spec.Ports {
@@ -432,11 +432,18 @@ func (r *SandboxReconciler) getOwned(ctx context.Context, sb *agentsv1beta1.Sand
 	return found && isControlledBy(obj, sb) && obj.GetDeletionTimestamp().IsZero(), err
 }
 
-// create creates a child, telling the watch that the create event it will see is this one.
+// create creates a child (controlled by its Sandbox), telling the watch that the create
+// event it will see is this one.
 func (r *SandboxReconciler) create(ctx context.Context, obj client.Object) error {
-	done := r.expected.expect(obj)
+	owner, ok := sandboxRequest(obj)
+	if !ok {
+		return r.Client.Create(ctx, obj)
+	}
+	r.expected.expect(owner.NamespacedName, createOf(obj))
 	err := r.Client.Create(ctx, obj)
-	done(err == nil)
+	if err != nil {
+		r.expected.observe(owner.NamespacedName, createOf(obj))
+	}
 	return err
 }
 
@@ -455,16 +462,4 @@ func (r *SandboxReconciler) deleteOwned(ctx context.Context, obj client.Object) 
 
 func isControlledBy(obj client.Object, sb *agentsv1beta1.Sandbox) bool {
 	return policy.IsControlledBy(obj, policy.SandboxKind, sb.UID)
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }

@@ -3,7 +3,6 @@ package reconcilers
 import (
 	"context"
 	"reflect"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -91,7 +90,7 @@ type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 // controller-runtime's priority queue a delayed wake-up merges with any earlier one for the
 // same Sandbox, so a pod's start-up costs one reconcile, not one per kubelet status step.
 type podEventHandler struct {
-	expected *createExpectations
+	expected *expectations
 	delay    time.Duration
 	metrics  *Metrics
 }
@@ -101,7 +100,7 @@ func (h *podEventHandler) Create(_ context.Context, e event.TypedCreateEvent[cli
 	if !ok {
 		return
 	}
-	if h.expected.observed(e.Object) {
+	if h.expected.observe(req.NamespacedName, createOf(e.Object)) {
 		// The reconcile that created the pod knows it: the pod's own status updates, or that
 		// reconcile's requeue, bring the Sandbox's status up to date.
 		h.metrics.podEvent(wakeIgnored)
@@ -136,8 +135,8 @@ func (h *podEventHandler) Update(_ context.Context, e event.TypedUpdateEvent[cli
 }
 
 func (h *podEventHandler) Delete(_ context.Context, e event.TypedDeleteEvent[client.Object], q queue) {
-	h.expected.forget(e.Object)
 	if req, ok := sandboxRequest(e.Object); ok {
+		h.expected.observe(req.NamespacedName, createOf(e.Object)) // its create event will never come
 		h.metrics.podEvent(wakeImmediate)
 		q.Add(req)
 	}
@@ -152,11 +151,11 @@ func (h *podEventHandler) Generic(_ context.Context, e event.TypedGenericEvent[c
 // serviceEventHandler wakes the controlling Sandbox when its Service appears (not by the
 // Sandbox's own hand), goes, starts going, or has its spec changed.
 type serviceEventHandler struct {
-	expected *createExpectations
+	expected *expectations
 }
 
 func (h *serviceEventHandler) Create(_ context.Context, e event.TypedCreateEvent[client.Object], q queue) {
-	if req, ok := sandboxRequest(e.Object); ok && !h.expected.observed(e.Object) {
+	if req, ok := sandboxRequest(e.Object); ok && !h.expected.observe(req.NamespacedName, createOf(e.Object)) {
 		q.Add(req)
 	}
 }
@@ -179,8 +178,8 @@ func (h *serviceEventHandler) Update(_ context.Context, e event.TypedUpdateEvent
 }
 
 func (h *serviceEventHandler) Delete(_ context.Context, e event.TypedDeleteEvent[client.Object], q queue) {
-	h.expected.forget(e.Object)
 	if req, ok := sandboxRequest(e.Object); ok {
+		h.expected.observe(req.NamespacedName, createOf(e.Object))
 		q.Add(req)
 	}
 }
@@ -189,62 +188,4 @@ func (h *serviceEventHandler) Generic(_ context.Context, e event.TypedGenericEve
 	if req, ok := sandboxRequest(e.Object); ok {
 		q.Add(req)
 	}
-}
-
-// createExpectations remembers the children the controller is creating, so that their
-// create events, which tell it nothing new, do not wake their Sandbox. An expectation is
-// keyed by type, namespace and name and set before the create is sent, because the watch
-// event may arrive before the create call returns.
-type createExpectations struct {
-	mu      sync.Mutex
-	pending map[expectationKey]bool
-}
-
-type expectationKey struct {
-	kind      reflect.Type
-	namespace string
-	name      string
-}
-
-func newCreateExpectations() *createExpectations {
-	return &createExpectations{pending: map[expectationKey]bool{}}
-}
-
-func keyOf(obj client.Object) expectationKey {
-	return expectationKey{reflect.TypeOf(obj), obj.GetNamespace(), obj.GetName()}
-}
-
-// expect records an upcoming create of obj; call the returned func with whether it
-// succeeded. A failed create leaves no expectation behind.
-func (e *createExpectations) expect(obj client.Object) func(created bool) {
-	k := keyOf(obj)
-	e.mu.Lock()
-	e.pending[k] = true
-	e.mu.Unlock()
-	return func(created bool) {
-		if !created {
-			e.mu.Lock()
-			delete(e.pending, k)
-			e.mu.Unlock()
-		}
-	}
-}
-
-// observed reports whether obj's create event was expected, consuming the expectation.
-func (e *createExpectations) observed(obj client.Object) bool {
-	k := keyOf(obj)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.pending[k] {
-		delete(e.pending, k)
-		return true
-	}
-	return false
-}
-
-// forget drops an expectation whose create event will never come.
-func (e *createExpectations) forget(obj client.Object) {
-	e.mu.Lock()
-	delete(e.pending, keyOf(obj))
-	e.mu.Unlock()
 }

@@ -8,7 +8,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
@@ -267,25 +269,21 @@ func TestReadiness(t *testing.T) {
 	}
 }
 
-func TestCreateExpectations(t *testing.T) {
-	e := newCreateExpectations()
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}}
-	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}}
-
-	done := e.expect(pod)
-	if e.observed(svc) {
+// A child's create event is no news to the Sandbox that created it; a Service of the same
+// name is another object.
+func TestChildCreateExpected(t *testing.T) {
+	e := newExpectations(clocktesting.NewFakePassiveClock(planNow))
+	owner := types.NamespacedName{Namespace: "ns", Name: "sb"}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "sb"}}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "sb"}}
+	e.expect(owner, createOf(pod))
+	if e.observe(owner, createOf(svc)) {
 		t.Error("a Service event consumed a pod expectation")
 	}
-	if !e.observed(pod) {
-		t.Error("the expected pod create was not recognised (event before the create returned)")
+	if !e.observe(owner, createOf(pod)) {
+		t.Error("the expected pod create was not recognised")
 	}
-	done(true)
-	if e.observed(pod) {
+	if e.observe(owner, createOf(pod)) {
 		t.Error("an expectation was consumed twice")
-	}
-
-	e.expect(pod)(false)
-	if e.observed(pod) {
-		t.Error("a failed create left an expectation behind")
 	}
 }

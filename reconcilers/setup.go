@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -56,6 +57,8 @@ type Config struct {
 	// SkipNameValidation lets tests run several managers with the same controllers in one
 	// process.
 	SkipNameValidation bool
+	// Clock is every controller's clock; nil means the real one.
+	Clock clock.Clock
 }
 
 // Setup registers the cache indexes and the controllers with mgr.
@@ -65,6 +68,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	}
 	if cfg.PodProgressDelay == 0 {
 		cfg.PodProgressDelay = DefaultPodProgressDelay
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
 	}
 	if err := SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
@@ -78,6 +84,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 		Client:           mgr.GetClient(),
 		Recorder:         mgr.GetEventRecorder("sandgate-sandbox-controller"),
 		Metrics:          cfg.Metrics,
+		Clock:            cfg.Clock,
 		ClusterDomain:    cfg.ClusterDomain,
 		PodProgressDelay: cfg.PodProgressDelay,
 	}
@@ -99,11 +106,11 @@ func setupExtensions(mgr ctrl.Manager, cfg Config) error {
 	options := func(workers int) controller.Options {
 		return controller.Options{MaxConcurrentReconciles: max(workers, 1), SkipNameValidation: &cfg.SkipNameValidation}
 	}
-	templates := &TemplateReconciler{Client: mgr.GetClient(), Metrics: cfg.Metrics}
+	templates := &TemplateReconciler{Client: mgr.GetClient(), Metrics: cfg.Metrics, Clock: cfg.Clock}
 	if err := templates.SetupWithManager(mgr, options(cfg.WarmPoolWorkers)); err != nil {
 		return fmt.Errorf("setting up the template controller: %w", err)
 	}
-	pools := &WarmPoolReconciler{Client: mgr.GetClient(), Metrics: cfg.Metrics, MemberReadyTimeout: cfg.MemberReadyTimeout}
+	pools := &WarmPoolReconciler{Client: mgr.GetClient(), Metrics: cfg.Metrics, Clock: cfg.Clock, MemberReadyTimeout: cfg.MemberReadyTimeout}
 	if err := pools.SetupWithManager(mgr, options(cfg.WarmPoolWorkers)); err != nil {
 		return fmt.Errorf("setting up the warm pool controller: %w", err)
 	}
@@ -112,6 +119,7 @@ func setupExtensions(mgr ctrl.Manager, cfg Config) error {
 		APIReader:      mgr.GetAPIReader(),
 		Recorder:       mgr.GetEventRecorder("sandgate-claim-controller"),
 		Metrics:        cfg.Metrics,
+		Clock:          cfg.Clock,
 		Index:          NewWarmIndex(),
 		ColdStartGrace: cfg.ColdStartGrace,
 	}

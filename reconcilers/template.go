@@ -4,14 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
-	"time"
+	"maps"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -47,17 +47,19 @@ func NetworkPolicyName(template string) string { return template + "-network-pol
 type TemplateReconciler struct {
 	Client  client.Client
 	Metrics *Metrics
+	Clock   clock.PassiveClock
 
-	// created remembers when this process created a template's policy (by template UID), so
-	// that a reconcile running before the cache shows it does not create it again.
-	created sync.Map
+	// expected holds the policies this process created that the cache does not show yet, so
+	// that a reconcile in between does not create them again.
+	expected *expectations
 }
-
-// policyCacheLag bounds how long a created policy the cache does not show counts as created.
-const policyCacheLag = 10 * time.Second
 
 // SetupWithManager registers the controller and its watches.
 func (r *TemplateReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	r.expected = newExpectations(r.Clock)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(TemplateControllerName).
 		WithOptions(opts).
@@ -73,6 +75,9 @@ func (r *TemplateReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	r.Metrics.reconciled(TemplateControllerName)
 	tmpl := &extv1beta1.SandboxTemplate{}
 	if err := r.Client.Get(ctx, req.NamespacedName, tmpl); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.expected.forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !tmpl.DeletionTimestamp.IsZero() {
@@ -117,24 +122,26 @@ func (r *TemplateReconciler) ensureNetworkPolicy(ctx context.Context, tmpl *extv
 	}
 
 	want := desiredNetworkPolicy(tmpl)
+	key, item := client.ObjectKeyFromObject(tmpl), createItem("NetworkPolicy", want.Name)
 	if !found {
-		if at, ok := r.created.Load(tmpl.UID); ok && time.Since(at.(time.Time)) < policyCacheLag {
+		if !r.expected.satisfied(key) {
 			return nil // created a moment ago; its create event brings the template back
 		}
 		if err := ctrl.SetControllerReference(tmpl, want, r.Client.Scheme()); err != nil {
 			return fmt.Errorf("setting owner of network policy: %w", err)
 		}
+		r.expected.expect(key, item)
 		if err := r.Client.Create(ctx, want); err != nil {
+			r.expected.observe(key, item)
 			return fmt.Errorf("creating network policy: %w", err)
 		}
-		r.created.Store(tmpl.UID, time.Now())
 		return nil
 	}
-	r.created.Delete(tmpl.UID)
+	r.expected.observe(key, item)
 	if sameNetworkPolicySpec(&np.Spec, &want.Spec) {
 		return nil
 	}
-	if err := rawMergePatch(ctx, r.Client, np, map[string]any{"spec": networkPolicySpecPatch(&np.Spec, &want.Spec)}); err != nil {
+	if err := mergePatch(ctx, r.Client, np, map[string]any{"spec": networkPolicySpecPatch(&np.Spec, &want.Spec)}); err != nil {
 		return fmt.Errorf("patching network policy: %w", err)
 	}
 	return nil
@@ -199,7 +206,7 @@ func defaultProtocols(ports []networkingv1.NetworkPolicyPort) {
 }
 
 func sameNetworkPolicySpec(have, want *networkingv1.NetworkPolicySpec) bool {
-	return mapsEqual(have.PodSelector.MatchLabels, want.PodSelector.MatchLabels) &&
+	return maps.Equal(have.PodSelector.MatchLabels, want.PodSelector.MatchLabels) &&
 		len(have.PodSelector.MatchExpressions) == 0 &&
 		normalizedRules(have) == normalizedRules(want)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
@@ -27,14 +28,12 @@ func poolMember(name, hash string, ready bool, rv string) *agentsv1beta1.Sandbox
 				agentsv1beta1.LabelSandboxTemplateHash: hash,
 			},
 			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: extv1beta1.GroupVersion.String(), Kind: warmPoolKind, Name: "p", UID: "pool-uid", Controller: ptrTrue(),
+				APIVersion: extv1beta1.GroupVersion.String(), Kind: warmPoolKind, Name: "p", UID: "pool-uid", Controller: ptr.To(true),
 			}},
 		},
 		Status: agentsv1beta1.SandboxStatus{Conditions: []metav1.Condition{{Type: agentsv1beta1.ConditionReady, Status: status}}},
 	}
 }
-
-func ptrTrue() *bool { b := true; return &b }
 
 var keyH1 = MemberKey{Namespace: "ns", Pool: "p", Hash: "h1"}
 

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apiserver/pkg/storage/names"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -31,7 +32,10 @@ import (
 // WarmPoolControllerName names the SandboxWarmPool controller in logs and metrics.
 const WarmPoolControllerName = "sandboxwarmpool"
 
-const warmPoolKind = "SandboxWarmPool"
+const (
+	warmPoolKind = "SandboxWarmPool"
+	sandboxKind  = "Sandbox"
+)
 
 // DefaultMemberReadyTimeout is how long a pool member may take to become Ready before the
 // pool replaces it.
@@ -44,9 +48,6 @@ const DefaultMemberReadyTimeout = 5 * time.Minute
 const (
 	maxCreateBatch         = 64
 	maxCreatesPerReconcile = 500
-	// expectationsTTL bounds how long a pool waits for the informer to show its own creates
-	// and deletes before it trusts the cache again (a lost watch event must not stall it).
-	expectationsTTL = time.Minute
 )
 
 // WarmPoolReconciler keeps spec.replicas unbound members of each pool, built from the
@@ -60,7 +61,7 @@ type WarmPoolReconciler struct {
 	// MemberReadyTimeout: see DefaultMemberReadyTimeout; 0 means the default.
 	MemberReadyTimeout time.Duration
 
-	expected *poolExpectations
+	expected *expectations
 }
 
 // SetupWithManager registers the controller and its watches.
@@ -71,7 +72,7 @@ func (r *WarmPoolReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.
 	if r.MemberReadyTimeout == 0 {
 		r.MemberReadyTimeout = DefaultMemberReadyTimeout
 	}
-	r.expected = newPoolExpectations(r.Clock)
+	r.expected = newExpectations(r.Clock)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(WarmPoolControllerName).
 		WithOptions(opts).
@@ -121,7 +122,7 @@ func (r *WarmPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	// reports an event, so once the expectations are satisfied the listing that follows shows
 	// every member they counted. The other way round a create observed in between would be
 	// missing from the listing and made again.
-	satisfied := r.expected.satisfied(req.NamespacedName, r.Clock.Now())
+	satisfied := r.expected.satisfied(req.NamespacedName)
 	members, err := r.members(ctx, pool)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -280,15 +281,16 @@ func (r *WarmPoolReconciler) deleteMembers(ctx context.Context, pool *extv1beta1
 	var errs []error
 	for _, m := range members {
 		uid, rv := m.UID, m.ResourceVersion
-		r.expected.expectDelete(key, uid)
+		item := deleteItem(sandboxKind, m.Name)
+		r.expected.expect(key, item)
 		err := r.Client.Delete(ctx, m, client.Preconditions{UID: &uid, ResourceVersion: &rv})
 		switch {
 		case err == nil:
 			ctrl.LoggerFrom(ctx).V(1).Info("deleted pool member", "sandbox", klog.KObj(m))
 		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
-			r.expected.deleteObserved(key, uid) // gone already, or changed (bound): reconsidered next time
+			r.expected.observe(key, item) // gone already, or changed (bound): reconsidered next time
 		default:
-			r.expected.deleteObserved(key, uid)
+			r.expected.observe(key, item)
 			errs = append(errs, fmt.Errorf("deleting pool member %s: %w", m.Name, err))
 		}
 	}
@@ -303,14 +305,19 @@ func (r *WarmPoolReconciler) createMembers(ctx context.Context, pool *extv1beta1
 	for batch := 1; n > 0; batch = min(2*batch, maxCreateBatch) {
 		size := min(batch, n)
 		n -= size
-		r.expected.expectCreates(key, size)
+		members := make([]*agentsv1beta1.Sandbox, size)
+		items := make([]string, size)
+		for i := range members {
+			members[i] = newPoolMember(pool, tmpl)
+			items[i] = createItem(sandboxKind, members[i].Name)
+		}
+		r.expected.expect(key, items...)
 		var wg sync.WaitGroup
 		errs := make([]error, size)
-		for i := range size {
+		for i, sb := range members {
 			wg.Go(func() {
-				sb := newPoolMember(pool, tmpl)
 				if err := r.Client.Create(ctx, sb); err != nil {
-					r.expected.createObserved(key)
+					r.expected.observe(key, items[i])
 					errs[i] = fmt.Errorf("creating pool member: %w", err)
 				}
 			})
@@ -323,12 +330,16 @@ func (r *WarmPoolReconciler) createMembers(ctx context.Context, pool *extv1beta1
 	return nil
 }
 
-// newPoolMember is a new member of pool built from tmpl, named <pool>-<random>.
+// newPoolMember is a new member of pool built from tmpl, named <pool>-<random> as GenerateName
+// would name it. The name is chosen here rather than by the API server so that the pool's
+// expectations know it before the create is sent (its watch event may come first); a
+// collision (one in 14 million per pair) fails the create, and the next reconcile makes
+// another.
 func newPoolMember(pool *extv1beta1.SandboxWarmPool, tmpl *extv1beta1.SandboxTemplate) *agentsv1beta1.Sandbox {
 	// The member's blueprint is policy.TemplateBlueprint verbatim, so that what it is hashes to
 	// its label, which is what the binding guard checks against a claim's stamp.
 	sb := sandboxFromTemplate(tmpl, policy.TemplateBlueprint(tmpl))
-	sb.GenerateName = pool.Name + "-"
+	sb.Name = names.SimpleNameGenerator.GenerateName(pool.Name + "-")
 	sb.Namespace = pool.Namespace
 	sb.Labels[agentsv1beta1.LabelWarmPoolSandbox] = agentsv1beta1.NameHash(pool.Name)
 	sb.Labels[agentsv1beta1.LabelSandboxTemplateHash] = policy.TemplateHash(tmpl)
@@ -340,7 +351,7 @@ func newPoolMember(pool *extv1beta1.SandboxWarmPool, tmpl *extv1beta1.SandboxTem
 // Sandbox's part in the pool changes: created, deleted, ready or not, bound away, relabelled.
 // It also tells the pool's expectations what the informer has seen.
 type memberEventHandler struct {
-	expected *poolExpectations
+	expected *expectations
 }
 
 func poolOf(obj client.Object) (types.NamespacedName, bool) {
@@ -353,7 +364,7 @@ func poolOf(obj client.Object) (types.NamespacedName, bool) {
 
 func (h *memberEventHandler) Create(_ context.Context, e event.TypedCreateEvent[client.Object], q queue) {
 	if pool, ok := poolOf(e.Object); ok {
-		h.expected.createObserved(pool)
+		h.expected.observe(pool, createItem(sandboxKind, e.Object.GetName()))
 		q.Add(reconcile.Request{NamespacedName: pool})
 	}
 }
@@ -393,7 +404,7 @@ const memberReadinessDelay = time.Second
 
 func (h *memberEventHandler) Delete(_ context.Context, e event.TypedDeleteEvent[client.Object], q queue) {
 	if pool, ok := poolOf(e.Object); ok {
-		h.expected.deleteObserved(pool, e.Object.GetUID())
+		h.expected.observe(pool, deleteItem(sandboxKind, e.Object.GetName()))
 		q.Add(reconcile.Request{NamespacedName: pool})
 	}
 }
@@ -402,87 +413,4 @@ func (h *memberEventHandler) Generic(_ context.Context, e event.TypedGenericEven
 	if pool, ok := poolOf(e.Object); ok {
 		q.Add(reconcile.Request{NamespacedName: pool})
 	}
-}
-
-// poolExpectations count, per pool, the member creates and deletes sent but not yet seen by
-// the informer, so that a reconcile running on a lagging cache does not act twice.
-type poolExpectations struct {
-	clock clock.PassiveClock
-	mu    sync.Mutex
-	pools map[types.NamespacedName]*poolExpectation
-}
-
-type poolExpectation struct {
-	creates int
-	deletes map[types.UID]bool
-	// since is when the pool last had outstanding expectations added.
-	since time.Time
-}
-
-func newPoolExpectations(c clock.PassiveClock) *poolExpectations {
-	return &poolExpectations{clock: c, pools: map[types.NamespacedName]*poolExpectation{}}
-}
-
-func (e *poolExpectations) get(pool types.NamespacedName) *poolExpectation {
-	p := e.pools[pool]
-	if p == nil {
-		p = &poolExpectation{deletes: map[types.UID]bool{}}
-		e.pools[pool] = p
-	}
-	return p
-}
-
-func (e *poolExpectations) expectCreates(pool types.NamespacedName, n int) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	p := e.get(pool)
-	p.creates += n
-	p.since = e.clock.Now()
-}
-
-// createObserved lowers the creates expected; members that exist before the pool starts
-// expecting anything (a restart) do not make the count negative.
-func (e *poolExpectations) createObserved(pool types.NamespacedName) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if p := e.pools[pool]; p != nil && p.creates > 0 {
-		p.creates--
-	}
-}
-
-func (e *poolExpectations) expectDelete(pool types.NamespacedName, uid types.UID) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	p := e.get(pool)
-	p.deletes[uid] = true
-	p.since = e.clock.Now()
-}
-
-func (e *poolExpectations) deleteObserved(pool types.NamespacedName, uid types.UID) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if p := e.pools[pool]; p != nil {
-		delete(p.deletes, uid)
-	}
-}
-
-// satisfied: everything sent has been seen, or it has been too long to keep waiting.
-func (e *poolExpectations) satisfied(pool types.NamespacedName, now time.Time) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	p := e.pools[pool]
-	if p == nil || (p.creates == 0 && len(p.deletes) == 0) {
-		return true
-	}
-	if now.Sub(p.since) > expectationsTTL {
-		p.creates, p.deletes = 0, map[types.UID]bool{}
-		return true
-	}
-	return false
-}
-
-func (e *poolExpectations) forget(pool types.NamespacedName) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	delete(e.pools, pool)
 }

@@ -6,6 +6,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -15,7 +17,7 @@ import (
 // readiness changes, which only its status shows, wake it after memberReadinessDelay.
 func TestMemberEventsWakeThePool(t *testing.T) {
 	bound := poolMember("m", "h1", true, "2")
-	bound.OwnerReferences = []metav1.OwnerReference{{APIVersion: "extensions.agents.x-k8s.io/v1beta1", Kind: "SandboxClaim", Name: "c", UID: "claim-uid", Controller: ptrTrue()}}
+	bound.OwnerReferences = []metav1.OwnerReference{{APIVersion: "extensions.agents.x-k8s.io/v1beta1", Kind: "SandboxClaim", Name: "c", UID: "claim-uid", Controller: ptr.To(true)}}
 	rehashed := poolMember("m", "h2", false, "2")
 	tests := map[string]struct {
 		old, cur      client.Object
@@ -30,7 +32,7 @@ func TestMemberEventsWakeThePool(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 			defer q.ShutDown()
-			h := &memberEventHandler{expected: newPoolExpectations(nil)}
+			h := &memberEventHandler{expected: newExpectations(clocktesting.NewFakePassiveClock(planNow))}
 			h.Update(context.Background(), event.TypedUpdateEvent[client.Object]{ObjectOld: tc.old, ObjectNew: tc.cur}, q)
 			if got := q.Len(); got != tc.wantImmediate {
 				t.Errorf("queued at once: %d, want %d", got, tc.wantImmediate)

@@ -1,14 +1,13 @@
 package reconcilers
 
 import (
+	"regexp"
 	"sort"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	clocktesting "k8s.io/utils/clock/testing"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
@@ -113,36 +112,6 @@ func TestPlanPool(t *testing.T) {
 	}
 }
 
-func TestPoolExpectations(t *testing.T) {
-	clock := clocktesting.NewFakePassiveClock(planNow)
-	pool := types.NamespacedName{Namespace: "ns", Name: "p"}
-	e := newPoolExpectations(clock)
-	if !e.satisfied(pool, clock.Now()) {
-		t.Fatal("a pool without expectations must be satisfied")
-	}
-	e.createObserved(pool) // a member seen at start-up lowers nothing below zero
-	e.expectCreates(pool, 2)
-	e.expectDelete(pool, "uid-a")
-	steps := []struct {
-		name          string
-		do            func()
-		wantSatisfied bool
-	}{
-		{"nothing seen yet", func() {}, false},
-		{"one create seen", func() { e.createObserved(pool) }, false},
-		{"both creates seen", func() { e.createObserved(pool) }, false},
-		{"the delete seen", func() { e.deleteObserved(pool, "uid-a") }, true},
-		{"new creates expected", func() { e.expectCreates(pool, 1) }, false},
-		{"the cache never shows them: trusted again after the TTL", func() { clock.SetTime(planNow.Add(expectationsTTL + time.Second)) }, true},
-	}
-	for _, s := range steps {
-		s.do()
-		if got := e.satisfied(pool, clock.Now()); got != s.wantSatisfied {
-			t.Errorf("%s: satisfied = %v, want %v", s.name, got, s.wantSatisfied)
-		}
-	}
-}
-
 func TestNewPoolMember(t *testing.T) {
 	pool := &extv1beta1.SandboxWarmPool{ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: "ns", UID: "pool-uid"}}
 	tmpl := &extv1beta1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: "tmpl", Namespace: "ns"}}
@@ -157,8 +126,11 @@ func TestNewPoolMember(t *testing.T) {
 	if diff := cmp.Diff(wantLabels, sb.Labels); diff != "" {
 		t.Errorf("labels (-want +got):\n%s", diff)
 	}
-	if sb.GenerateName != "pool-" || sb.Namespace != "ns" || sb.Name != "" {
-		t.Errorf("name: generateName %q, namespace %q, name %q", sb.GenerateName, sb.Namespace, sb.Name)
+	if !regexp.MustCompile(`^pool-[a-z0-9]{5}$`).MatchString(sb.Name) || sb.Namespace != "ns" {
+		t.Errorf("name %q, namespace %q: want pool-<5 random characters> in ns", sb.Name, sb.Namespace)
+	}
+	if got := policy.SandboxHash(sb); got != sb.Labels[agentsv1beta1.LabelSandboxTemplateHash] {
+		t.Errorf("the member hashes to %s, its label says %s", got, sb.Labels[agentsv1beta1.LabelSandboxTemplateHash])
 	}
 	if ref := metav1.GetControllerOf(sb); ref == nil || ref.UID != "pool-uid" || ref.Kind != warmPoolKind {
 		t.Errorf("controller = %+v, want the pool", ref)

@@ -75,9 +75,6 @@ func TestWarmClaimBindsAndPoolRefills(t *testing.T) {
 		}
 	}
 	want := map[string]float64{"patch sandboxes success": 1, "patch sandboxclaims/status success": 1}
-	if !webhooksEnabled {
-		want["patch sandboxclaims success"] = 1 // the stamp, which the webhook writes when it runs
-	}
 	e.g.Expect(claimPath).To(Equal(want), "writes on the claim path")
 	e.g.Expect(e.Metrics.Conflicts()).To(BeZero())
 	e.g.Expect(e.Metrics.Writes("update", "")).To(BeZero(), "Update() calls")
@@ -88,10 +85,9 @@ func TestWarmClaimBindsAndPoolRefills(t *testing.T) {
 	e.g.Expect(e.Metrics.WarmHits()).To(Equal(1.0))
 	e.g.Expect(e.Metrics.ColdStarts()).To(BeZero())
 	e.g.Expect(e.Metrics.ClaimStartupLatency(true).Count).To(Equal(uint64(1)))
-	if webhooksEnabled { // admission stamped webhook-first-observed-at
-		e.g.Expect(c.Annotations).To(HaveKey(agentsv1beta1.AnnotationWebhookFirstObservedAt))
-		e.g.Expect(e.Metrics.ClaimStartupLatency(false).Count).To(Equal(uint64(1)))
-	}
+	// Admission stamped webhook-first-observed-at, the start of the claim latency metric.
+	e.g.Expect(c.Annotations).To(HaveKey(agentsv1beta1.AnnotationWebhookFirstObservedAt))
+	e.g.Expect(e.Metrics.ClaimStartupLatency(false).Count).To(Equal(uint64(1)))
 	checkInvariants(e.g, e)
 }
 
@@ -240,7 +236,7 @@ func TestClaimRejections(t *testing.T) {
 			// The claim comes first: admission cannot check it against a template it cannot
 			// find, so the claim controller has to, once the template and pool exist.
 			claim := tc.claim(builders.MakeClaim(tmpl.Name+"-claim", e.ns, pool)).Obj()
-			if webhooksEnabled && tc.admissionRejects {
+			if tc.admissionRejects {
 				err := e.Client.Create(e.ctx(), claim)
 				e.g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "admission should refuse the claim, got %v", err)
 				return

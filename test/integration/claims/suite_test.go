@@ -36,11 +36,6 @@ import (
 
 var cluster *framework.Cluster
 
-// webhooksEnabled says whether the suite runs with the admission webhooks (stamping and the
-// binding guard). Without them the claim controller stamps claims itself; flip it to run the
-// controllers alone.
-const webhooksEnabled = true
-
 func TestMain(m *testing.M) {
 	// SANDGATE_TEST_LOG=<file> writes the controllers' logs (verbosity 1) there.
 	if path := os.Getenv("SANDGATE_TEST_LOG"); path != "" {
@@ -51,7 +46,7 @@ func TestMain(m *testing.M) {
 		}
 		ctrl.SetLogger(zap.New(zap.WriteTo(f), zap.Level(zapcore.Level(-1))))
 	}
-	os.Exit(framework.RunSuite(m, controlplane.Options{Profile: controlplane.ProfileFast, Webhooks: webhooksEnabled},
+	os.Exit(framework.RunSuite(m, controlplane.Options{Profile: controlplane.ProfileFast, Webhooks: true},
 		func(c *framework.Cluster) { cluster = c }))
 }
 
@@ -77,7 +72,7 @@ func setupWithoutManager(t *testing.T, grace time.Duration) *env {
 	t.Helper()
 	ns := framework.NamespaceName(t)
 	e := &env{t: t, g: NewWithT(t), ns: ns}
-	e.opts = framework.ManagerOptions{Namespaces: []string{ns}, Extensions: true, Webhooks: webhooksEnabled, ColdStartGrace: grace}
+	e.opts = framework.ManagerOptions{Namespaces: []string{ns}, Extensions: true, Webhooks: true, ColdStartGrace: grace}
 	direct, err := client.New(cluster.Config, client.Options{Scheme: api.NewScheme()})
 	e.g.Expect(err).NotTo(HaveOccurred())
 	e.Manager = &framework.Manager{Client: direct}
