@@ -118,16 +118,6 @@ func (s Snapshot) Sum(name string, match map[string]string) float64 {
 	return sum
 }
 
-// has reports whether any series is called name.
-func (s Snapshot) has(name string) bool {
-	for _, series := range s {
-		if series.Name == name {
-			return true
-		}
-	}
-	return false
-}
-
 // GroupBy sums the series called name whose labels include match by the values of the
 // given labels, joined with a space (a missing label counts as ""); groups that sum to zero
 // are left out, so that a delta shows only what happened.
