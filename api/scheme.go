@@ -1,5 +1,7 @@
 // Package api gathers the API groups sandgate serves. The types live in api/v1beta1
-// (agents.x-k8s.io) and api/extensions/v1beta1 (extensions.agents.x-k8s.io).
+// (agents.x-k8s.io) and api/extensions/v1beta1 (extensions.agents.x-k8s.io), the storage
+// version and hub of conversion; the deprecated v1alpha1 of both groups, served through the
+// manager's conversion webhook, in api/v1alpha1 and api/extensions/v1alpha1.
 package api
 
 import (
@@ -7,16 +9,24 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
+	extv1alpha1 "github.com/sandgate-dev/sandgate/api/extensions/v1alpha1"
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	agentsv1alpha1 "github.com/sandgate-dev/sandgate/api/v1alpha1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
 
-// AddToScheme adds both sandgate API groups to a scheme.
+// AddToScheme adds both sandgate API groups, every served version, to a scheme. The conversion
+// webhook and envtest find the convertible kinds in it.
 func AddToScheme(s *runtime.Scheme) error {
-	if err := agentsv1beta1.AddToScheme(s); err != nil {
-		return err
+	for _, add := range []func(*runtime.Scheme) error{
+		agentsv1beta1.AddToScheme, extv1beta1.AddToScheme,
+		agentsv1alpha1.AddToScheme, extv1alpha1.AddToScheme,
+	} {
+		if err := add(s); err != nil {
+			return err
+		}
 	}
-	return extv1beta1.AddToScheme(s)
+	return nil
 }
 
 // NewScheme returns a scheme with the built-in Kubernetes kinds and both sandgate groups: what the
