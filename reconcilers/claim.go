@@ -73,6 +73,8 @@ type ClaimReconciler struct {
 	// expected holds, per claim, the Sandbox this process bound or created for it until the
 	// cache shows it: a reconcile in between must find it rather than bind a second one.
 	expected *expectations
+	// activity tells the pool controller when claims last asked for its members.
+	activity *poolActivity
 }
 
 // claimMemory is what the controller remembers of a claim between reconciles. It is not
@@ -107,6 +109,9 @@ func (r *ClaimReconciler) init() {
 	}
 	r.claims = map[types.NamespacedName]*claimMemory{}
 	r.expected = newExpectations(r.Clock)
+	if r.activity == nil {
+		r.activity = newPoolActivity()
+	}
 }
 
 // SetupWithManager registers the controller and its watches.
@@ -324,6 +329,7 @@ func (r *ClaimReconciler) boundSandbox(ctx context.Context, s *claimStep) (*agen
 // exists, after a bounded wait for members being created, cold otherwise.
 func (r *ClaimReconciler) serve(ctx context.Context, s *claimStep) (ctrl.Result, error) {
 	claim := s.claim
+	r.activity.touch(types.NamespacedName{Namespace: claim.Namespace, Name: claim.Spec.WarmPoolRef.Name}, r.Clock.Now())
 	pool := &extv1beta1.SandboxWarmPool{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: claim.Namespace, Name: claim.Spec.WarmPoolRef.Name}, pool); err != nil {
 		if apierrors.IsNotFound(err) {

@@ -59,6 +59,9 @@ type Config struct {
 	SkipNameValidation bool
 	// Clock is every controller's clock; nil means the real one.
 	Clock clock.Clock
+	// Refill says when pools replace the members claims took; the zero value creates them
+	// at once (DefaultRefillQuietPeriod and DefaultRefillLowWaterPercent suit bursts).
+	Refill RefillPolicy
 }
 
 // Setup registers the cache indexes and the controllers with mgr.
@@ -110,7 +113,16 @@ func setupExtensions(mgr ctrl.Manager, cfg Config) error {
 	if err := templates.SetupWithManager(mgr, options(cfg.WarmPoolWorkers)); err != nil {
 		return fmt.Errorf("setting up the template controller: %w", err)
 	}
-	pools := &WarmPoolReconciler{Client: mgr.GetClient(), Metrics: cfg.Metrics, Clock: cfg.Clock, MemberReadyTimeout: cfg.MemberReadyTimeout}
+	activity := newPoolActivity()
+	pools := &WarmPoolReconciler{
+		Client:             mgr.GetClient(),
+		Recorder:           mgr.GetEventRecorder("sandgate-warmpool-controller"),
+		Metrics:            cfg.Metrics,
+		Clock:              cfg.Clock,
+		Refill:             cfg.Refill,
+		MemberReadyTimeout: cfg.MemberReadyTimeout,
+		activity:           activity,
+	}
 	if err := pools.SetupWithManager(mgr, options(cfg.WarmPoolWorkers)); err != nil {
 		return fmt.Errorf("setting up the warm pool controller: %w", err)
 	}
@@ -122,6 +134,7 @@ func setupExtensions(mgr ctrl.Manager, cfg Config) error {
 		Clock:          cfg.Clock,
 		Index:          NewWarmIndex(),
 		ColdStartGrace: cfg.ColdStartGrace,
+		activity:       activity,
 	}
 	if err := claims.SetupWithManager(mgr, options(cfg.ClaimWorkers)); err != nil {
 		return fmt.Errorf("setting up the claim controller: %w", err)

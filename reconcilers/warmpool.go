@@ -8,11 +8,13 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/storage/names"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -55,13 +57,21 @@ const (
 // (the member's controller reference moves to the claim); the pool sees that through its
 // Sandbox watch and refills, off the claims' path.
 type WarmPoolReconciler struct {
-	Client  client.Client
-	Metrics *Metrics
-	Clock   clock.PassiveClock
+	Client   client.Client
+	Recorder events.EventRecorder
+	Metrics  *Metrics
+	Clock    clock.PassiveClock
+	// Refill says when replacements of claimed members are created; see RefillPolicy.
+	Refill RefillPolicy
 	// MemberReadyTimeout: see DefaultMemberReadyTimeout; 0 means the default.
 	MemberReadyTimeout time.Duration
 
 	expected *expectations
+	// activity is when claims last took (or waited for) each pool's members; shared with the
+	// claim controller.
+	activity *poolActivity
+	// deferring records the pools whose refill is deferred now, for one event per change.
+	deferring sync.Map
 }
 
 // SetupWithManager registers the controller and its watches.
@@ -73,6 +83,9 @@ func (r *WarmPoolReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.
 		r.MemberReadyTimeout = DefaultMemberReadyTimeout
 	}
 	r.expected = newExpectations(r.Clock)
+	if r.activity == nil {
+		r.activity = newPoolActivity()
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(WarmPoolControllerName).
 		WithOptions(opts).
@@ -112,6 +125,8 @@ func (r *WarmPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.expected.forget(req.NamespacedName)
+			r.activity.forget(req.NamespacedName)
+			r.deferring.Delete(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -148,6 +163,15 @@ func (r *WarmPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		plan := planPool(members, replicas(pool), policy.TemplateHash(tmpl),
 			pool.Spec.UpdateStrategy.Type, r.Clock.Now(), r.MemberReadyTimeout)
 		result.RequeueAfter = plan.recheckAfter
+		if plan.create > 0 {
+			last, claimed := r.activity.lastClaim(req.NamespacedName)
+			wait := refillDelay(r.Refill, last, claimed, r.Clock.Now(), members, replicas(pool))
+			r.noteDeferral(pool, wait, plan.create)
+			if wait > 0 {
+				plan.create = 0
+				result = requeueWithin(result, wait)
+			}
+		}
 		errs = append(errs, r.deleteMembers(ctx, pool, plan.delete))
 		errs = append(errs, r.createMembers(ctx, pool, tmpl, plan.create))
 		if plan.create > maxCreatesPerReconcile {
@@ -159,6 +183,25 @@ func (r *WarmPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		errs = append(errs, fmt.Errorf("patching pool status: %w", err))
 	}
 	return quiet(result, errors.Join(errs...))
+}
+
+// noteDeferral sends an event when the pool starts or stops deferring its refill.
+func (r *WarmPoolReconciler) noteDeferral(pool *extv1beta1.SandboxWarmPool, wait time.Duration, missing int) {
+	nn := client.ObjectKeyFromObject(pool)
+	_, was := r.deferring.Load(nn)
+	switch {
+	case wait > 0 && !was:
+		r.deferring.Store(nn, true)
+		if r.Recorder != nil {
+			r.Recorder.Eventf(pool, nil, corev1.EventTypeNormal, EventRefillDeferred, "Refill",
+				"Deferring %d replacement(s) while claims arrive; refilling once claims pause for %s", missing, r.Refill.QuietPeriod)
+		}
+	case wait == 0 && was:
+		r.deferring.Delete(nn)
+		if r.Recorder != nil {
+			r.Recorder.Eventf(pool, nil, corev1.EventTypeNormal, EventRefillResumed, "Refill", "Refilling %d replacement(s)", missing)
+		}
+	}
 }
 
 func replicas(pool *extv1beta1.SandboxWarmPool) int {
@@ -387,15 +430,23 @@ func (h *memberEventHandler) Update(_ context.Context, e event.TypedUpdateEvent[
 		pool, ok := poolOf(obj)
 		switch {
 		case !ok:
-		case membership:
-			// Only readiness changed, which only status.readyReplicas shows: the wake-up
-			// waits so that the members becoming ready after a refill, and the next claim's
-			// change, cost one status write between them rather than one each.
+		case membership || boundAway(oldSb, cur):
+			// Only readiness changed, which only status.readyReplicas shows, or a claim took
+			// the member, which the pool answers only once claims pause (see RefillPolicy):
+			// the wake-up waits, so that a burst of claims, or the members becoming ready
+			// after a refill, cost the pool one status write between them rather than one
+			// each.
 			q.AddAfter(reconcile.Request{NamespacedName: pool}, memberReadinessDelay)
 		default:
 			q.Add(reconcile.Request{NamespacedName: pool})
 		}
 	}
+}
+
+// boundAway reports whether a claim took the member: its controller went from a pool to a
+// claim.
+func boundAway(old, cur *agentsv1beta1.Sandbox) bool {
+	return policy.ControllerOf(old, policy.PoolKind) != nil && policy.ControllerOf(cur, policy.ClaimKind) != nil
 }
 
 // memberReadinessDelay is how long a pool's wake-up for a member's readiness change waits to

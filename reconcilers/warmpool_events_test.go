@@ -25,7 +25,7 @@ func TestMemberEventsWakeThePool(t *testing.T) {
 	}{
 		"nothing the pool reports changed": {poolMember("m", "h1", false, "1"), poolMember("m", "h1", false, "2"), 0},
 		"became ready: delayed":            {poolMember("m", "h1", false, "1"), poolMember("m", "h1", true, "2"), 0},
-		"bound away by a claim":            {poolMember("m", "h1", true, "1"), bound, 1},
+		"bound away by a claim: delayed":   {poolMember("m", "h1", true, "1"), bound, 0},
 		"template hash changed":            {poolMember("m", "h1", false, "1"), rehashed, 1},
 	}
 	for name, tc := range tests {

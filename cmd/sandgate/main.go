@@ -43,6 +43,8 @@ type options struct {
 	clusterDomain           string
 	extensions              bool
 	coldStartGrace          time.Duration
+	refillQuietPeriod       time.Duration
+	refillLowWaterPercent   int
 	gracefulShutdownTimeout time.Duration
 }
 
@@ -65,6 +67,8 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.clusterDomain, "cluster-domain", "cluster.local", "Cluster DNS domain used in Sandbox status.serviceFQDN.")
 	fs.BoolVar(&o.extensions, "extensions", false, "Also run the SandboxTemplate, SandboxWarmPool and SandboxClaim controllers.")
 	fs.DurationVar(&o.coldStartGrace, "cold-start-grace", reconcilers.DefaultColdStartGrace, "How long a claim with no ready warm sandbox of its template version waits for pool members being created before it cold-starts a sandbox.")
+	fs.DurationVar(&o.refillQuietPeriod, "pool-refill-quiet-period", reconcilers.DefaultRefillQuietPeriod, "How long claims must pause before a pool replaces the members they took: replacements compete with claims for the API server. 0 replaces at once.")
+	fs.IntVar(&o.refillLowWaterPercent, "pool-refill-low-water-percent", reconcilers.DefaultRefillLowWaterPercent, "Percentage of a pool's replicas below which its ready members are replaced at once, even while claims arrive.")
 	fs.DurationVar(&o.gracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long running reconciles may take to finish on shutdown.")
 }
 
@@ -90,6 +94,12 @@ func (o *options) validate() error {
 	}
 	if o.operatorUser == "" {
 		errs = append(errs, errors.New("--operator-service-account must not be empty"))
+	}
+	if o.refillQuietPeriod < 0 {
+		errs = append(errs, fmt.Errorf("--pool-refill-quiet-period must not be negative, got %s", o.refillQuietPeriod))
+	}
+	if o.refillLowWaterPercent < 0 || o.refillLowWaterPercent > 100 {
+		errs = append(errs, fmt.Errorf("--pool-refill-low-water-percent must be between 0 and 100, got %d", o.refillLowWaterPercent))
 	}
 	if o.coldStartGrace < 0 {
 		errs = append(errs, fmt.Errorf("--cold-start-grace must not be negative, got %s", o.coldStartGrace))
@@ -169,6 +179,7 @@ func run(opts options) error {
 		SandboxWorkers:  opts.sandboxWorkers,
 		Extensions:      opts.extensions,
 		ColdStartGrace:  opts.coldStartGrace,
+		Refill:          reconcilers.RefillPolicy{QuietPeriod: opts.refillQuietPeriod, LowWaterPercent: opts.refillLowWaterPercent},
 		WarmPoolWorkers: opts.warmPoolWorkers,
 		ClaimWorkers:    opts.claimWorkers,
 	}); err != nil {

@@ -39,6 +39,9 @@ type ManagerOptions struct {
 	// ColdStartGrace is the claim controller's wait for warm members before a cold start;
 	// 0 means reconcilers.DefaultColdStartGrace.
 	ColdStartGrace time.Duration
+	// Refill is the pools' refill policy; nil means the operator's defaults
+	// (reconcilers.DefaultRefillQuietPeriod and DefaultRefillLowWaterPercent).
+	Refill *reconcilers.RefillPolicy
 	// Webhooks serves sandgate's admission webhooks (webhooks.Setup) on the address the
 	// cluster's webhook configurations call; the cluster must have been started with
 	// Options.Webhooks. StartManager returns once the webhook server accepts connections.
@@ -100,8 +103,13 @@ func (c *Cluster) StartManager(t testing.TB, opts ManagerOptions) *Manager {
 			t.Fatalf("setting up webhooks: %v", err)
 		}
 	}
+	refill := reconcilers.RefillPolicy{QuietPeriod: reconcilers.DefaultRefillQuietPeriod, LowWaterPercent: reconcilers.DefaultRefillLowWaterPercent}
+	if opts.Refill != nil {
+		refill = *opts.Refill
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := reconcilers.Setup(ctx, mgr, reconcilers.Config{
+		Refill:             refill,
 		Metrics:            metrics,
 		ClusterDomain:      opts.ClusterDomain,
 		SandboxWorkers:     4,

@@ -18,6 +18,7 @@ import (
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/reconcilers"
 	"github.com/sandgate-dev/sandgate/test/builders"
 	"github.com/sandgate-dev/sandgate/test/framework"
 )
@@ -189,5 +190,42 @@ func TestOnReplenishKeepsStaleMembers(t *testing.T) {
 			}
 		}
 	})
+	checkInvariants(e.g, e)
+}
+
+// TestRefillAfterTheBurst: while claims take a pool's members, the pool defers their
+// replacements (RefillDeferred), then refills to replicas once claims pause (RefillResumed),
+// creating exactly one member per claimed one. A pool run below its low-water mark refills at
+// once, and one run dry still serves every claim.
+func TestRefillAfterTheBurst(t *testing.T) {
+	e := setup(t, time.Second)
+	e.create(builders.MakeTemplate("tmpl", e.ns).Obj())
+	e.create(builders.MakePool("pool", e.ns, "tmpl").Replicas(8).Obj())
+	e.waitPoolReady("pool", 8)
+	before := e.writes()
+
+	// Claims arriving over a few seconds, more than the pool's quiet period apart in total
+	// but less between any two.
+	var claims []string
+	for i := range 4 {
+		name := fmt.Sprintf("b-%d", i)
+		e.create(builders.MakeClaim(name, e.ns, "pool").Obj())
+		claims = append(claims, name)
+		time.Sleep(reconcilers.DefaultRefillQuietPeriod / 2)
+	}
+	e.expectAllServed(claims)
+	e.waitPoolReady("pool", 8)
+	e.eventually(func(g Gomega) {
+		g.Expect(e.events(g, "SandboxWarmPool", "pool")).To(ContainElements(reconcilers.EventRefillDeferred, reconcilers.EventRefillResumed))
+	})
+	e.g.Expect(delta(e.writes(), before)).To(HaveKeyWithValue("create sandboxes success", 4.0), "one replacement per claimed member")
+	e.g.Expect(e.Metrics.WarmHits()).To(Equal(4.0))
+
+	// More claims than members: below the low-water mark the pool refills at once, and the
+	// claims beyond it are served cold after the grace, as before.
+	more, err := e.createClaims("d", 12, 4, nil)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	e.expectAllServed(more)
+	e.waitPoolReady("pool", 8)
 	checkInvariants(e.g, e)
 }

@@ -221,11 +221,16 @@ func (e *env) waitClaimReady(name string) (*extv1beta1.SandboxClaim, *agentsv1be
 
 // claimEvents lists the reasons of the events about a claim.
 func (e *env) claimEvents(g Gomega, claim string) []string {
+	return e.events(g, "SandboxClaim", claim)
+}
+
+// events lists the reasons of the events about an object of the test's namespace.
+func (e *env) events(g Gomega, kind, name string) []string {
 	var list eventsv1.EventList
 	g.Expect(e.Client.List(e.ctx(), &list, client.InNamespace(e.ns))).To(Succeed())
 	var reasons []string
 	for _, ev := range list.Items {
-		if ev.Regarding.Kind == "SandboxClaim" && ev.Regarding.Name == claim {
+		if ev.Regarding.Kind == kind && ev.Regarding.Name == name {
 			reasons = append(reasons, ev.Reason)
 		}
 	}
