@@ -81,8 +81,8 @@ func (src *Sandbox) ConvertTo(hub conversion.Hub) error {
 	hasBeta := extras.Take(&dst.Annotations, extras.V1beta1Key, &beta)
 	dst.Spec = sandboxSpecTo(&src.Spec)
 	dst.Status = sandboxStatusTo(&src.Status)
-	// A saved operatingMode counts only if it still means these replicas.
-	if hasBeta && beta.Spec != nil && equality.Semantic.DeepEqual(replicasFor(beta.Spec.OperatingMode), replicasFor(dst.Spec.OperatingMode)) {
+	// A saved operatingMode counts only if it still reads as these replicas.
+	if hasBeta && beta.Spec != nil && equality.Semantic.DeepEqual(replicasFor(beta.Spec.OperatingMode), src.Spec.Replicas) {
 		dst.Spec.OperatingMode = beta.Spec.OperatingMode
 	}
 	if hasBeta && beta.Status != nil && beta.Status.Of == extras.Fingerprint(src.Status) {
@@ -115,8 +115,8 @@ func (dst *Sandbox) ConvertFrom(hub conversion.Hub) error {
 	// Saved replicas and shutdownPolicy count only if they still mean this operatingMode and
 	// shutdownPolicy.
 	if hasAlpha && alpha.Spec != nil &&
-		modeFor(alpha.Spec.Replicas) == modeFor(dst.Spec.Replicas) &&
-		shutdownPolicyTo(alpha.Spec.ShutdownPolicy) == shutdownPolicyTo(dst.Spec.ShutdownPolicy) {
+		modeFor(alpha.Spec.Replicas) == src.Spec.OperatingMode &&
+		shutdownPolicyTo(alpha.Spec.ShutdownPolicy) == src.Spec.ShutdownPolicy {
 		dst.Spec.Replicas, dst.Spec.ShutdownPolicy = alpha.Spec.Replicas, alpha.Spec.ShutdownPolicy
 	}
 	if hasAlpha && alpha.Status != nil && alpha.Status.Of == extras.Fingerprint(src.Status) {

@@ -33,10 +33,11 @@ func Iterations() int {
 }
 
 // Fuzzer returns apimachinery's fuzzer with the ObjectMeta, Quantity and IntOrString
-// functions real objects need, seeded by seed.
-func Fuzzer(seed int64) *randfill.Filler {
-	funcs := fuzzer.MergeFuzzerFuncs(metafuzzer.Funcs, func(serializer.CodecFactory) []any {
-		return []any{
+// functions real objects need, and the kind's own funcs (func(*T, randfill.Continue)),
+// seeded by seed.
+func Fuzzer(seed int64, funcs ...any) *randfill.Filler {
+	all := fuzzer.MergeFuzzerFuncs(metafuzzer.Funcs, func(serializer.CodecFactory) []any {
+		return append([]any{
 			func(v *intstr.IntOrString, c randfill.Continue) {
 				if c.Bool() {
 					*v = intstr.FromInt32(c.Int31())
@@ -44,17 +45,27 @@ func Fuzzer(seed int64) *randfill.Filler {
 					*v = intstr.FromString(c.String(0))
 				}
 			},
-		}
+		}, funcs...)
 	})
-	return fuzzer.FuzzerFor(funcs, rand.NewSource(seed), serializer.NewCodecFactory(runtime.NewScheme()))
+	return fuzzer.FuzzerFor(all, rand.NewSource(seed), serializer.NewCodecFactory(runtime.NewScheme()))
+}
+
+// OneOf returns one of the interesting values or, as often as any one of them, a random string:
+// random strings alone would never hit the values a conversion treats specially.
+func OneOf[T ~string](c randfill.Continue, interesting ...T) T {
+	if i := c.Intn(len(interesting) + 1); i < len(interesting) {
+		return interesting[i]
+	}
+	return T(c.String(0))
 }
 
 // Test checks Iterations() random objects of one kind: for each, fill a fresh object made
-// by newObj, convert it with there and back into fresh objects, and compare. Each kind and
-// direction gets its own seed, printed on failure, so a failure reproduces.
-func Test[A, B any](t *testing.T, seed int64, newObj func() A, there func(A) (B, error), back func(B) (A, error)) {
+// by newObj (with funcs as in Fuzzer), convert it with there and back into fresh objects, and
+// compare. Each kind and direction gets its own seed, printed on failure, so a failure
+// reproduces.
+func Test[A, B any](t *testing.T, seed int64, newObj func() A, there func(A) (B, error), back func(B) (A, error), funcs ...any) {
 	t.Helper()
-	f := Fuzzer(seed)
+	f := Fuzzer(seed, funcs...)
 	for i := range Iterations() {
 		in := newObj()
 		f.Fill(in)
