@@ -80,12 +80,14 @@ type options struct {
 	webhooks       bool
 	cpuProfile     string
 	profileSeconds int
+	floor          bool
 
 	scenarios  string
 	scalePool  int
 	out        string
 	resultsDir string
 	render     bool
+	skipFloor  bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -115,12 +117,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.webhooks, "webhooks", true, "install config/webhook in the local cluster; --webhooks=false for an operator that serves none")
 	fs.StringVar(&o.cpuProfile, "apiserver-profile", "", "write a CPU profile of kube-apiserver over the start of the run to this file (go tool pprof reads it)")
 	fs.IntVar(&o.profileSeconds, "apiserver-profile-seconds", 10, "length of the --apiserver-profile")
+	fs.BoolVar(&o.floor, "floor", false, "measure the API server's floor instead of the operator: the operator fills the pool and is stopped, its webhooks removed, and the load generator makes each claim's three writes itself (local cluster only)")
 	fs.StringVar(&o.jsonPath, "json", "", "also write the result as JSON to this file")
 	fs.StringVar(&o.scenarios, "scenarios", "", "run canonical scenarios instead (each on a fresh local cluster): all, or a comma-separated list of "+strings.Join(scenarioNames(), ", "))
 	fs.IntVar(&o.scalePool, "scale-pool", 5000, "pool size of the large scale scenario")
 	fs.StringVar(&o.out, "out", "", "with --scenarios: write the markdown report (docs/performance.md) from the results")
 	fs.StringVar(&o.resultsDir, "results-dir", "bin/bench", "with --scenarios: where the JSON results of each scenario are written and read")
 	fs.BoolVar(&o.render, "render", false, "with --scenarios and --out: only rewrite the report from the JSON results already in --results-dir")
+	fs.BoolVar(&o.skipFloor, "skip-floor", false, "with --scenarios: do not measure each scenario's floor (faster; the report then has no ratios)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -148,6 +152,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.scenarios != "" && o.kubeconfig != "" {
 		errs = append(errs, errors.New("--scenarios runs on fresh local clusters; it does not take --kubeconfig"))
+	}
+	if o.floor && (o.kubeconfig != "" || o.operatorCmd == "none" || !o.webhooks || o.scenarios != "") {
+		errs = append(errs, errors.New("--floor needs the local cluster with an operator filling the pool and its webhooks installed (no --kubeconfig, --operator-cmd none, --webhooks=false or --scenarios: scenarios measure their floors themselves)"))
 	}
 	return o, errors.Join(errs...)
 }
@@ -218,7 +225,7 @@ func runOnce(ctx context.Context, o options, podSpec corev1.PodSpec, templateNam
 	probes := load.Probes{Healthy: env.Err, ComponentUsage: env.ComponentUsage}
 	params := report.Parameters{
 		BurstSize: o.burstSize, QPS: o.qps, TotalBursts: o.totalBursts, WarmPoolSize: int32(o.warmPoolSize),
-		Namespace: ns, Template: templateName, TimeoutSeconds: o.timeout.Seconds(),
+		Namespace: ns, Template: templateName, TimeoutSeconds: o.timeout.Seconds(), Floor: o.floor,
 	}
 	if env.Cluster != nil {
 		params.Cluster = "local control plane " + controlplane.KubernetesVersion
@@ -226,16 +233,26 @@ func runOnce(ctx context.Context, o options, podSpec corev1.PodSpec, templateNam
 		if !env.Webhooks {
 			params.Cluster += " without webhooks"
 		}
+		probes.APIServerCPU = env.APIServerCPU
 	} else {
 		params.Cluster = env.Config.Host
 	}
 	if env.Operator != nil {
 		op := env.Operator
 		params.OperatorCommand = op.Template
-		probes.OperatorUsage = op.Usage
-		if op.MetricsURL != "" {
-			probes.OperatorMetrics = op.Metrics
+		// The floor stops the operator before the claims: nothing of it to measure.
+		if !o.floor {
+			probes.OperatorUsage = op.Usage
+			if op.MetricsURL != "" {
+				probes.OperatorMetrics = op.Metrics
+			}
 		}
+	}
+	if o.floor {
+		if env.Operator == nil || !env.Webhooks {
+			return nil, errors.New("the floor needs an operator to fill the pool and its webhooks installed")
+		}
+		probes.DetachOperator = env.DetachOperator
 	}
 	res, err := load.Run(ctx, env.Config, load.Config{
 		Namespace:        ns,
@@ -250,6 +267,7 @@ func runOnce(ctx context.Context, o options, podSpec corev1.PodSpec, templateNam
 		Progress:         progress,
 		APIServerProfile: o.cpuProfile,
 		ProfileSeconds:   o.profileSeconds,
+		Floor:            o.floor,
 	}, probes)
 	if err != nil {
 		if env.Operator != nil {

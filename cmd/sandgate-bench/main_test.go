@@ -26,6 +26,10 @@ func TestParseFlagsRejects(t *testing.T) {
 		"render without out":         {"--scenarios", "all", "--render"},
 		"scenarios on a remote":      {"--scenarios", "all", "--kubeconfig", "/tmp/k"},
 		"stray positional arguments": {"extra"},
+		"floor on a remote cluster":  {"--floor", "--kubeconfig", "/tmp/k"},
+		"floor with nothing to fill": {"--floor", "--operator-cmd", "none"},
+		"floor without webhooks":     {"--floor", "--webhooks=false"},
+		"floor of the scenarios":     {"--floor", "--scenarios", "all"},
 	}
 	for name, args := range cases {
 		t.Run(name, func(t *testing.T) {

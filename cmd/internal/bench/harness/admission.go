@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -101,6 +102,64 @@ func waitForAdmission(ctx context.Context, cfg *rest.Config) error {
 		case <-ctx.Done():
 			return fmt.Errorf("the API server could not reach the operator's webhooks within %s: %w", admissionWait, err)
 		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// DetachOperator leaves the API server alone with what the operator made: it stops the
+// operator, deletes every webhook configuration of the harness's cluster (the operator's
+// only), and waits until the API server admits a claim without calling a webhook (it reads
+// webhook configurations through an informer, a moment after the delete). The API server,
+// etcd, the scheduler, kwok and the garbage collector keep running as they were. The floor
+// run (load.Config.Floor) calls it once the operator has filled the pool.
+func (e *Env) DetachOperator(ctx context.Context) error {
+	if e.Cluster == nil {
+		return errors.New("the floor needs the harness's own cluster: it deletes the webhook configurations")
+	}
+	if e.Operator != nil {
+		if err := e.Operator.Stop(); err != nil {
+			return fmt.Errorf("stopping the operator: %w", err)
+		}
+		e.logf("operator stopped (log %s)", e.Operator.LogPath)
+		e.Operator = nil
+	}
+	c, err := client.New(e.Config, client.Options{Scheme: api.NewScheme()})
+	if err != nil {
+		return fmt.Errorf("creating client: %w", err)
+	}
+	if err := c.DeleteAllOf(ctx, &admissionv1.MutatingWebhookConfiguration{}); err != nil {
+		return fmt.Errorf("deleting mutating webhook configurations: %w", err)
+	}
+	if err := c.DeleteAllOf(ctx, &admissionv1.ValidatingWebhookConfiguration{}); err != nil {
+		return fmt.Errorf("deleting validating webhook configurations: %w", err)
+	}
+	e.Webhooks = false
+	return waitForNoAdmission(ctx, c)
+}
+
+// waitForNoAdmission waits until a dry-run create of a claim succeeds unstamped: with the
+// operator stopped, a call to the claim-stamping (mutating) or claim-validating webhook
+// would fail (failurePolicy Fail), so success means the API server has dropped both
+// configurations.
+func waitForNoAdmission(ctx context.Context, c client.Client) error {
+	ctx, cancel := context.WithTimeout(ctx, admissionWait)
+	defer cancel()
+	for {
+		probe := &extv1beta1.SandboxClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: "harness-no-admission-check", Namespace: metav1.NamespaceDefault},
+			Spec:       extv1beta1.SandboxClaimSpec{WarmPoolRef: extv1beta1.WarmPoolRef{Name: "harness-no-admission-check"}},
+		}
+		err := c.Create(ctx, probe, client.DryRunAll)
+		if err == nil {
+			if _, stamped := probe.Annotations[agentsv1beta1.AnnotationWebhookFirstObservedAt]; !stamped {
+				return nil
+			}
+			err = errors.New("the claim was stamped")
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the API server still called webhooks %s after their configurations were deleted: %w", admissionWait, err)
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -63,6 +64,10 @@ type Env struct {
 	// local cluster); Stop removes it unless it is the cluster's.
 	dir string
 	log io.Writer
+
+	// apiserverPID caches kube-apiserver's process id for APIServerCPU.
+	mu           sync.Mutex
+	apiserverPID int
 }
 
 func (e *Env) logf(format string, args ...any) {
@@ -267,6 +272,22 @@ func (e *Env) ComponentUsage() map[string]proc.Usage {
 		return nil
 	}
 	out := map[string]proc.Usage{}
+	for name, pids := range e.componentPIDs() {
+		for _, pid := range pids {
+			u, err := proc.Read("/proc", pid)
+			if err != nil {
+				continue
+			}
+			prev := out[name]
+			out[name] = proc.Usage{CPUSeconds: prev.CPUSeconds + u.CPUSeconds, PeakRSSBytes: max(prev.PeakRSSBytes, u.PeakRSSBytes)}
+		}
+	}
+	return out
+}
+
+// componentPIDs finds the local cluster's processes by binary name.
+func (e *Env) componentPIDs() map[string][]int {
+	out := map[string][]int{}
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
@@ -281,18 +302,34 @@ func (e *Env) ComponentUsage() map[string]proc.Usage {
 			continue
 		}
 		argv0, _, _ := strings.Cut(string(cmdline), "\x00")
-		name := filepath.Base(argv0)
 		if filepath.Dir(argv0) != e.Cluster.BinaryDir {
 			continue // the watchdog, a shell
 		}
-		u, err := proc.Read("/proc", pid)
-		if err != nil {
-			continue
-		}
-		prev := out[name]
-		out[name] = proc.Usage{CPUSeconds: prev.CPUSeconds + u.CPUSeconds, PeakRSSBytes: max(prev.PeakRSSBytes, u.PeakRSSBytes)}
+		name := filepath.Base(argv0)
+		out[name] = append(out[name], pid)
 	}
 	return out
+}
+
+// APIServerCPU returns kube-apiserver's CPU seconds so far from its /proc stat alone (the
+// process is looked up once): cheap enough to read at every claim's Ready event.
+func (e *Env) APIServerCPU() (float64, error) {
+	if e.Cluster == nil {
+		return 0, errors.New("kube-apiserver runs elsewhere: its CPU is not readable here")
+	}
+	e.mu.Lock()
+	pid := e.apiserverPID
+	if pid == 0 {
+		if pids := e.componentPIDs()["kube-apiserver"]; len(pids) == 1 {
+			pid = pids[0]
+			e.apiserverPID = pid
+		}
+	}
+	e.mu.Unlock()
+	if pid == 0 {
+		return 0, errors.New("kube-apiserver's process not found")
+	}
+	return proc.CPUSeconds("/proc", pid)
 }
 
 // Stop ends the operator, then the cluster, and removes the temporary directories.

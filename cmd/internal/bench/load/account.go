@@ -3,7 +3,9 @@ package load
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -80,6 +82,14 @@ func operatorFigures(delta scrape.Snapshot, claims int) report.Operator {
 		out.StartupP50AtMostMs = finite(delta.BucketUpperBound(startup, 0.5))
 		out.StartupP99AtMostMs = finite(delta.BucketUpperBound(startup, 0.99))
 	}
+	phase := "sandgate_claim_phase_seconds"
+	counts := delta.GroupBy(phase+"_count", nil, "phase")
+	for _, name := range slices.Sorted(maps.Keys(counts)) {
+		n := counts[name]
+		out.Phases = append(out.Phases, report.Phase{
+			Name: name, Count: n, MeanMs: round2(delta.Sum(phase+"_sum", map[string]string{"phase": name}) / n * 1000),
+		})
+	}
 	if claims > 0 {
 		out.SandboxReconcilesPerClaim = round2(sandbox / float64(claims))
 		out.WritesPerClaim = round2(delta.Sum("sandgate_api_writes_total", nil) / float64(claims))
@@ -92,10 +102,12 @@ func operatorFigures(delta scrape.Snapshot, claims int) report.Operator {
 }
 
 // account fills in the figures measured between before and after.
-func (r *runner) account(res *report.Result, before, after snapshot) {
+func (r *runner) account(res *report.Result, before, after snapshot, webhooks map[string][]string) {
 	claims := res.Claims.Created
 	if before.api != nil && after.api != nil {
-		res.API = apiRequests(scrape.Delta(before.api, after.api), claims)
+		delta := scrape.Delta(before.api, after.api)
+		res.API = apiRequests(delta, claims)
+		res.Webhooks = webhookCosts(delta, webhooks)
 	}
 	if before.operator != nil && after.operator != nil {
 		res.Operator = operatorFigures(scrape.Delta(before.operator, after.operator), claims)

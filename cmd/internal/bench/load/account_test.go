@@ -101,6 +101,16 @@ agent_sandbox_claim_startup_latency_ms_bucket{launch_type="cold",sandbox_templat
 agent_sandbox_claim_startup_latency_ms_bucket{launch_type="cold",sandbox_template="t",le="+Inf"} 1
 agent_sandbox_claim_startup_latency_ms_sum{launch_type="cold",sandbox_template="t"} 800
 agent_sandbox_claim_startup_latency_ms_count{launch_type="cold",sandbox_template="t"} 1
+# TYPE sandgate_claim_phase_seconds histogram
+sandgate_claim_phase_seconds_bucket{phase="bind",le="+Inf"} 10
+sandgate_claim_phase_seconds_sum{phase="bind"} 0.05
+sandgate_claim_phase_seconds_count{phase="bind"} 10
+sandgate_claim_phase_seconds_bucket{phase="status",le="+Inf"} 10
+sandgate_claim_phase_seconds_sum{phase="status"} 0.04
+sandgate_claim_phase_seconds_count{phase="status"} 10
+sandgate_claim_phase_seconds_bucket{phase="admission_to_reconcile",le="+Inf"} 0
+sandgate_claim_phase_seconds_sum{phase="admission_to_reconcile"} 0
+sandgate_claim_phase_seconds_count{phase="admission_to_reconcile"} 0
 `)
 	want := report.Operator{
 		Measured: true,
@@ -124,6 +134,8 @@ agent_sandbox_claim_startup_latency_ms_count{launch_type="cold",sandbox_template
 		StartupMeanMs:           150,
 		StartupP50AtMostMs:      100,
 		StartupP99AtMostMs:      -1,
+		// Phases that saw no claim are left out, as a run without them shows nothing.
+		Phases: []report.Phase{{Name: "bind", Count: 10, MeanMs: 5}, {Name: "status", Count: 10, MeanMs: 4}},
 	}
 	got := operatorFigures(scrape.Delta(before, after), 10)
 	if diff := cmp.Diff(want, got); diff != "" {

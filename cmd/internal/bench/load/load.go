@@ -60,6 +60,10 @@ type Config struct {
 	// first ProfileSeconds of the run (its /debug/pprof/profile).
 	APIServerProfile string
 	ProfileSeconds   int
+	// Floor runs the API server's floor instead of measuring the operator: once the pool is
+	// full, Probes.DetachOperator stops the operator and removes its webhooks, and the load
+	// generator makes each claim's writes itself (see floor.go). Nothing refills the pool.
+	Floor bool
 }
 
 // Probes are where the measurements come from besides the API server.
@@ -72,6 +76,13 @@ type Probes struct {
 	ComponentUsage func() map[string]proc.Usage
 	// Healthy reports a process of the environment that died; nil means always healthy.
 	Healthy func() error
+	// DetachOperator stops the operator and removes its admission webhooks; a floor run
+	// calls it once the pool is full.
+	DetachOperator func(context.Context) error
+	// APIServerCPU reads kube-apiserver's CPU seconds so far, cheaply enough to be called at
+	// every claim's Ready event; nil reads process_cpu_seconds_total from its /metrics
+	// instead, once after the last Ready.
+	APIServerCPU func() (float64, error)
 }
 
 // DefaultPodSpec is the pod spec used without --template: one container that kwok's nodes
@@ -103,6 +114,8 @@ type runner struct {
 	c      client.WithWatch
 	rest   *rest.Config
 	start  time.Time
+	// floor is the pool members a floor run binds; nil when the operator binds.
+	floor *floorPool
 }
 
 func (r *runner) progressf(format string, args ...any) {
@@ -149,6 +162,11 @@ func Run(ctx context.Context, restCfg *rest.Config, cfg Config, probes Probes) (
 		return nil, fmt.Errorf("waiting for the warm pool to be full: %w", err)
 	}
 	res.PoolFillSeconds = time.Since(fillStart).Seconds()
+	if cfg.Floor {
+		if err := r.detach(ctx); err != nil {
+			return nil, err
+		}
+	}
 
 	w, err := StartClaimWatch(ctx, c, cfg.Namespace)
 	if err != nil {
@@ -156,18 +174,24 @@ func Run(ctx context.Context, restCfg *rest.Config, cfg Config, probes Probes) (
 	}
 	defer w.Stop()
 
+	webhooks, err := webhookResources(ctx, c)
+	if err != nil {
+		res.Errors = append(res.Errors, err.Error())
+	}
 	res.LoadAverage = loadAverage()
 	before := r.measure(ctx, res)
 	profileDone := r.profileAPIServer(ctx)
+	window := r.startCPUWindow(ctx, w)
 	runStart := time.Now()
 	claims, lastReady := r.fire(ctx, w, res)
+	claimsCPU := window.end(ctx)
 	anyReady := !lastReady.IsZero()
 	if !anyReady {
 		lastReady = time.Now()
 	}
 	res.RunSeconds = lastReady.Sub(runStart).Seconds()
 
-	if anyReady {
+	if anyReady && !cfg.Floor {
 		refillStart := time.Now()
 		if err := r.waitForPool(ctx, cfg.RefillWait, "pool refilling"); err != nil {
 			res.Errors = append(res.Errors, fmt.Sprintf("pool not full again within %s: %v", cfg.RefillWait, err))
@@ -178,7 +202,11 @@ func Run(ctx context.Context, restCfg *rest.Config, cfg Config, probes Probes) (
 	// Writes that trail the last Ready (events, the last status patches) belong to the run.
 	time.Sleep(time.Second)
 	after := r.measure(ctx, res)
-	r.account(res, before, after)
+	r.account(res, before, after, webhooks)
+	res.API.ClaimsCPUSeconds = claimsCPU
+	if cfg.Floor {
+		res.ClientPath = clientPath(claims, w)
+	}
 	if err := <-profileDone; err != nil {
 		res.Errors = append(res.Errors, err.Error())
 	}
@@ -186,6 +214,27 @@ func Run(ctx context.Context, restCfg *rest.Config, cfg Config, probes Probes) (
 		res.Errors = append(res.Errors, err.Error())
 	}
 	return res, nil
+}
+
+// detach stops the operator and removes admission for a floor run, and takes the pool's
+// ready members for the load generator to bind.
+func (r *runner) detach(ctx context.Context) error {
+	if r.probes.DetachOperator == nil {
+		return errors.New("a floor run needs a way to stop the operator and remove its webhooks (Probes.DetachOperator)")
+	}
+	if err := r.probes.DetachOperator(ctx); err != nil {
+		return fmt.Errorf("detaching the operator for the floor: %w", err)
+	}
+	pool, err := r.floorMembers(ctx)
+	if err != nil {
+		return err
+	}
+	if want := r.cfg.BurstSize * r.cfg.TotalBursts; len(pool.members) < want {
+		return fmt.Errorf("the floor needs %d ready pool members, the pool has %d", want, len(pool.members))
+	}
+	r.floor = pool
+	r.progressf("floor: operator stopped, webhooks removed, %d ready members to bind", len(pool.members))
+	return nil
 }
 
 // createObjects creates the namespace, the template and the pool.
@@ -270,6 +319,11 @@ type sent struct {
 	createdAt time.Time // start of the create call
 	callTook  time.Duration
 	createErr error
+	// floor is the timing of a floor claim's writes; floorErr why it has none, floorBindErrs
+	// the bind patches that failed on the way.
+	floor         *floorTimes
+	floorErr      error
+	floorBindErrs []error
 }
 
 // fire sends the bursts and waits for each one's claims; it returns the claims and when the
@@ -291,6 +345,10 @@ func (r *runner) fire(ctx context.Context, w *ClaimWatcher, res *report.Result) 
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				if r.floor != nil {
+					r.floorClaim(ctx, s, r.floor)
+					return
+				}
 				r.create(ctx, s)
 			}()
 		}
@@ -309,13 +367,18 @@ func (r *runner) fire(ctx context.Context, w *ClaimWatcher, res *report.Result) 
 				res.Errors = append(res.Errors, fmt.Sprintf("creating claim %s: %v", s.name, s.createErr))
 			}
 		}
+		for _, err := range append(s.floorBindErrs, s.floorErr) {
+			if err != nil && len(res.Errors) < 10 {
+				res.Errors = append(res.Errors, fmt.Sprintf("floor claim %s: %v", s.name, err))
+			}
+		}
 	}
 	return all, lastReady
 }
 
 // create creates one claim, noting when the call started; the client-first-requested-at
-// annotation carries that time, as the public clients set it.
-func (r *runner) create(ctx context.Context, s *sent) {
+// annotation carries that time, as the public clients set it. It returns the claim as created.
+func (r *runner) create(ctx context.Context, s *sent) *extv1beta1.SandboxClaim {
 	s.createdAt = time.Now()
 	claim := &extv1beta1.SandboxClaim{
 		ObjectMeta: metav1.ObjectMeta{
@@ -328,6 +391,7 @@ func (r *runner) create(ctx context.Context, s *sent) {
 	}
 	s.createErr = r.c.Create(ctx, claim)
 	s.callTook = time.Since(s.createdAt)
+	return claim
 }
 
 // waitForClaims waits until every created claim of the burst is Ready or the timeout passes,

@@ -6,6 +6,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -88,5 +89,96 @@ func TestRunMeasuresTheOperator(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no kube-apiserver among the components measured: %+v", res.Components)
+	}
+	if res.API.ClaimsCPUSeconds < 0 {
+		t.Errorf("kube-apiserver CPU between the first claim and the last Ready not read")
+	}
+	stamps := 0.0
+	for _, w := range res.Webhooks {
+		if w.Operation == "CREATE" && slices.Contains(w.Resources, "sandboxclaims") && w.Type == "mutating" {
+			stamps += w.Calls
+		}
+	}
+	if stamps != claims {
+		t.Errorf("mutating webhook calls on claim CREATE = %v, want one per claim; webhooks: %+v", stamps, res.Webhooks)
+	}
+}
+
+// TestRunMeasuresTheFloor runs the floor of a small load: the operator fills the pool, is
+// stopped and its webhooks removed, and the load generator makes each claim's three writes
+// itself. Every claim is bound to one of the operator's members, the API server sees exactly
+// those writes and calls no webhook.
+func TestRunMeasuresTheFloor(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	log := io.Writer(io.Discard)
+	if testing.Verbose() {
+		log = os.Stderr
+	}
+	env, err := harness.Start(ctx, harness.Options{Profile: controlplane.ProfileFast, Log: log})
+	if err != nil {
+		t.Fatalf("starting the harness: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("stopping the harness: %v", err)
+		}
+	})
+
+	const claims = 6
+	res, err := load.Run(ctx, env.Config, load.Config{
+		Namespace:      "bench-floor",
+		PodSpec:        load.DefaultPodSpec(),
+		WarmPoolSize:   claims + 2,
+		BurstSize:      claims / 2,
+		TotalBursts:    2,
+		QPS:            20,
+		PoolCreateWait: 2 * time.Minute,
+		Timeout:        time.Minute,
+		RefillWait:     time.Minute,
+		Progress:       log,
+		Floor:          true,
+	}, load.Probes{
+		ComponentUsage: env.ComponentUsage,
+		Healthy:        env.Err,
+		DetachOperator: env.DetachOperator,
+		APIServerCPU:   env.APIServerCPU,
+	})
+	if err != nil {
+		t.Fatalf("running the floor: %v", err)
+	}
+	if !res.OK() || len(res.Errors) > 0 {
+		t.Errorf("floor run not OK: claims %+v, errors %v", res.Claims, res.Errors)
+	}
+	if env.Operator != nil || env.Webhooks {
+		t.Errorf("the operator (%v) or its webhooks (%v) were left in place", env.Operator, env.Webhooks)
+	}
+	if res.Claims.WarmHits != claims {
+		t.Errorf("claims bound to warm members = %d, want %d", res.Claims.WarmHits, claims)
+	}
+	writes := map[string]float64{}
+	for _, row := range res.API.ByVerbResourceCode {
+		writes[row.Key] = row.Count
+	}
+	for _, key := range []string{"POST sandboxclaims 201", "PATCH sandboxes 200", "PATCH sandboxclaims/status 200"} {
+		if writes[key] != claims {
+			t.Errorf("%s: %v, want one per claim (all writes: %v)", key, writes[key], res.API.ByVerbResourceCode)
+		}
+	}
+	for _, key := range []string{"POST sandboxes 201", "POST pods 201", "POST events 201"} {
+		if writes[key] != 0 {
+			t.Errorf("%s: %v during the floor, want none: nothing refills or reports", key, writes[key])
+		}
+	}
+	for _, w := range res.Webhooks {
+		if w.Calls > 0 {
+			t.Errorf("webhook %s called %v times during the floor, want never", w.Name, w.Calls)
+		}
+	}
+	if p := res.ClientPath; p == nil || p.Bind.Count != claims || p.Status.Count != claims || p.WatchDelivery.Count != claims {
+		t.Errorf("client path not timed for every claim: %+v", p)
+	}
+	if res.API.ClaimsCPUSeconds < 0 {
+		t.Errorf("kube-apiserver CPU between the first claim and the last Ready not read")
 	}
 }

@@ -37,6 +37,8 @@ type ClaimWatcher struct {
 
 	mu   sync.Mutex
 	seen map[string]ReadyClaim
+	// onReady is called, outside mu, after each claim's first Ready is recorded.
+	onReady func(time.Time)
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -134,8 +136,8 @@ func (w *ClaimWatcher) record(claim *extv1beta1.SandboxClaim, at time.Time) {
 		return
 	}
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	if _, ok := w.seen[claim.Name]; ok {
+		w.mu.Unlock()
 		return
 	}
 	obs := ReadyClaim{
@@ -149,6 +151,20 @@ func (w *ClaimWatcher) record(claim *extv1beta1.SandboxClaim, at time.Time) {
 		}
 	}
 	w.seen[claim.Name] = obs
+	hook := w.onReady
+	w.mu.Unlock()
+	if hook != nil {
+		hook(at)
+	}
+}
+
+// OnReady makes the watcher call f, from its own goroutine, right after it records a claim's
+// first Ready=True, with the time the event arrived: what must be read at that moment (the
+// API server's CPU at the last Ready) is read there and not a poll later.
+func (w *ClaimWatcher) OnReady(f func(at time.Time)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.onReady = f
 }
 
 // Ready returns what was observed of the named claim, if it became Ready.

@@ -105,6 +105,20 @@ func Read(root string, pid int) (Usage, error) {
 	return u, nil
 }
 
+// CPUSeconds returns the user plus system time of pid alone (not its descendants) from root:
+// one small read, cheap enough to take at every event of a run, where Read lists every process.
+func CPUSeconds(root string, pid int) (float64, error) {
+	data, err := os.ReadFile(filepath.Join(root, strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0, fmt.Errorf("reading process %d: %w", pid, err)
+	}
+	st, err := parseStat(data)
+	if err != nil {
+		return 0, fmt.Errorf("reading process %d: %w", pid, err)
+	}
+	return st.cpuSeconds, nil
+}
+
 // allStats reads the stat of every process under root; processes that exit meanwhile are
 // skipped.
 func allStats(root string) (map[int]statInfo, error) {

@@ -104,6 +104,13 @@ func TestReadSumsTheTree(t *testing.T) {
 	if _, err := Read(root, 99); err == nil {
 		t.Errorf("Read of a missing process succeeded, want an error")
 	}
+	// CPUSeconds reads the one process, without its children.
+	if cpu, err := CPUSeconds(root, 11); err != nil || cpu != 0.5 {
+		t.Errorf("CPUSeconds(11) = %v, %v; want 0.5, nil", cpu, err)
+	}
+	if _, err := CPUSeconds(root, 99); err == nil {
+		t.Errorf("CPUSeconds of a missing process succeeded, want an error")
+	}
 }
 
 func TestReadSelf(t *testing.T) {

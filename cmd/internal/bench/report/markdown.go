@@ -122,6 +122,7 @@ func WriteMarkdown(w io.Writer, m Machine, results []*Result, command string) er
 	p("behaviour); `kubelet` walks it through separate updates 20–50 ms apart, as a kubelet reports")
 	p("progress, which is what wakes controllers again and again.")
 	p("")
+	writeFloor(p, results)
 	p("## Startup latency")
 	p("")
 	p("Client view: from the start of the claim's create call to the watch event showing")
@@ -166,18 +167,20 @@ func WriteMarkdown(w io.Writer, m Machine, results []*Result, command string) er
 	p("just before the first claim and the pool being full again (all clients: the load generator's")
 	p("creates, the operator, the scheduler, kwok; refill included).")
 	p("")
-	p("| scenario | mutating requests | per claim | target per claim | 409 Conflict | kube-apiserver CPU (s) | target CPU (s) |")
-	p("|---|---:|---:|---:|---:|---:|---:|")
+	p("| scenario | mutating requests | per claim | target per claim | 409 Conflict | kube-apiserver CPU (s) | target CPU (s) | CPU first claim → last Ready (s) |")
+	p("|---|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range results {
 		a := r.API
-		p("| %s | %.0f | %s | %s | %s | %s | %s |", r.Scenario, a.Mutating,
+		p("| %s | %.0f | %s | %s | %s | %s | %s | %s |", r.Scenario, a.Mutating,
 			mark(fmt.Sprintf("%.2f", a.MutatingPerClaim), a.MutatingPerClaim, tgt(r, func(t *Targets) float64 { return t.MutatingPerClaim })),
 			num(tgt(r, func(t *Targets) float64 { return t.MutatingPerClaim })),
 			conflicts(r),
 			mark(fmt.Sprintf("%.2f", a.ServerCPUSeconds), a.ServerCPUSeconds, tgt(r, func(t *Targets) float64 { return t.ServerCPUSeconds })),
-			num(tgt(r, func(t *Targets) float64 { return t.ServerCPUSeconds })))
+			num(tgt(r, func(t *Targets) float64 { return t.ServerCPUSeconds })),
+			cpu(a.ClaimsCPUSeconds))
 	}
 	p("")
+	writeAdmission(p, results)
 	p("## Operator")
 	p("")
 	p("From the operator's `/metrics` (controller-runtime's `controller_runtime_reconcile_total`,")
@@ -222,6 +225,7 @@ func WriteMarkdown(w io.Writer, m Machine, results []*Result, command string) er
 			mean, atMost(o.StartupP50AtMostMs), atMost(o.StartupP99AtMostMs))
 	}
 	p("")
+	writePath(p, results)
 	p("## Where the requests went")
 	p("")
 	for _, r := range results {
@@ -253,6 +257,9 @@ func WriteMarkdown(w io.Writer, m Machine, results []*Result, command string) er
 			p("Problems seen: %s.", strings.Join(r.Errors, "; "))
 		}
 		p("")
+		if f := r.Floor; f != nil {
+			writeFloorRequests(p, f)
+		}
 	}
 	if _, err := w.Write(buf.Bytes()); err != nil {
 		return fmt.Errorf("writing the report: %w", err)
@@ -357,4 +364,29 @@ func shorten(cmd string) string {
 		bin = bin[i+1:]
 	}
 	return strings.TrimSpace(bin + " " + rest)
+}
+
+// writeFloorRequests writes what the floor run of a scenario asked of the API server.
+func writeFloorRequests(p func(string, ...any), f *Result) {
+	p("Its floor (%d claims, %d Ready, load average %.1f; requests between just before the first", f.Claims.Created, f.Claims.Ready, f.LoadAverage)
+	p("claim and a second after the last Ready, all clients):")
+	p("")
+	p("| request (verb resource code) | count | per claim |")
+	p("|---|---:|---:|")
+	for _, row := range f.API.ByVerbResourceCode {
+		p("| %s | %.0f | %s |", row.Key, row.Count, perClaim(row.Count, f.Claims.Created))
+	}
+	if len(f.Components) > 0 {
+		parts := make([]string, len(f.Components))
+		for i, c := range f.Components {
+			parts[i] = fmt.Sprintf("%s %.2f s", c.Name, c.CPUSeconds)
+		}
+		p("")
+		p("Control-plane CPU during the floor run: %s.", strings.Join(parts, ", "))
+	}
+	if len(f.Errors) > 0 {
+		p("")
+		p("Problems seen in the floor run: %s.", strings.Join(f.Errors, "; "))
+	}
+	p("")
 }

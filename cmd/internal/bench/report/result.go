@@ -26,6 +26,9 @@ type Parameters struct {
 	Nodes           int     `json:"nodes,omitempty"`
 	OperatorCommand string  `json:"operatorCommand,omitempty"`
 	TimeoutSeconds  float64 `json:"timeoutSeconds"`
+	// Floor marks a run of the API server's floor: no operator and no webhooks during the
+	// claims; the load generator made each claim's writes itself (see load.Config.Floor).
+	Floor bool `json:"floor,omitempty"`
 }
 
 // Claims are the claims' fates.
@@ -69,6 +72,58 @@ type API struct {
 	ConflictsByVerbResource []scrape.Count `json:"conflictsByVerbResource"`
 	// ServerCPUSeconds is kube-apiserver's process_cpu_seconds_total during the run.
 	ServerCPUSeconds float64 `json:"serverCPUSeconds"`
+	// ClaimsCPUSeconds is kube-apiserver's CPU from just before the first claim's create call
+	// to the watch event of the last claim's Ready: the claims' own window, refill after it
+	// left out. -1 when it could not be read.
+	ClaimsCPUSeconds float64 `json:"claimsCPUSeconds"`
+}
+
+// Webhook is what one admission webhook cost the API server during the run for one
+// operation, from apiserver_admission_webhook_admission_duration_seconds (the API server's
+// view: the call including its network round trip) and
+// apiserver_admission_match_condition_exclusions_total.
+type Webhook struct {
+	Name string `json:"name"`
+	// Type is mutating or validating.
+	Type      string  `json:"type"`
+	Operation string  `json:"operation"`
+	Calls     float64 `json:"calls"`
+	Rejected  float64 `json:"rejected"`
+	// SumSeconds is the time of every call added up; MeanMs is the exact mean of a call.
+	SumSeconds float64 `json:"sumSeconds"`
+	MeanMs     float64 `json:"meanMs"`
+	// P50Ms and P99Ms are interpolated in the histogram's buckets (5 ms, 25 ms, 100 ms, ...):
+	// an estimate, see scrape.Snapshot.Quantile.
+	P50Ms float64 `json:"p50Ms"`
+	P99Ms float64 `json:"p99Ms"`
+	// Excluded counts the requests the webhook's matchConditions let through without a call.
+	Excluded float64 `json:"excluded"`
+	// Resources are the resources the webhook's rules name, from its configuration when the
+	// claims were fired; empty when the configuration was not found.
+	Resources []string `json:"resources,omitempty"`
+}
+
+// Phase is the operator's own timing of one phase of a claim's path
+// (sandgate_claim_phase_seconds).
+type Phase struct {
+	Name   string  `json:"name"`
+	Count  float64 `json:"count"`
+	MeanMs float64 `json:"meanMs"`
+}
+
+// ClientPath is how long each step of a floor claim took, as the load generator that made
+// the writes timed them.
+type ClientPath struct {
+	// BeforeBind is from the create call's return to the bind patch's start (picking a
+	// member, encoding).
+	BeforeBind stats.Summary `json:"beforeBind"`
+	// Bind and Status are the two patch calls.
+	Bind   stats.Summary `json:"bind"`
+	Status stats.Summary `json:"status"`
+	// BetweenPatches is from the bind patch's return to the status patch's start.
+	BetweenPatches stats.Summary `json:"betweenPatches"`
+	// WatchDelivery is from the status patch's return to the watch event showing Ready.
+	WatchDelivery stats.Summary `json:"watchDelivery"`
 }
 
 // Operator is what the operator reported and cost during the run.
@@ -102,6 +157,9 @@ type Operator struct {
 	StartupP50AtMostMs float64 `json:"startupP50AtMostMs"`
 	StartupP99AtMostMs float64 `json:"startupP99AtMostMs"`
 	StartupMeanMs      float64 `json:"startupMeanMs"`
+	// Phases are sandgate_claim_phase_seconds by phase; empty when the operator does not
+	// export it.
+	Phases []Phase `json:"phases,omitempty"`
 	// CPUSeconds is user+system time during the run; CPUSecondsTotal since the start.
 	CPUSeconds      float64 `json:"cpuSeconds"`
 	CPUSecondsTotal float64 `json:"cpuSecondsTotal"`
@@ -124,6 +182,11 @@ type Targets struct {
 	Conflicts         *int    `json:"conflicts,omitempty"`
 	ServerCPUSeconds  float64 `json:"serverCPUSeconds,omitempty"`
 	ReconcilesToReady float64 `json:"reconcilesToReady,omitempty"`
+	// FloorP50Ratio, FloorP99Ratio and FloorCPURatio bound sandgate ÷ floor of the client
+	// p50 and p99 and of the API server's CPU between the first claim and the last Ready.
+	FloorP50Ratio float64 `json:"floorP50Ratio,omitempty"`
+	FloorP99Ratio float64 `json:"floorP99Ratio,omitempty"`
+	FloorCPURatio float64 `json:"floorCPURatio,omitempty"`
 	// Reference is what the public controller measured in the same scenario, for the reader.
 	Reference string `json:"reference,omitempty"`
 }
@@ -150,6 +213,14 @@ type Result struct {
 	API           API         `json:"api"`
 	Operator      Operator    `json:"operator"`
 	Components    []Component `json:"components,omitempty"`
+	// Webhooks are the admission webhooks the API server called during the run, by webhook
+	// and operation.
+	Webhooks []Webhook `json:"webhooks,omitempty"`
+	// ClientPath is set in a floor run: the load generator's timing of each claim's writes.
+	ClientPath *ClientPath `json:"clientPath,omitempty"`
+	// Floor is the floor of the same scenario, measured in the same invocation on a fresh
+	// cluster started the same way; nil when not measured.
+	Floor *Result `json:"floor,omitempty"`
 	// Errors are the first problems seen (create failures, scrape failures).
 	Errors []string `json:"errors,omitempty"`
 }

@@ -25,6 +25,9 @@ func WriteText(w io.Writer, r *Result) error {
 	if p.BurstSize == 1 {
 		what = fmt.Sprintf("%d claims one at a time", p.TotalBursts)
 	}
+	if p.Floor {
+		title += " (floor: no operator, no webhooks; the load generator writes)"
+	}
 	pf("\n== %s: %s into a pool of %d (%s)\n", title, what, p.WarmPoolSize, p.Cluster)
 	pf("pool fill\t%.1f s\n", r.PoolFillSeconds)
 	pf("load average at start\t%.1f on %d CPUs\n", r.LoadAverage, runtime.NumCPU())
@@ -59,8 +62,17 @@ func WriteText(w io.Writer, r *Result) error {
 	pf("API read requests\t%.0f\n", a.Reads)
 	pf("409 Conflict responses\t%.0f\t%s\n", a.Conflicts, keys(a.ConflictsByVerbResource))
 	pf("kube-apiserver CPU during the run\t%.2f s\n", a.ServerCPUSeconds)
+	pf("kube-apiserver CPU, first claim → last Ready\t%s s\n", cpu(a.ClaimsCPUSeconds))
 	for _, row := range a.ByVerbResourceCode {
 		pf("  %s\t%.0f\t%s per claim\n", row.Key, row.Count, perClaim(row.Count, c.Created))
+	}
+	for _, w := range r.Webhooks {
+		pf("  webhook %s %s (%s)\t%.0f calls\tmean %.2f ms, p50 ≈ %.2f ms, p99 ≈ %.2f ms; %.0f rejected, %.0f skipped by matchConditions\n",
+			w.Name, w.Operation, w.Type, w.Calls, w.MeanMs, w.P50Ms, w.P99Ms, w.Rejected, w.Excluded)
+	}
+	if cp := r.ClientPath; cp != nil {
+		pf("floor writes, mean (ms)\tcreate call %.2f, → bind %.2f, bind %.2f, → status %.2f, status %.2f, → watch Ready %.2f\n",
+			r.Latency.CreateCall.Mean, cp.BeforeBind.Mean, cp.Bind.Mean, cp.BetweenPatches.Mean, cp.Status.Mean, cp.WatchDelivery.Mean)
 	}
 	pf("\n")
 	o := r.Operator
@@ -73,6 +85,9 @@ func WriteText(w io.Writer, r *Result) error {
 		pf("operator's claim counters\t%.0f warm, %.0f cold; lost binds: %s\n", o.WarmHits, o.ColdStarts, keys(o.BindConflicts))
 		if o.StartupMeanMs > 0 {
 			pf("operator's startup histogram (ms)\tmean %.1f, p50 %s, p99 %s\n", o.StartupMeanMs, atMost(o.StartupP50AtMostMs), atMost(o.StartupP99AtMostMs))
+		}
+		for _, ph := range o.Phases {
+			pf("  claim phase %s\t%.0f\tmean %.2f ms\n", ph.Name, ph.Count, ph.MeanMs)
 		}
 		pf("reconciles by controller\t%s\n", keys(o.ReconcilesByController))
 		pf("Sandbox reconciles per claim\t%.2f\n", o.SandboxReconcilesPerClaim)
@@ -91,6 +106,13 @@ func WriteText(w io.Writer, r *Result) error {
 	}
 	for _, e := range r.Errors {
 		pf("problem\t%s\n", e)
+	}
+	if f := r.Floor; f != nil {
+		q := r.Ratios()
+		pf("\nagainst the floor of the same scenario\tfloor\tsandgate\tsandgate ÷ floor\n")
+		pf("client p50 (ms)\t%.1f\t%.1f\t%.2f\n", f.Latency.Client.P50, r.Latency.Client.P50, q.P50)
+		pf("client p99 (ms)\t%.1f\t%.1f\t%.2f\n", f.Latency.Client.P99, r.Latency.Client.P99, q.P99)
+		pf("kube-apiserver CPU, first claim → last Ready (s)\t%s\t%s\t%.2f\n", cpu(f.API.ClaimsCPUSeconds), cpu(r.API.ClaimsCPUSeconds), q.CPU)
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("printing the result: %w", err)

@@ -234,3 +234,59 @@ func (s Snapshot) BucketUpperBound(name string, q float64) (float64, bool) {
 	}
 	return math.Inf(1), true
 }
+
+// Select returns the series whose labels include every pair of match: one label set of a
+// histogram, say, for BucketUpperBound or Quantile.
+func (s Snapshot) Select(match map[string]string) Snapshot {
+	out := Snapshot{}
+	for k, series := range s {
+		if matches(series.Labels, match) {
+			out[k] = series
+		}
+	}
+	return out
+}
+
+// Quantile estimates the q-quantile (0 < q <= 1) of histogram name (its _bucket series summed
+// over every other label) the way Prometheus' histogram_quantile does: linearly within the
+// bucket that holds it, the first bucket starting at 0. A quantile in the +Inf bucket is the
+// largest finite bound. It returns false when the histogram has no observations. With coarse
+// buckets (the API server's webhook histogram starts 5 ms, 25 ms) the estimate says where in
+// the bucket the observations would be if they were spread evenly: a hint, not a measurement.
+func (s Snapshot) Quantile(name string, q float64) (float64, bool) {
+	cumulative := map[float64]float64{}
+	for _, series := range s {
+		if series.Name != name+"_bucket" {
+			continue
+		}
+		le, err := strconv.ParseFloat(series.Labels["le"], 64)
+		if err != nil {
+			continue
+		}
+		cumulative[le] += series.Value
+	}
+	bounds := slices.Sorted(maps.Keys(cumulative))
+	if len(bounds) == 0 {
+		return 0, false
+	}
+	total := cumulative[bounds[len(bounds)-1]]
+	if total == 0 {
+		return 0, false
+	}
+	rank := q * total
+	lower, below := 0.0, 0.0
+	for _, le := range bounds {
+		count := cumulative[le]
+		if count >= rank {
+			if math.IsInf(le, 1) {
+				return lower, true
+			}
+			if count == below {
+				return le, true
+			}
+			return lower + (le-lower)*(rank-below)/(count-below), true
+		}
+		lower, below = le, count
+	}
+	return lower, true
+}

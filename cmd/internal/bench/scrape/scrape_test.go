@@ -180,3 +180,47 @@ lat_ms_count{launch_type="cold"} 2
 		})
 	}
 }
+
+const webhookHistogram = `# TYPE apiserver_admission_webhook_admission_duration_seconds histogram
+apiserver_admission_webhook_admission_duration_seconds_bucket{name="stamp",operation="CREATE",rejected="false",type="admit",le="0.005"} 30
+apiserver_admission_webhook_admission_duration_seconds_bucket{name="stamp",operation="CREATE",rejected="false",type="admit",le="0.025"} 40
+apiserver_admission_webhook_admission_duration_seconds_bucket{name="stamp",operation="CREATE",rejected="false",type="admit",le="+Inf"} 40
+apiserver_admission_webhook_admission_duration_seconds_sum{name="stamp",operation="CREATE",rejected="false",type="admit"} 0.2
+apiserver_admission_webhook_admission_duration_seconds_count{name="stamp",operation="CREATE",rejected="false",type="admit"} 40
+apiserver_admission_webhook_admission_duration_seconds_bucket{name="guard",operation="UPDATE",rejected="false",type="validating",le="0.005"} 0
+apiserver_admission_webhook_admission_duration_seconds_bucket{name="guard",operation="UPDATE",rejected="false",type="validating",le="0.025"} 2
+apiserver_admission_webhook_admission_duration_seconds_bucket{name="guard",operation="UPDATE",rejected="false",type="validating",le="+Inf"} 4
+apiserver_admission_webhook_admission_duration_seconds_sum{name="guard",operation="UPDATE",rejected="false",type="validating"} 1
+apiserver_admission_webhook_admission_duration_seconds_count{name="guard",operation="UPDATE",rejected="false",type="validating"} 4
+`
+
+func TestSelectQuantile(t *testing.T) {
+	snap := mustParse(t, webhookHistogram)
+	const metric = "apiserver_admission_webhook_admission_duration_seconds"
+	cases := map[string]struct {
+		match  map[string]string
+		q      float64
+		want   float64
+		wantOK bool
+	}{
+		// 40 calls: rank 20 of the 30 in [0, 5 ms].
+		"median inside the first bucket": {match: map[string]string{"name": "stamp"}, q: 0.5, want: 0.005 * 20 / 30, wantOK: true},
+		// rank 36: the 6th of the 10 in (5 ms, 25 ms].
+		"p90 inside the second bucket": {match: map[string]string{"name": "stamp"}, q: 0.9, want: 0.005 + 0.020*6/10, wantOK: true},
+		// rank 3.96 of 4 lies in +Inf: the largest finite bound.
+		"p99 beyond the last finite bucket": {match: map[string]string{"name": "guard"}, q: 0.99, want: 0.025, wantOK: true},
+		"both webhooks summed":              {q: 30.0 / 44, want: 0.005, wantOK: true},
+		"no such webhook":                   {match: map[string]string{"name": "nope"}, q: 0.5},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, ok := snap.Select(tc.match).Quantile(metric, tc.q)
+			if ok != tc.wantOK || math.Abs(got-tc.want) > 1e-12 {
+				t.Errorf("Quantile(%v) = %v, %v; want %v, %v", tc.q, got, ok, tc.want, tc.wantOK)
+			}
+		})
+	}
+	if got := snap.Select(map[string]string{"name": "guard"}).Sum(metric+"_count", nil); got != 4 {
+		t.Errorf("Select(guard) count = %v, want 4", got)
+	}
+}

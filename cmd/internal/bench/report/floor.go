@@ -1,0 +1,308 @@
+package report
+
+import (
+	"fmt"
+	"math"
+	"slices"
+)
+
+// The figures of this file set sandgate beside the floor of the same scenario: the API server
+// of the same kind of cluster, started the same way in the same invocation, serving the same
+// claims with the operator stopped and the webhooks removed, the load generator making each
+// claim's three writes itself (create, bind patch, status patch). The ratios are what the
+// architecture document's targets are written in.
+
+// FloorRatios are sandgate ÷ floor; a ratio is 0 when either side is missing.
+type FloorRatios struct {
+	P50, P99, CPU float64
+}
+
+// Ratios divides r's client p50, p99 and claims-window API server CPU by its floor's.
+func (r *Result) Ratios() FloorRatios {
+	f := r.Floor
+	if f == nil || r.Latency.Client.Count == 0 || f.Latency.Client.Count == 0 {
+		return FloorRatios{}
+	}
+	return FloorRatios{
+		P50: ratio(r.Latency.Client.P50, f.Latency.Client.P50),
+		P99: ratio(r.Latency.Client.P99, f.Latency.Client.P99),
+		CPU: ratio(r.API.ClaimsCPUSeconds, f.API.ClaimsCPUSeconds),
+	}
+}
+
+func ratio(a, b float64) float64 {
+	if a <= 0 || b <= 0 {
+		return 0
+	}
+	return a / b
+}
+
+// Resources of the claim's path, as webhook rules name them.
+const (
+	resourceClaims    = "sandboxclaims"
+	resourceSandboxes = "sandboxes"
+)
+
+// admissionPerClaim is the webhook time per claim of the calls of the given operation by
+// webhooks whose rules name resource, in milliseconds; false when no webhook matched.
+func admissionPerClaim(r *Result, operation, resource string) (float64, bool) {
+	if r.Claims.Created == 0 {
+		return 0, false
+	}
+	var sum float64
+	found := false
+	for _, w := range r.Webhooks {
+		if w.Operation == operation && slices.Contains(w.Resources, resource) {
+			sum += w.SumSeconds
+			found = true
+		}
+	}
+	return sum * 1000 / float64(r.Claims.Created), found
+}
+
+// Phase names of sandgate_claim_phase_seconds.
+const (
+	phaseAdmissionToReconcile = "admission_to_reconcile"
+	phaseBind                 = "bind"
+	phaseStatus               = "status"
+	phaseReadyToStatus        = "ready_to_status"
+)
+
+// phase returns the operator's mean of the named phase in milliseconds.
+func (o Operator) phase(name string) (float64, bool) {
+	for _, p := range o.Phases {
+		if p.Name == name && p.Count > 0 {
+			return p.MeanMs, true
+		}
+	}
+	return 0, false
+}
+
+// pathRow is one phase of a claim's path: the mean milliseconds per claim of sandgate and of
+// the floor, nil where not measured, and how each was obtained.
+type pathRow struct {
+	name        string
+	sandgate    *float64
+	sandgateHow string
+	floor       *float64
+	floorHow    string
+}
+
+func val(v float64) *float64 { return &v }
+
+// pathBreakdown splits the mean claim of r (and of its floor) into the phases of its path.
+// The operator's phases come from its histogram, the webhooks' from the API server's, the
+// client's from the load generator; what none of them measures is derived from the others
+// and says so.
+func pathBreakdown(r *Result) []pathRow {
+	rows := []pathRow{
+		{name: "create call (client: POST round trip, admission included)", sandgateHow: "load generator", floorHow: "load generator"},
+		{name: "  of which admission webhooks on the claim CREATE", sandgateHow: "API server webhook histogram ÷ claims", floorHow: "no webhooks"},
+		{name: "create returned → first reconcile starts (informer delivery, queue wait)", sandgateHow: "derived: (client − server view) + admission_to_reconcile − create call", floorHow: "load generator: create returned → bind call starts"},
+		{name: "bind patch", sandgateHow: "operator: bind", floorHow: "load generator"},
+		{name: "  of which admission webhooks on the Sandbox UPDATE", sandgateHow: "API server webhook histogram ÷ claims", floorHow: "no webhooks"},
+		{name: "status patch", sandgateHow: "operator: status", floorHow: "load generator"},
+		{name: "rest of the reconcile (reads, pick, decisions)", sandgateHow: "operator: ready_to_status − bind − status", floorHow: "load generator: between the patches"},
+		{name: "status patch returned → client's watch shows Ready", sandgateHow: "derived: server view − admission_to_reconcile − ready_to_status", floorHow: "load generator"},
+		{name: "total: create call → watch shows Ready", sandgateHow: "load generator (client view)", floorHow: "load generator"},
+	}
+	const (
+		rowCreate = iota
+		rowClaimWebhooks
+		rowToReconcile
+		rowBind
+		rowBindWebhooks
+		rowStatus
+		rowRest
+		rowWatch
+		rowTotal
+	)
+	lat := r.Latency
+	if lat.CreateCall.Count > 0 {
+		rows[rowCreate].sandgate = val(lat.CreateCall.Mean)
+	}
+	if lat.Client.Count > 0 {
+		rows[rowTotal].sandgate = val(lat.Client.Mean)
+	}
+	if v, ok := admissionPerClaim(r, "CREATE", resourceClaims); ok {
+		rows[rowClaimWebhooks].sandgate = val(v)
+	}
+	if v, ok := admissionPerClaim(r, "UPDATE", resourceSandboxes); ok {
+		rows[rowBindWebhooks].sandgate = val(v)
+	}
+	o := r.Operator
+	a2r, okA2R := o.phase(phaseAdmissionToReconcile)
+	r2s, okR2S := o.phase(phaseReadyToStatus)
+	bind, okBind := o.phase(phaseBind)
+	status, okStatus := o.phase(phaseStatus)
+	if okBind {
+		rows[rowBind].sandgate = val(bind)
+	}
+	if okStatus {
+		rows[rowStatus].sandgate = val(status)
+	}
+	if okR2S && okBind && okStatus {
+		rows[rowRest].sandgate = val(r2s - bind - status)
+	}
+	if okA2R && lat.Server.Count > 0 && lat.Client.Count > 0 && lat.CreateCall.Count > 0 {
+		rows[rowToReconcile].sandgate = val(lat.Client.Mean - lat.Server.Mean + a2r - lat.CreateCall.Mean)
+	}
+	if okA2R && okR2S && lat.Server.Count > 0 {
+		rows[rowWatch].sandgate = val(lat.Server.Mean - a2r - r2s)
+	}
+
+	if f := r.Floor; f != nil {
+		if f.Latency.CreateCall.Count > 0 {
+			rows[rowCreate].floor = val(f.Latency.CreateCall.Mean)
+		}
+		if f.Latency.Client.Count > 0 {
+			rows[rowTotal].floor = val(f.Latency.Client.Mean)
+		}
+		rows[rowClaimWebhooks].floor = val(0)
+		rows[rowBindWebhooks].floor = val(0)
+		if p := f.ClientPath; p != nil && p.Bind.Count > 0 {
+			rows[rowToReconcile].floor = val(p.BeforeBind.Mean)
+			rows[rowBind].floor = val(p.Bind.Mean)
+			rows[rowStatus].floor = val(p.Status.Mean)
+			rows[rowRest].floor = val(p.BetweenPatches.Mean)
+			rows[rowWatch].floor = val(p.WatchDelivery.Mean)
+		}
+	}
+	return rows
+}
+
+// writeFloor writes the sections that compare each scenario with its floor.
+func writeFloor(p func(string, ...any), results []*Result) {
+	p("## Against the floor")
+	p("")
+	p("The floor of a scenario is the same claims against the same kind of cluster, started the")
+	p("same way in the same `make bench` invocation (a fresh control plane each), with no operator")
+	p("and no webhooks while the claims run: the pool is filled by the operator, which is then")
+	p("stopped and its webhook configurations deleted, so that both runs bind the very same kind of")
+	p("pool members; the load generator then makes each claim's three writes itself (POST the claim,")
+	p("merge-patch a ready member to bind it with its resourceVersion as precondition, patch the")
+	p("claim's status Ready). Latency is measured the same way for both: claim create call → the")
+	p("load generator's watch shows Ready=True. API server CPU: kube-apiserver's user + system time")
+	p("from just before the first claim's create call to the last claim's Ready event, refill after")
+	p("it left out.")
+	p("")
+	p("| scenario | p50 floor | p50 sandgate | ÷ | p99 floor | p99 sandgate | ÷ | API server CPU floor (s) | sandgate (s) | ÷ | load average floor / sandgate |")
+	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+	for _, r := range results {
+		f := r.Floor
+		if f == nil {
+			p("| %s | not measured | %s | | | %s | | | %s | | |", r.Scenario,
+				ms(r.Latency.Client.Count, r.Latency.Client.P50, 0), ms(r.Latency.Client.Count, r.Latency.Client.P99, 0), cpu(r.API.ClaimsCPUSeconds))
+			continue
+		}
+		q := r.Ratios()
+		p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1f / %.1f |", r.Scenario,
+			ms(f.Latency.Client.Count, f.Latency.Client.P50, 0), ms(r.Latency.Client.Count, r.Latency.Client.P50, 0),
+			ratioMark(q.P50, tgt(r, func(t *Targets) float64 { return t.FloorP50Ratio })),
+			ms(f.Latency.Client.Count, f.Latency.Client.P99, 0), ms(r.Latency.Client.Count, r.Latency.Client.P99, 0),
+			ratioMark(q.P99, tgt(r, func(t *Targets) float64 { return t.FloorP99Ratio })),
+			cpu(f.API.ClaimsCPUSeconds), cpu(r.API.ClaimsCPUSeconds),
+			ratioMark(q.CPU, tgt(r, func(t *Targets) float64 { return t.FloorCPURatio })),
+			f.LoadAverage, r.LoadAverage)
+	}
+	p("")
+	p("Milliseconds (nearest-rank percentiles). A ratio is marked ✓ or ✗ against the architecture")
+	p("document's target for the scenario (serial p50 ≤ 1.5 × floor; burst p50 ≤ 1.3 ×, p99 ≤ 1.5 ×,")
+	p("API server CPU ≤ 1.5 ×). The floor's own figures (requests, CPU of every component) are in")
+	p("the per-scenario sections below.")
+	p("")
+}
+
+func ratioMark(v, target float64) string {
+	if v == 0 {
+		return "-"
+	}
+	s := fmt.Sprintf("%.2f", v)
+	if target == 0 {
+		return s
+	}
+	if v <= target {
+		return s + " ✓ (≤ " + trimFloat(target) + ")"
+	}
+	return s + " ✗ (≤ " + trimFloat(target) + ")"
+}
+
+func trimFloat(v float64) string { return fmt.Sprintf("%g", v) }
+
+func cpu(v float64) string {
+	if v < 0 {
+		return "not read"
+	}
+	if v == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+// writeAdmission writes the cost of each webhook per scenario.
+func writeAdmission(p func(string, ...any), results []*Result) {
+	p("## Admission cost per webhook")
+	p("")
+	p("From the API server's `apiserver_admission_webhook_admission_duration_seconds` (by webhook,")
+	p("type and operation; the API server's view of a call, its network round trip included) and")
+	p("`apiserver_admission_match_condition_exclusions_total`, between just before the first claim")
+	p("and the pool being full again (refill included, as in the API server table). The mean is")
+	p("exact; p50 and p99 are interpolated in the histogram's buckets (5 ms, 25 ms, 100 ms, ...),")
+	p("so below 5 ms they only say how the calls would spread if even. Floor runs call no webhook.")
+	p("")
+	p("| scenario | webhook | type | operation | calls | per claim | mean (ms) | p50 ≈ (ms) | p99 ≈ (ms) | rejected | skipped by matchConditions |")
+	p("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
+	for _, r := range results {
+		if len(r.Webhooks) == 0 {
+			p("| %s | none called | | | | | | | | | |", r.Scenario)
+			continue
+		}
+		for _, w := range r.Webhooks {
+			mean, p50, p99 := "-", "-", "-"
+			if w.Calls > 0 {
+				mean, p50, p99 = fmt.Sprintf("%.2f", w.MeanMs), fmt.Sprintf("%.2f", w.P50Ms), fmt.Sprintf("%.2f", w.P99Ms)
+			}
+			p("| %s | %s | %s | %s | %.0f | %s | %s | %s | %s | %.0f | %.0f |", r.Scenario, w.Name, w.Type, w.Operation,
+				w.Calls, perClaim(w.Calls, r.Claims.Created), mean, p50, p99, w.Rejected, w.Excluded)
+		}
+	}
+	p("")
+}
+
+// writePath writes the phase-by-phase breakdown of each scenario's mean claim.
+func writePath(p func(string, ...any), results []*Result) {
+	p("## A claim's path, phase by phase")
+	p("")
+	p("The mean claim of each scenario, in milliseconds, split at the points each side can time.")
+	p("sandgate's phases come from the operator's `sandgate_claim_phase_seconds` (admission_to_reconcile:")
+	p("the webhook's `webhook-first-observed-at` stamp → the claim controller's first reconcile of the")
+	p("claim; bind and status: the two patch requests; ready_to_status: first reconcile → status patch")
+	p("returned), the webhooks' from the API server's histogram, the client's from the load")
+	p("generator. Rows marked *derived* are what is left of a measured total once the measured")
+	p("phases are taken out, so they carry the error of every term (clock reads in two processes,")
+	p("means over slightly different sets of claims). \"of which\" rows are part of the row above.")
+	p("In bursts the means are dominated by queueing and say where claims wait, not what a step")
+	p("costs.")
+	p("")
+	for _, r := range results {
+		p("### %s", r.Scenario)
+		p("")
+		p("| phase | sandgate | floor | sandgate measured by | floor measured by |")
+		p("|---|---:|---:|---|---|")
+		for _, row := range pathBreakdown(r) {
+			p("| %s | %s | %s | %s | %s |", row.name, msOrNot(row.sandgate), msOrNot(row.floor), row.sandgateHow, row.floorHow)
+		}
+		if !r.Operator.Measured || len(r.Operator.Phases) == 0 {
+			p("")
+			p("The operator of this run exports no `sandgate_claim_phase_seconds`: its phases are not measured.")
+		}
+		p("")
+	}
+}
+
+func msOrNot(v *float64) string {
+	if v == nil || math.IsNaN(*v) {
+		return "not measured"
+	}
+	return fmt.Sprintf("%.2f", *v)
+}

@@ -1,0 +1,165 @@
+package report
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/sandgate-dev/sandgate/cmd/internal/bench/stats"
+)
+
+// serialWithFloor is a serial scenario whose figures add up: sandgate's mean claim takes
+// 30 ms, its floor's 15 ms.
+func serialWithFloor() *Result {
+	return &Result{
+		Scenario:   "serial",
+		Parameters: Parameters{BurstSize: 1, TotalBursts: 10, WarmPoolSize: 12},
+		Targets:    &Targets{FloorP50Ratio: 1.5},
+		Claims:     Claims{Created: 10, Ready: 10},
+		Latency: Latency{
+			Client:     stats.Summary{Count: 10, P50: 28, P99: 40, Mean: 30},
+			Server:     stats.Summary{Count: 10, Mean: 27},
+			CreateCall: stats.Summary{Count: 10, Mean: 12},
+		},
+		API: API{ClaimsCPUSeconds: 0.3},
+		Webhooks: []Webhook{
+			{Name: "stamp", Type: "mutating", Operation: "CREATE", Calls: 10, SumSeconds: 0.05, MeanMs: 5, Resources: []string{"sandboxclaims"}},
+			{Name: "validate", Type: "validating", Operation: "CREATE", Calls: 10, SumSeconds: 0.01, MeanMs: 1, Resources: []string{"sandboxclaims"}},
+			{Name: "guard", Type: "validating", Operation: "UPDATE", Calls: 10, SumSeconds: 0.02, MeanMs: 2, Resources: []string{"sandboxes"}},
+			// Refill: not on the claim's path.
+			{Name: "guard", Type: "validating", Operation: "CREATE", Calls: 10, SumSeconds: 0.07, MeanMs: 7, Resources: []string{"sandboxes"}},
+		},
+		Operator: Operator{Measured: true, Phases: []Phase{
+			{Name: "admission_to_reconcile", Count: 10, MeanMs: 10},
+			{Name: "bind", Count: 10, MeanMs: 8},
+			{Name: "ready_to_status", Count: 10, MeanMs: 15},
+			{Name: "status", Count: 10, MeanMs: 6},
+		}},
+		Floor: &Result{
+			Parameters: Parameters{Floor: true},
+			Claims:     Claims{Created: 10, Ready: 10},
+			Latency: Latency{
+				Client:     stats.Summary{Count: 10, P50: 14, P99: 16, Mean: 15},
+				CreateCall: stats.Summary{Count: 10, Mean: 5},
+			},
+			API: API{ClaimsCPUSeconds: 0.2},
+			ClientPath: &ClientPath{
+				BeforeBind:     stats.Summary{Count: 10, Mean: 0.1},
+				Bind:           stats.Summary{Count: 10, Mean: 5},
+				BetweenPatches: stats.Summary{Count: 10, Mean: 0.1},
+				Status:         stats.Summary{Count: 10, Mean: 4},
+				WatchDelivery:  stats.Summary{Count: 10, Mean: 0.8},
+			},
+		},
+	}
+}
+
+func TestRatios(t *testing.T) {
+	r := serialWithFloor()
+	if diff := cmp.Diff(FloorRatios{P50: 2, P99: 2.5, CPU: 1.5}, r.Ratios(), cmpopts.EquateApprox(0, 1e-9)); diff != "" {
+		t.Errorf("Ratios (-want +got):\n%s", diff)
+	}
+	r.Floor = nil
+	if diff := cmp.Diff(FloorRatios{}, r.Ratios()); diff != "" {
+		t.Errorf("Ratios without a floor (-want +got):\n%s", diff)
+	}
+	r = serialWithFloor()
+	r.Floor.API.ClaimsCPUSeconds = -1 // not read
+	if got := r.Ratios().CPU; got != 0 {
+		t.Errorf("CPU ratio with an unread floor = %v, want 0", got)
+	}
+}
+
+func TestPathBreakdown(t *testing.T) {
+	rows := pathBreakdown(serialWithFloor())
+	got := map[string][2]string{}
+	for _, row := range rows {
+		got[strings.TrimSpace(row.name)] = [2]string{msOrNot(row.sandgate), msOrNot(row.floor)}
+	}
+	want := map[string][2]string{
+		"create call (client: POST round trip, admission included)": {"12.00", "5.00"},
+		// Only CREATE of claims: the refill's Sandbox CREATEs are not the claim's.
+		"of which admission webhooks on the claim CREATE": {"6.00", "0.00"},
+		// (30 − 27) + 10 − 12.
+		"create returned → first reconcile starts (informer delivery, queue wait)": {"1.00", "0.10"},
+		"bind patch": {"8.00", "5.00"},
+		"of which admission webhooks on the Sandbox UPDATE": {"2.00", "0.00"},
+		"status patch": {"6.00", "4.00"},
+		// 15 − 8 − 6.
+		"rest of the reconcile (reads, pick, decisions)": {"1.00", "0.10"},
+		// 27 − 10 − 15.
+		"status patch returned → client's watch shows Ready": {"2.00", "0.80"},
+		"total: create call → watch shows Ready":             {"30.00", "15.00"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("pathBreakdown (-want +got):\n%s", diff)
+	}
+	// The terms (not the "of which" rows) add up to the total.
+	for side := range 2 {
+		var sum float64
+		for _, row := range rows[:len(rows)-1] {
+			v := row.sandgate
+			if side == 1 {
+				v = row.floor
+			}
+			if !strings.HasPrefix(row.name, "  of which") {
+				sum += *v
+			}
+		}
+		total := rows[len(rows)-1].sandgate
+		if side == 1 {
+			total = rows[len(rows)-1].floor
+		}
+		if diff := sum - *total; diff > 1e-9 || diff < -1e-9 {
+			t.Errorf("side %d: phases sum to %v, total %v", side, sum, *total)
+		}
+	}
+}
+
+// An operator without sandgate_claim_phase_seconds (an older build, another implementation)
+// leaves its phases not measured; what the client and the API server see is still shown.
+func TestPathBreakdownWithoutOperatorPhases(t *testing.T) {
+	r := serialWithFloor()
+	r.Operator.Phases = nil
+	r.Floor = nil
+	for _, row := range pathBreakdown(r) {
+		name := strings.TrimSpace(row.name)
+		measured := strings.HasPrefix(name, "create call") || strings.HasPrefix(name, "of which") || strings.HasPrefix(name, "total")
+		if got := msOrNot(row.sandgate) != "not measured"; got != measured {
+			t.Errorf("%s: sandgate measured = %v, want %v", name, got, measured)
+		}
+		if got := msOrNot(row.floor); got != "not measured" {
+			t.Errorf("%s: floor = %s without a floor run, want not measured", name, got)
+		}
+	}
+}
+
+func TestWriteMarkdownAgainstTheFloor(t *testing.T) {
+	burst := serialWithFloor()
+	burst.Scenario = "burst"
+	burst.Targets = &Targets{FloorP50Ratio: 1.3, FloorP99Ratio: 1.5, FloorCPURatio: 1.5}
+	noFloor := serialWithFloor()
+	noFloor.Scenario, noFloor.Floor = "kubelet", nil
+	var b strings.Builder
+	if err := WriteMarkdown(&b, Machine{CPUs: 2}, []*Result{serialWithFloor(), burst, noFloor}, "make bench"); err != nil {
+		t.Fatalf("WriteMarkdown: %v", err)
+	}
+	got := b.String()
+	for _, want := range []string{
+		// p50 2.00 misses the serial target of 1.5; p99 and CPU have none.
+		"| serial | 14.0 | 28.0 | 2.00 ✗ (≤ 1.5) | 16.0 | 40.0 | 2.50 | 0.20 | 0.30 | 1.50 | 0.0 / 0.0 |",
+		// CPU 1.5 meets the burst target of 1.5.
+		"| burst | 14.0 | 28.0 | 2.00 ✗ (≤ 1.3) | 16.0 | 40.0 | 2.50 ✗ (≤ 1.5) | 0.20 | 0.30 | 1.50 ✓ (≤ 1.5) |",
+		"| kubelet | not measured | 28.0 |",
+		"| serial | guard | validating | UPDATE | 10 | 1.00 | 2.00 |",
+		"| bind patch | 8.00 | 5.00 | operator: bind | load generator |",
+		"| status patch returned → client's watch shows Ready | 2.00 | 0.80 | derived: server view − admission_to_reconcile − ready_to_status | load generator |",
+		"Its floor (10 claims, 10 Ready",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report lacks %q; report:\n%s", want, got)
+		}
+	}
+}
