@@ -46,7 +46,8 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Setup registers every webhook with the manager's webhook server. The claim stamping reads
+// Setup registers every webhook with the manager's webhook server (the conversion webhook at
+// ConvertPath too). The claim stamping reads
 // through mgr.GetAPIReader() (never a cache); the binding guard reads claims from the cache
 // and falls back to the API server.
 func Setup(mgr ctrl.Manager, opts Options) error {
@@ -60,6 +61,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		wrap("Sandbox (defaulting, binding guard)", register(mgr, &agentsv1beta1.Sandbox{}, sandboxes, sandboxes)),
 		wrap("SandboxTemplate", register(mgr, &extv1beta1.SandboxTemplate{}, TemplateWebhook{}, TemplateWebhook{})),
 		wrap("SandboxWarmPool", register(mgr, &extv1beta1.SandboxWarmPool{}, PoolWebhook{}, PoolWebhook{})),
+		wrap("conversion", registerConversion(mgr)),
 	} {
 		if err != nil {
 			return err
