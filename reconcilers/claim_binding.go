@@ -94,7 +94,7 @@ func (r *ClaimReconciler) bindWarm(ctx context.Context, s *claimStep, pool *extv
 			ctrl.LoggerFrom(ctx).V(1).Info("member not bound, trying the next one", "sandbox", klog.KObj(member), "reason", lost, "error", err.Error())
 			continue
 		}
-		r.expected.expect(client.ObjectKeyFromObject(s.claim), bindItem(sandboxKind, bound.Name))
+		r.expected.expect(client.ObjectKeyFromObject(s.claim), bindItem(bound.Name))
 		s.mem.launchType, s.mem.template = agentsv1beta1.LaunchTypeWarm, template
 		r.Metrics.warmHit()
 		ctrl.LoggerFrom(ctx).V(1).Info("bound warm sandbox", "sandbox", klog.KObj(bound))

@@ -123,7 +123,7 @@ func TestBindWarm(t *testing.T) {
 				if diff := cmp.Diff(agentsv1beta1.LaunchTypeWarm, step.mem.launchType); diff != "" {
 					t.Errorf("claim memory (-want +got):\n%s", diff)
 				}
-				if diff := cmp.Diff([]string{bindItem(sandboxKind, sb.Name)}, r.expected.pending(client.ObjectKeyFromObject(step.claim))); diff != "" {
+				if diff := cmp.Diff([]string{bindItem(sb.Name)}, r.expected.pending(client.ObjectKeyFromObject(step.claim))); diff != "" {
 					t.Errorf("expected binding until the cache shows it (-want +got):\n%s", diff)
 				}
 				if len(step.events) != 1 {

@@ -43,8 +43,10 @@ func newExpectations(c clock.PassiveClock) *expectations {
 
 // Items of the writes the controllers expect to see.
 func createItem(kind, name string) string { return "create " + kind + "/" + name }
-func deleteItem(kind, name string) string { return "delete " + kind + "/" + name }
-func bindItem(kind, name string) string   { return "bind " + kind + "/" + name }
+
+// Only Sandboxes are deleted (pool members) and bound (to claims) on expectation.
+func deleteItem(sandbox string) string { return "delete " + sandboxKind + "/" + sandbox }
+func bindItem(sandbox string) string   { return "bind " + sandboxKind + "/" + sandbox }
 
 // createOf is the create item of obj, its kind taken from its Go type.
 func createOf(obj client.Object) string { return createItem(kindOf(obj), obj.GetName()) }

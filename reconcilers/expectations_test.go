@@ -21,7 +21,7 @@ func TestExpectations(t *testing.T) {
 		t.Error("an event nobody expected was reported as expected")
 	}
 	e.expect(pool, createItem("Sandbox", "p-a"), createItem("Sandbox", "p-b"))
-	e.expect(pool, deleteItem("Sandbox", "p-old"))
+	e.expect(pool, deleteItem("p-old"))
 	steps := []struct {
 		name          string
 		do            func()
@@ -31,7 +31,7 @@ func TestExpectations(t *testing.T) {
 		{"one create seen", func() { e.observe(pool, createItem("Sandbox", "p-a")) }, false},
 		{"another owner's events change nothing", func() { e.observe(other, createItem("Sandbox", "p-b")) }, false},
 		{"both creates seen", func() { e.observe(pool, createItem("Sandbox", "p-b")) }, false},
-		{"the delete seen", func() { e.observe(pool, deleteItem("Sandbox", "p-old")) }, true},
+		{"the delete seen", func() { e.observe(pool, deleteItem("p-old")) }, true},
 		{"a new create expected", func() { e.expect(pool, createItem("Sandbox", "p-c")) }, false},
 		{"the cache never shows it: trusted again after the TTL", func() { clock.SetTime(planNow.Add(expectationsTTL + time.Second)) }, true},
 	}
@@ -41,11 +41,11 @@ func TestExpectations(t *testing.T) {
 			t.Errorf("%s: satisfied = %v, want %v", s.name, got, s.wantSatisfied)
 		}
 	}
-	e.expect(other, bindItem("Sandbox", "s1"))
+	e.expect(other, bindItem("s1"))
 	if diff := cmp.Diff([]string{"bind Sandbox/s1"}, e.pending(other)); diff != "" {
 		t.Errorf("pending (-want +got):\n%s", diff)
 	}
-	if !e.observe(other, bindItem("Sandbox", "s1")) || e.observe(other, bindItem("Sandbox", "s1")) {
+	if !e.observe(other, bindItem("s1")) || e.observe(other, bindItem("s1")) {
 		t.Error("an expected event is reported expected exactly once")
 	}
 	e.expect(other, createItem("Pod", "s1"))

@@ -324,7 +324,7 @@ func (r *WarmPoolReconciler) deleteMembers(ctx context.Context, pool *extv1beta1
 	var errs []error
 	for _, m := range members {
 		uid, rv := m.UID, m.ResourceVersion
-		item := deleteItem(sandboxKind, m.Name)
+		item := deleteItem(m.Name)
 		r.expected.expect(key, item)
 		err := r.Client.Delete(ctx, m, client.Preconditions{UID: &uid, ResourceVersion: &rv})
 		switch {
@@ -455,7 +455,7 @@ const memberReadinessDelay = time.Second
 
 func (h *memberEventHandler) Delete(_ context.Context, e event.TypedDeleteEvent[client.Object], q queue) {
 	if pool, ok := poolOf(e.Object); ok {
-		h.expected.observe(pool, deleteItem(sandboxKind, e.Object.GetName()))
+		h.expected.observe(pool, deleteItem(e.Object.GetName()))
 		q.Add(reconcile.Request{NamespacedName: pool})
 	}
 }

@@ -343,7 +343,7 @@ func TestClaimStamping(t *testing.T) {
 		builders.MakePool("pool", "ns", "tmpl").Obj(),
 		builders.MakePool("orphan", "ns", "missing").Obj(),
 	).Build()
-	w := &webhooks.ClaimWebhook{Reader: reader, OperatorUser: operatorUser, Now: func() time.Time { return now }}
+	w := &webhooks.ClaimWebhook{APIReader: reader, OperatorUser: operatorUser, Now: func() time.Time { return now }}
 	observed := now.Format(time.RFC3339Nano)
 
 	for _, tc := range []struct {
@@ -380,6 +380,44 @@ func TestClaimStamping(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.wantAnnotations, claim.Annotations); diff != "" {
 				t.Errorf("annotations (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// The stamp comes from the cache when it has pool and template; a stamp the client supplies
+// is checked against the API server when the cache does not have that version yet.
+func TestClaimStampingThroughTheCache(t *testing.T) {
+	scheme := api.NewScheme()
+	older := builders.MakeTemplate("tmpl", "ns").Obj()
+	current := builders.MakeTemplate("tmpl", "ns").Image("registry.example/agent:2").Obj()
+	pool := builders.MakePool("pool", "ns", "tmpl").Obj()
+	cache := fake.NewClientBuilder().WithScheme(scheme).WithObjects(older, pool).Build()
+	apiServer := fake.NewClientBuilder().WithScheme(scheme).WithObjects(current, pool.DeepCopy()).Build()
+	w := &webhooks.ClaimWebhook{Cache: cache, APIReader: apiServer, OperatorUser: operatorUser}
+
+	for _, tc := range []struct {
+		name      string
+		supplied  string
+		wantStamp string
+		wantCode  int32
+	}{
+		{name: "the cached version", wantStamp: policy.TemplateHash(older), wantCode: 200},
+		{name: "a supplied stamp of the current version, not cached yet", supplied: policy.TemplateHash(current), wantStamp: policy.TemplateHash(current), wantCode: 200},
+		{name: "a supplied stamp of no version", supplied: staleHash, wantCode: 422},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cw := builders.MakeClaim("c", "ns", "pool")
+			if tc.supplied != "" {
+				cw.Annotation(agentsv1beta1.AnnotationSandboxTemplateHash, tc.supplied)
+			}
+			claim := cw.Obj()
+			err := w.Default(request(someUser, admissionv1.Create), claim)
+			if diff := cmp.Diff(tc.wantCode, code(err)); diff != "" {
+				t.Fatalf("status code (-want +got):\n%s\nerror: %v", diff, err)
+			}
+			if err == nil && claim.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash] != tc.wantStamp {
+				t.Errorf("stamp = %s, want %s", claim.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash], tc.wantStamp)
 			}
 		})
 	}

@@ -23,10 +23,12 @@ var claimGK = policy.ClaimKind
 // ClaimWebhook stamps SandboxClaims at creation (the mutating half) and validates them (the
 // validating half).
 type ClaimWebhook struct {
-	// Reader reads pools and templates; it must read from the API server, not from a cache:
-	// the stamp decides which Sandboxes the claim may be bound to, and a cache lagging behind
-	// a template update would stamp the previous version.
-	Reader client.Reader
+	// Cache reads pools and templates first (the manager's cached client); nil reads them
+	// from the API server. See templateOf for why a cached read is safe.
+	Cache client.Reader
+	// APIReader reads from the API server when the cache misses an object, and to verify a
+	// stamp the client supplied.
+	APIReader client.Reader
 	// OperatorUser is the operator's user name, the only one that may change a stamp.
 	OperatorUser string
 	// Now is the clock of webhook-first-observed-at; nil means time.Now.
@@ -62,12 +64,12 @@ func (w *ClaimWebhook) Default(ctx context.Context, c *extv1beta1.SandboxClaim) 
 
 	// The request's namespace: a create through a namespaced URL may leave metadata.namespace empty.
 	ns := req.Namespace
-	tmpl, why, err := w.templateOf(ctx, ns, c.Spec.WarmPoolRef.Name)
+	stampPath := field.NewPath("metadata", "annotations").Key(agentsv1beta1.AnnotationSandboxTemplateHash)
+	supplied, hasStamp := c.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash]
+	tmpl, why, err := w.templateOf(ctx, ns, c.Spec.WarmPoolRef.Name, supplied)
 	if err != nil {
 		return err
 	}
-	stampPath := field.NewPath("metadata", "annotations").Key(agentsv1beta1.AnnotationSandboxTemplateHash)
-	supplied, hasStamp := c.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash]
 	if tmpl == nil {
 		if hasStamp {
 			return apierrors.NewInvalid(claimGK, c.Name, field.ErrorList{field.Invalid(stampPath, supplied,
@@ -85,14 +87,37 @@ func (w *ClaimWebhook) Default(ctx context.Context, c *extv1beta1.SandboxClaim) 
 	return nil
 }
 
-// templateOf reads pool and template from the API server. A missing pool or template is not an
+// templateOf reads the claim's pool and its template. A missing pool or template is not an
 // error: it returns nil and says which is missing.
-func (w *ClaimWebhook) templateOf(ctx context.Context, ns, pool string) (*extv1beta1.SandboxTemplate, string, error) {
+//
+// Pool and template come from the cache, which saves the API server two reads per claim on
+// the claim path; the API server is read when the cache misses either (a pool or template
+// created a moment ago, a namespace the cache does not cover), and when the client supplied a
+// stamp the cached template does not have (want), so that a client that just updated a
+// template and must get the new version can ask for it and is checked exactly.
+//
+// Why a cached read is safe: the stamp never decides alone what a claim gets. The binding
+// guard admits only a Sandbox whose own blueprint hashes to the stamp, so a claim gets
+// exactly the version it was stamped with, never a mix. What a cache can lag by is the
+// informer's delivery delay (milliseconds on a healthy control plane; docs/performance.md):
+// a claim admitted within that delay after a template update is stamped with the version
+// current a moment before — as if it had been created a moment earlier, which no other client
+// can tell apart. Every claim admitted after the cache shows the update gets the new version.
+func (w *ClaimWebhook) templateOf(ctx context.Context, ns, pool, want string) (*extv1beta1.SandboxTemplate, string, error) {
 	if pool == "" {
 		return nil, "the claim names no warm pool", nil
 	}
+	if w.Cache != nil {
+		var p extv1beta1.SandboxWarmPool
+		var t extv1beta1.SandboxTemplate
+		if w.Cache.Get(ctx, types.NamespacedName{Namespace: ns, Name: pool}, &p) == nil && p.Spec.SandboxTemplateRef.Name != "" &&
+			w.Cache.Get(ctx, types.NamespacedName{Namespace: ns, Name: p.Spec.SandboxTemplateRef.Name}, &t) == nil &&
+			(want == "" || policy.TemplateHash(&t) == want) {
+			return &t, "", nil
+		}
+	}
 	var p extv1beta1.SandboxWarmPool
-	if err := w.Reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: pool}, &p); err != nil {
+	if err := w.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: pool}, &p); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, fmt.Sprintf("warm pool %s/%s not found", ns, pool), nil
 		}
@@ -103,7 +128,7 @@ func (w *ClaimWebhook) templateOf(ctx context.Context, ns, pool string) (*extv1b
 		return nil, fmt.Sprintf("warm pool %s/%s names no template", ns, pool), nil
 	}
 	var t extv1beta1.SandboxTemplate
-	if err := w.Reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &t); err != nil {
+	if err := w.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &t); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, fmt.Sprintf("template %s/%s of warm pool %s not found", ns, name, pool), nil
 		}
@@ -123,7 +148,7 @@ func (w *ClaimWebhook) ValidateCreate(ctx context.Context, c *extv1beta1.Sandbox
 		if err != nil {
 			return nil, apierrors.NewInternalError(fmt.Errorf("reading the admission request: %w", err))
 		}
-		tmpl, _, err := w.templateOf(ctx, req.Namespace, c.Spec.WarmPoolRef.Name)
+		tmpl, _, err := w.templateOf(ctx, req.Namespace, c.Spec.WarmPoolRef.Name, "")
 		if err != nil {
 			return nil, err
 		}

@@ -20,6 +20,11 @@ const DefaultOperatorUser = "system:serviceaccount:sandgate-system:sandgate-cont
 // happens, which is safe; admitting them unchecked is not. The paths are the ones
 // ctrl.NewWebhookManagedBy derives from each kind.
 //
+// The binding guard (which also validates Sandboxes) is called only for writes it can refuse:
+// creates, and updates that change the spec, the owner references, or the claim-uid,
+// warm-pool or template-hash labels. Others — a label or annotation of the user's, a
+// finalizer — would pay a round trip for an answer known in advance.
+//
 // The Sandbox defaulter is called only when a default is missing: the CRD schema fills the
 // same defaults while decoding, before admission, so on a cluster with these CRDs the call
 // would change nothing, and every pool refill would pay a webhook round trip for it.
@@ -27,7 +32,7 @@ const DefaultOperatorUser = "system:serviceaccount:sandgate-system:sandgate-cont
 // +kubebuilder:webhook:path=/mutate-extensions-agents-x-k8s-io-v1beta1-sandboxclaim,mutating=true,failurePolicy=fail,sideEffects=None,groups=extensions.agents.x-k8s.io,resources=sandboxclaims,verbs=create,versions=v1beta1,name=stamp.sandboxclaims.extensions.agents.x-k8s.io,admissionReviewVersions=v1,timeoutSeconds=10
 // +kubebuilder:webhook:path=/validate-extensions-agents-x-k8s-io-v1beta1-sandboxclaim,mutating=false,failurePolicy=fail,sideEffects=None,groups=extensions.agents.x-k8s.io,resources=sandboxclaims,verbs=create;update,versions=v1beta1,name=validate.sandboxclaims.extensions.agents.x-k8s.io,admissionReviewVersions=v1,timeoutSeconds=10
 // +kubebuilder:webhook:path=/mutate-agents-x-k8s-io-v1beta1-sandbox,mutating=true,failurePolicy=fail,sideEffects=None,groups=agents.x-k8s.io,resources=sandboxes,verbs=create,versions=v1beta1,name=default.sandboxes.agents.x-k8s.io,admissionReviewVersions=v1,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"defaults-missing","expression":"!has(object.spec.shutdownPolicy) || !has(object.spec.operatingMode)"}]}`
-// +kubebuilder:webhook:path=/validate-agents-x-k8s-io-v1beta1-sandbox,mutating=false,failurePolicy=fail,sideEffects=None,groups=agents.x-k8s.io,resources=sandboxes,verbs=create;update,versions=v1beta1,name=binding-guard.sandboxes.agents.x-k8s.io,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/validate-agents-x-k8s-io-v1beta1-sandbox,mutating=false,failurePolicy=fail,sideEffects=None,groups=agents.x-k8s.io,resources=sandboxes,verbs=create;update,versions=v1beta1,name=binding-guard.sandboxes.agents.x-k8s.io,admissionReviewVersions=v1,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"binding-membership-or-spec","expression":"request.operation == 'CREATE' || object.spec != oldObject.spec || (has(object.metadata.ownerReferences) ? object.metadata.ownerReferences : []) != (has(oldObject.metadata.ownerReferences) ? oldObject.metadata.ownerReferences : []) || ['agents.x-k8s.io/claim-uid', 'agents.x-k8s.io/warm-pool-sandbox', 'agents.x-k8s.io/sandbox-template-hash'].exists(k, (has(object.metadata.labels) && k in object.metadata.labels ? object.metadata.labels[k] : '') != (has(oldObject.metadata.labels) && k in oldObject.metadata.labels ? oldObject.metadata.labels[k] : ''))"}]}`
 // +kubebuilder:webhook:path=/mutate-extensions-agents-x-k8s-io-v1beta1-sandboxtemplate,mutating=true,failurePolicy=fail,sideEffects=None,groups=extensions.agents.x-k8s.io,resources=sandboxtemplates,verbs=create;update,versions=v1beta1,name=default.sandboxtemplates.extensions.agents.x-k8s.io,admissionReviewVersions=v1,timeoutSeconds=10
 // +kubebuilder:webhook:path=/validate-extensions-agents-x-k8s-io-v1beta1-sandboxtemplate,mutating=false,failurePolicy=fail,sideEffects=None,groups=extensions.agents.x-k8s.io,resources=sandboxtemplates,verbs=create;update,versions=v1beta1,name=validate.sandboxtemplates.extensions.agents.x-k8s.io,admissionReviewVersions=v1,timeoutSeconds=10
 // +kubebuilder:webhook:path=/mutate-extensions-agents-x-k8s-io-v1beta1-sandboxwarmpool,mutating=true,failurePolicy=fail,sideEffects=None,groups=extensions.agents.x-k8s.io,resources=sandboxwarmpools,verbs=create;update,versions=v1beta1,name=default.sandboxwarmpools.extensions.agents.x-k8s.io,admissionReviewVersions=v1,timeoutSeconds=10
@@ -47,14 +52,13 @@ type Options struct {
 }
 
 // Setup registers every webhook with the manager's webhook server (the conversion webhook at
-// ConvertPath too). The claim stamping reads
-// through mgr.GetAPIReader() (never a cache); the binding guard reads claims from the cache
-// and falls back to the API server.
+// ConvertPath too). The claim webhooks and the binding guard read through the manager's
+// cache and fall back to the API server (see ClaimWebhook.templateOf and SandboxWebhook).
 func Setup(mgr ctrl.Manager, opts Options) error {
 	if opts.OperatorUser == "" {
 		opts.OperatorUser = DefaultOperatorUser
 	}
-	claims := &ClaimWebhook{Reader: mgr.GetAPIReader(), OperatorUser: opts.OperatorUser, Now: opts.Now}
+	claims := &ClaimWebhook{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), OperatorUser: opts.OperatorUser, Now: opts.Now}
 	sandboxes := &SandboxWebhook{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), OperatorUser: opts.OperatorUser}
 	for _, err := range []error{
 		wrap("SandboxClaim (stamping, validation)", register(mgr, &extv1beta1.SandboxClaim{}, claims, claims)),

@@ -3,12 +3,14 @@
 package webhooks_test
 
 import (
+	"fmt"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
@@ -138,4 +140,58 @@ func TestOrphaningDeleteOfClaimCompletes(t *testing.T) {
 		g.Expect(e.admin.Get(e.ctx(), client.ObjectKeyFromObject(e.warm), sb)).To(Succeed())
 		g.Expect(sb.OwnerReferences).To(BeEmpty())
 	}).WithTimeout(framework.Timeout).WithPolling(framework.Interval).Should(Succeed())
+}
+
+// The binding guard is called only for writes it can refuse (matchConditions): a user's
+// annotation or an unrelated label on a Sandbox costs no webhook round trip; a spec change,
+// an owner reference or a binding label does.
+func TestBindingGuardCalledOnlyForWritesItCanRefuse(t *testing.T) {
+	e := setupBinding(t)
+	calls := func() float64 {
+		var total float64
+		families, err := ctrlmetrics.Registry.Gather()
+		e.g.Expect(err).NotTo(HaveOccurred())
+		for _, f := range families {
+			if f.GetName() != "controller_runtime_webhook_requests_total" {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "webhook" && l.GetValue() == "/validate-agents-x-k8s-io-v1beta1-sandbox" {
+						total += m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+		return total
+	}
+	// Other tests' namespaces being cleaned up send the webhook a few requests of their own:
+	// the counts are compared over many writes, not one.
+	const n = 10
+	own := builders.MakeSandbox("mine", e.ns).Obj()
+	e.create(e.user, own)
+	before := calls()
+	for i := range n {
+		e.g.Expect(mergePatch(e.ctx(), e.user, own, map[string]any{"metadata": map[string]any{
+			"annotations": map[string]any{"team": fmt.Sprint(i)}, "labels": map[string]any{"app": fmt.Sprint(i)}}})).To(Succeed())
+	}
+	e.g.Expect(calls()-before).To(BeNumerically("<", n/2), "an annotation and a label of the user's cost no round trip")
+
+	for what, patch := range map[string]func(i int) map[string]any{
+		"spec": func(i int) map[string]any {
+			return map[string]any{"spec": map[string]any{"shutdownPolicy": []string{"Delete", "Retain"}[i%2]}}
+		},
+		"binding": func(int) map[string]any {
+			return map[string]any{"metadata": map[string]any{"labels": map[string]any{agentsv1beta1.LabelClaimUID: string(e.claim.UID)}}}
+		},
+		"pool labels": func(int) map[string]any {
+			return map[string]any{"metadata": map[string]any{"labels": map[string]any{agentsv1beta1.LabelWarmPoolSandbox: "x"}}}
+		},
+	} {
+		before = calls()
+		for i := range n {
+			_ = mergePatch(e.ctx(), e.user, own.DeepCopy(), patch(i))
+		}
+		e.g.Expect(calls()-before).To(BeNumerically(">=", n), "a change of the %s is checked", what)
+	}
 }
