@@ -21,6 +21,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -45,6 +46,8 @@ type rendered struct {
 	clusterRoles []rbacv1.ClusterRole
 	policies     []networkingv1.NetworkPolicy
 	budgets      []policyv1.PodDisruptionBudget
+	flowSchemas  []flowcontrolv1.FlowSchema
+	levels       []flowcontrolv1.PriorityLevelConfiguration
 }
 
 func kubectl(t *testing.T) string {
@@ -122,6 +125,12 @@ func render(t *testing.T) *rendered {
 		case "PodDisruptionBudget":
 			r.budgets = append(r.budgets, policyv1.PodDisruptionBudget{})
 			decode(&r.budgets[len(r.budgets)-1])
+		case "FlowSchema":
+			r.flowSchemas = append(r.flowSchemas, flowcontrolv1.FlowSchema{})
+			decode(&r.flowSchemas[len(r.flowSchemas)-1])
+		case "PriorityLevelConfiguration":
+			r.levels = append(r.levels, flowcontrolv1.PriorityLevelConfiguration{})
+			decode(&r.levels[len(r.levels)-1])
 		}
 	}
 	return r
