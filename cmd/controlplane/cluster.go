@@ -7,11 +7,13 @@
 //	defer cluster.Stop()
 //
 // Start runs etcd and kube-apiserver through controller-runtime's envtest with the sandgate
-// CRDs installed, kube-scheduler (so Pods get placed), kube-controller-manager with the garbage
-// collector and namespace controllers (so ownerReferences cascade and namespaces go away),
-// and kwok with a few simulated Nodes on which Pods become Running and Ready the way the chosen
-// Profile describes. Everything listens on 127.0.0.1 only and uses the binaries `make tools`
-// builds into bin/k8s/<version>.
+// CRDs installed (their conversion webhook pointed at the local webhook address),
+// kube-scheduler (so Pods get placed), kube-controller-manager with the garbage collector,
+// namespace and storage controllers (so ownerReferences cascade, namespaces go away and PVCs
+// bind to the cluster's PersistentVolumes of the default StorageClass), and kwok with a few
+// simulated Nodes on which Pods become Running and Ready the way the chosen Profile describes.
+// Everything listens on 127.0.0.1 only and uses the binaries `make tools` builds into
+// bin/k8s/<version>.
 //
 // The machines this runs on are shared and processes get killed, so a cluster cleans up
 // after itself: Stop (also run on SIGINT/SIGTERM and when Start fails) ends every process and
@@ -98,8 +100,13 @@ type Options struct {
 	// BinaryDir holds kube-apiserver, etcd, kubectl, kube-scheduler, kube-controller-manager
 	// and kwok; default $KUBEBUILDER_ASSETS, else <repo root>/bin/k8s/<KubernetesVersion>.
 	BinaryDir string
+	// PersistentVolumes is how many PersistentVolumes of DefaultStorageClass the cluster has
+	// (how many PVCs can be Bound at once; Released ones are recycled); 0 means
+	// DefaultPersistentVolumes. Without kube-controller-manager there are none.
+	PersistentVolumes int
 	// NoKwok runs no kwok and creates no Nodes; NoScheduler runs no kube-scheduler;
-	// NoControllerManager runs no kube-controller-manager (no garbage collection then).
+	// NoControllerManager runs no kube-controller-manager (no garbage collection, no
+	// namespace deletion, no PVC binding then).
 	NoKwok, NoScheduler, NoControllerManager bool
 	// Log receives progress lines; nil means none. The components' own output goes to log
 	// files in the cluster's directory, which errors name.
@@ -143,7 +150,9 @@ type Cluster struct {
 	mu       sync.Mutex
 	children []*child // in start order
 	watchdog *exec.Cmd
-	stopped  bool
+	// stopRecycler ends the watch that recycles Released PersistentVolumes.
+	stopRecycler func()
+	stopped      bool
 
 	// starting is held while Start runs: Stop cancels the start and waits for it, so that
 	// it never races envtest bringing up etcd and the API server.
@@ -246,6 +255,12 @@ func (o *Options) defaults() error {
 	if o.Nodes == 0 {
 		o.Nodes = DefaultNodes
 	}
+	if o.PersistentVolumes < 0 {
+		return fmt.Errorf("invalid PersistentVolumes %d: want at least 1 (0 for the default)", o.PersistentVolumes)
+	}
+	if o.PersistentVolumes == 0 {
+		o.PersistentVolumes = DefaultPersistentVolumes
+	}
 	if o.Profile == "" {
 		o.Profile = ProfileFast
 	}
@@ -331,7 +346,12 @@ func (c *Cluster) stop() error {
 	if c.watchdog != nil {
 		_ = syscall.Kill(-c.watchdog.Process.Pid, syscall.SIGKILL) // its own process group
 	}
+	stopRecycler := c.stopRecycler
 	c.mu.Unlock()
+	// Its watch, like the components', would hold up the API server's stop.
+	if stopRecycler != nil {
+		stopRecycler()
+	}
 	for i := len(children) - 1; i >= 0; i-- {
 		children[i].signal(syscall.SIGTERM)
 	}

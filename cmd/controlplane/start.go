@@ -6,11 +6,14 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/sandgate-dev/sandgate/api"
 )
 
 // startAPIServer starts etcd and kube-apiserver through envtest and installs the CRDs and
@@ -33,6 +36,11 @@ func (c *Cluster) startAPIServer(opts Options) error {
 		ErrorIfCRDPathMissing: true,
 		WebhookInstallOptions: opts.WebhookInstallOptions,
 		UseExistingCluster:    ptr.To(false),
+		// The sandgate kinds convert between their versions: envtest points their CRDs'
+		// conversion webhook at the local webhook address (https://<host>:<port>/convert, the
+		// self-signed CA of WebhookInstallOptions), where a manager with webhooks.Setup serves
+		// it. Without one, v1alpha1 requests fail; v1beta1, the storage version, never converts.
+		Scheme: api.NewScheme(),
 		// The directories sit in c.Dir: the API server's and etcd's command lines name them,
 		// which is how leftovers of a killed process are found (see reapStale).
 		ControlPlane: envtest.ControlPlane{
@@ -167,14 +175,17 @@ func (c *Cluster) startComponents(ctx context.Context, opts Options) error {
 		if err != nil {
 			return err
 		}
-		c.logf("starting kube-controller-manager (garbagecollector, namespace)...")
+		c.logf("starting kube-controller-manager (%s)...", strings.Join(kubeControllers, ", "))
 		if _, err := c.startChild("kube-controller-manager",
 			"--kubeconfig="+kubeconfig,
-			"--controllers=garbagecollector,namespace",
+			"--controllers="+strings.Join(kubeControllers, ","),
 			"--leader-elect=false",
 			"--secure-port=0",
 			"--use-service-account-credentials=false",
 		); err != nil {
+			return err
+		}
+		if err := c.startStorage(ctx, opts.PersistentVolumes); err != nil {
 			return err
 		}
 	}
@@ -200,6 +211,27 @@ func (c *Cluster) startComponents(ctx context.Context, opts Options) error {
 	// A component that could not start (bad flag, unreachable API server) has exited by now
 	// more often than not.
 	return c.Err()
+}
+
+// startStorage creates the default StorageClass and n PersistentVolumes and starts recycling
+// them.
+func (c *Cluster) startStorage(ctx context.Context, n int) error {
+	cs, err := c.Clientset()
+	if err != nil {
+		return err
+	}
+	c.logf("creating StorageClass %s (default) with %d PersistentVolumes of %s...", DefaultStorageClass, n, PersistentVolumeCapacity)
+	if err := c.createStorage(ctx, cs, n); err != nil {
+		return err
+	}
+	stop, err := recycleVolumes(ctx, cs, c.logf)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.stopRecycler = stop
+	c.mu.Unlock()
+	return nil
 }
 
 // startKwok creates the simulated Nodes, starts kwok with the profile's stages and waits for

@@ -9,8 +9,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -256,10 +258,14 @@ func TestNamesShortNamesAndPrinterColumns(t *testing.T) {
 			g.Expect(k8s.Get(ctx, client.ObjectKey{Name: name}, crd)).To(Succeed())
 			g.Expect(crd.Spec.Scope).To(Equal(apiextensionsv1.NamespaceScoped))
 			g.Expect(crd.Spec.Names.ShortNames).To(Equal([]string{w.shortName}))
-			g.Expect(crd.Spec.Versions).To(HaveLen(1))
-			v := crd.Spec.Versions[0]
+			g.Expect(crd.Spec.Versions).To(HaveLen(2))
+			v := crd.Spec.Versions[1]
 			g.Expect(v.Name).To(Equal("v1beta1"))
 			g.Expect(v.Storage && v.Served).To(BeTrue())
+			alpha := crd.Spec.Versions[0]
+			g.Expect(alpha.Name).To(Equal("v1alpha1"))
+			g.Expect(alpha.Served && alpha.Deprecated && !alpha.Storage).To(BeTrue(), "v1alpha1 is served, deprecated and not stored")
+			g.Expect(ptr.Deref(alpha.DeprecationWarning, "")).To(ContainSubstring("use " + strings.SplitN(name, ".", 2)[1] + "/v1beta1"))
 			var got []column
 			for _, c := range v.AdditionalPrinterColumns {
 				got = append(got, column{c.Name, c.JSONPath})
@@ -309,4 +315,24 @@ func TestSamplesApply(t *testing.T) {
 	raw, err := json.Marshal(tpl.Spec.PodTemplate.Spec.Containers)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(string(raw)).To(ContainSubstring(`"AGENT_MODE"`))
+}
+
+// Every CRD converts through the operator's webhook at the local webhook address, trusting the
+// local CA: the same path an installed cluster takes through the webhook Service.
+func TestCRDsConvertThroughTheLocalWebhook(t *testing.T) {
+	o := cluster.Env.WebhookInstallOptions
+	want := fmt.Sprintf("https://%s/convert", net.JoinHostPort(o.LocalServingHost, strconv.Itoa(o.LocalServingPort)))
+	for _, name := range []string{"sandboxes.agents.x-k8s.io", "sandboxtemplates.extensions.agents.x-k8s.io",
+		"sandboxclaims.extensions.agents.x-k8s.io", "sandboxwarmpools.extensions.agents.x-k8s.io"} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			crd := &apiextensionsv1.CustomResourceDefinition{}
+			g.Expect(k8s.Get(ctx, client.ObjectKey{Name: name}, crd)).To(Succeed())
+			conv := crd.Spec.Conversion
+			g.Expect(conv).NotTo(BeNil())
+			g.Expect(conv.Strategy).To(Equal(apiextensionsv1.WebhookConverter))
+			g.Expect(conv.Webhook.ClientConfig.URL).To(HaveValue(Equal(want)))
+			g.Expect(conv.Webhook.ClientConfig.CABundle).To(Equal(o.LocalServingCAData))
+		})
+	}
 }
