@@ -1,0 +1,45 @@
+//go:build integration
+
+package install_test
+
+import (
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	"github.com/sandgate-dev/sandgate/webhooks"
+)
+
+// Every CRD serves v1alpha1 by converting through the manager: its conversion webhook is the
+// webhook Service at /convert (the path the manager serves), trusting the CA cert-manager
+// injects from the serving certificate, as the webhook configurations do.
+func TestCRDsConvertThroughTheWebhookService(t *testing.T) {
+	r := render(t)
+	cert := r.servingCertificate(t)
+	// The Service the webhook configurations call.
+	svc := r.mutating[0].Webhooks[0].ClientConfig.Service
+	if len(r.crds) != 4 {
+		t.Fatalf("want 4 CRDs, got %d", len(r.crds))
+	}
+	for _, crd := range r.crds {
+		conv := crd.Spec.Conversion
+		if conv == nil || conv.Strategy != apiextensionsv1.WebhookConverter || conv.Webhook == nil || conv.Webhook.ClientConfig == nil {
+			t.Errorf("%s: conversion %+v, want a webhook", crd.Name, conv)
+			continue
+		}
+		ref := conv.Webhook.ClientConfig.Service
+		if ref == nil || svc == nil || ref.Name != svc.Name || ref.Namespace != svc.Namespace || ref.Path == nil || *ref.Path != webhooks.ConvertPath {
+			t.Errorf("%s: conversion webhook %+v, want Service %s/%s path %s", crd.Name, ref, svc.Namespace, svc.Name, webhooks.ConvertPath)
+		}
+		if got, want := crd.Annotations["cert-manager.io/inject-ca-from"], cert.Namespace+"/"+cert.Name; got != want {
+			t.Errorf("%s: inject-ca-from = %q, want %q", crd.Name, got, want)
+		}
+		served := map[string]bool{}
+		for _, v := range crd.Spec.Versions {
+			served[v.Name] = v.Served
+		}
+		if !served["v1alpha1"] || !served["v1beta1"] {
+			t.Errorf("%s: served versions %v, want v1alpha1 and v1beta1", crd.Name, served)
+		}
+	}
+}
