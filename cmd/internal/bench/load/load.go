@@ -2,7 +2,9 @@
 // SandboxTemplate and a SandboxWarmPool, waits for the pool to be full and Ready, fires bursts
 // of SandboxClaims at a given rate, watches them to Ready=True and measures what the claims
 // cost: latency in the client's and the server's view, warm hits, API requests (from the API
-// server's own metrics), reconciles and the operator's CPU and memory.
+// server's own metrics), reconciles and the operator's CPU and memory. Config.Floor measures
+// the API server's floor instead: the same claims with the operator stopped and the load
+// generator making each claim's writes itself (floor.go).
 package load
 
 import (

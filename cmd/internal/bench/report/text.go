@@ -32,9 +32,12 @@ func WriteText(w io.Writer, r *Result) error {
 	pf("pool fill\t%.1f s\n", r.PoolFillSeconds)
 	pf("load average at start\t%.1f on %d CPUs\n", r.LoadAverage, runtime.NumCPU())
 	pf("run (first create → last Ready)\t%.2f s\n", r.RunSeconds)
-	if r.RefillSeconds >= 0 {
+	switch {
+	case p.Floor:
+		pf("refill after the run\tnone: no operator\n")
+	case r.RefillSeconds >= 0:
 		pf("refill after the run\t%.2f s\n", r.RefillSeconds)
-	} else {
+	default:
 		pf("refill after the run\tnot complete\n")
 	}
 	c := r.Claims
