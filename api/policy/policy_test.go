@@ -1,27 +1,21 @@
 package policy_test
 
 import (
+	"maps"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/test/builders"
+	"github.com/sandgate-dev/sandgate/test/policycases"
 )
-
-func summary(errs field.ErrorList) []string {
-	var out []string
-	for _, e := range errs {
-		out = append(out, e.Type.String()+" "+e.Field)
-	}
-	return out
-}
 
 func TestTemplateBlueprint(t *testing.T) {
 	tests := map[string]struct {
@@ -95,18 +89,10 @@ func TestTemplateHashIsTheHashOfWhatIsBuilt(t *testing.T) {
 	}
 }
 
-// The one table of the claim injection rules: admission (422) and the claim controller
-// (Ready=False) both apply policy.ClaimBlueprint, so a claim one accepts the other accepts.
+// The claim injection rule, from the one table admission's and the claim controller's tests
+// iterate too (test/policycases): the problems it reports, and the blueprint it builds when
+// there are none.
 func TestClaimBlueprint(t *testing.T) {
-	tmpl := func(env extv1beta1.EnvVarsInjectionPolicy, vct extv1beta1.VolumeClaimTemplatesPolicy) *extv1beta1.SandboxTemplate {
-		t := builders.MakeTemplate("t", "ns").Env("main", "SET", "x").VolumeClaimTemplate("data", "1Gi").PodLabel("team", "a").Obj()
-		t.Spec.EnvVarsInjectionPolicy = env
-		t.Spec.VolumeClaimTemplatesPolicy = vct
-		t.Spec.PodTemplate.Spec.Containers = append(t.Spec.PodTemplate.Spec.Containers, corev1.Container{Name: "side", Image: "busybox"})
-		t.Spec.PodTemplate.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "busybox"}}
-		return t
-	}
-	claim := func() *builders.ClaimWrapper { return builders.MakeClaim("c", "ns", "p") }
 	envOf := func(bp agentsv1beta1.SandboxBlueprint) map[string][]corev1.EnvVar {
 		out := map[string][]corev1.EnvVar{}
 		for _, list := range [][]corev1.Container{bp.PodTemplate.Spec.InitContainers, bp.PodTemplate.Spec.Containers} {
@@ -116,79 +102,67 @@ func TestClaimBlueprint(t *testing.T) {
 		}
 		return out
 	}
-	set := corev1.EnvVar{Name: "SET", Value: "x"}
-	tests := map[string]struct {
-		claim   *extv1beta1.SandboxClaim
-		tmpl    *extv1beta1.SandboxTemplate
-		want    []string
-		wantEnv map[string][]corev1.EnvVar
-	}{
-		"nothing injected": {claim: claim().Obj(), tmpl: tmpl("", ""),
-			wantEnv: map[string][]corev1.EnvVar{"main": {set}, "side": nil, "init": nil}},
-		"env disallowed by default": {claim: claim().Env("A", "1", "").Obj(), tmpl: tmpl("", ""), want: []string{"Forbidden spec.env"}},
-		"env disallowed": {claim: claim().Env("A", "1", "").Obj(), tmpl: tmpl(extv1beta1.EnvVarsInjectionDisallowed, ""),
-			want: []string{"Forbidden spec.env"}},
-		"env without a container goes into every container, not the init containers": {
-			claim: claim().Env("A", "1", "").Obj(), tmpl: tmpl(extv1beta1.EnvVarsInjectionAllowed, ""),
-			wantEnv: map[string][]corev1.EnvVar{"main": {set, {Name: "A", Value: "1"}}, "side": {{Name: "A", Value: "1"}}, "init": nil}},
-		"env for a named container or init container": {
-			claim: claim().Env("A", "1", "side").Env("B", "2", "init").Obj(), tmpl: tmpl(extv1beta1.EnvVarsInjectionAllowed, ""),
-			wantEnv: map[string][]corev1.EnvVar{"main": {set}, "side": {{Name: "A", Value: "1"}}, "init": {{Name: "B", Value: "2"}}}},
-		"env for a container the template lacks": {claim: claim().Env("A", "1", "sidecar").Obj(),
-			tmpl: tmpl(extv1beta1.EnvVarsInjectionOverrides, ""), want: []string{"Not found spec.env[0].containerName"}},
-		"override needs Overrides": {claim: claim().Env("SET", "1", "").Obj(),
-			tmpl: tmpl(extv1beta1.EnvVarsInjectionAllowed, ""), want: []string{"Forbidden spec.env[0].name"}},
-		"override allowed": {claim: claim().Env("SET", "1", "main").Obj(), tmpl: tmpl(extv1beta1.EnvVarsInjectionOverrides, ""),
-			wantEnv: map[string][]corev1.EnvVar{"main": {{Name: "SET", Value: "1"}}, "side": nil, "init": nil}},
-		"a variable of another container is an addition": {claim: claim().Env("SET", "1", "init").Obj(),
-			tmpl:    tmpl(extv1beta1.EnvVarsInjectionAllowed, ""),
-			wantEnv: map[string][]corev1.EnvVar{"main": {set}, "side": nil, "init": {{Name: "SET", Value: "1"}}}},
-		"Allowed does not inject where envFrom could be overridden unseen": {
-			claim: claim().Env("A", "1", "main").Obj(),
-			tmpl: func() *extv1beta1.SandboxTemplate {
-				t := tmpl(extv1beta1.EnvVarsInjectionAllowed, "")
-				t.Spec.PodTemplate.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{}}}
-				return t
-			}(),
-			want: []string{"Forbidden spec.env[0].name"}},
-		"volume claim templates disallowed by default": {claim: claim().VolumeClaimTemplate("scratch", "1Gi").Obj(),
-			tmpl: tmpl("", ""), want: []string{"Forbidden spec.volumeClaimTemplates"}},
-		"volume claim template added": {claim: claim().VolumeClaimTemplate("scratch", "1Gi").Obj(),
-			tmpl: tmpl("", extv1beta1.VolumeClaimTemplatesAllowed)},
-		"volume claim template replaced needs Overrides": {claim: claim().VolumeClaimTemplate("data", "5Gi").Obj(),
-			tmpl: tmpl("", extv1beta1.VolumeClaimTemplatesAllowed), want: []string{"Forbidden spec.volumeClaimTemplates[0].metadata.name"}},
-		"volume claim template replaced": {claim: claim().VolumeClaimTemplate("data", "5Gi").Obj(),
-			tmpl: tmpl("", extv1beta1.VolumeClaimTemplatesOverrides)},
-		"pod metadata added": {claim: claim().PodLabel("user", "u1").PodLabel("team", "a").Obj(), tmpl: tmpl("", "")},
-		"pod metadata may not change the template's": {claim: claim().PodLabel("team", "b").Obj(), tmpl: tmpl("", ""),
-			want: []string{"Invalid value spec.additionalPodMetadata.labels[team]"}},
-	}
-	for name, tc := range tests {
+	for name, tc := range policycases.Cases() {
 		t.Run(name, func(t *testing.T) {
-			bp, errs := policy.ClaimBlueprint(tc.tmpl, tc.claim)
-			if diff := cmp.Diff(tc.want, summary(errs)); diff != "" {
+			tmplBefore, claimBefore := tc.Template.DeepCopy(), tc.Claim.DeepCopy()
+			bp, errs := policy.ClaimBlueprint(tc.Template, tc.Claim)
+			if diff := cmp.Diff(tc.WantErrors, policycases.Errors(errs)); diff != "" {
 				t.Fatalf("ClaimBlueprint errors (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(tc.want, summary(policy.ValidateClaimAgainstTemplate(tc.claim, tc.tmpl))); diff != "" {
+			if diff := cmp.Diff(tc.WantErrors, policycases.Errors(policy.ValidateClaimAgainstTemplate(tc.Claim, tc.Template))); diff != "" {
 				t.Errorf("ValidateClaimAgainstTemplate (-want +got):\n%s", diff)
 			}
-			if tc.wantEnv != nil {
-				if diff := cmp.Diff(tc.wantEnv, envOf(bp)); diff != "" {
+			if diff := cmp.Diff(tmplBefore, tc.Template); diff != "" {
+				t.Errorf("the template was changed (-before +after):\n%s", diff)
+			}
+			if diff := cmp.Diff(claimBefore, tc.Claim); diff != "" {
+				t.Errorf("the claim was changed (-before +after):\n%s", diff)
+			}
+			if len(tc.WantErrors) > 0 {
+				return
+			}
+			if tc.WantEnv != nil {
+				if diff := cmp.Diff(tc.WantEnv, envOf(bp)); diff != "" {
 					t.Errorf("env (-want +got):\n%s", diff)
 				}
 			}
-			if len(tc.want) == 0 {
-				for k, v := range tc.claim.Spec.AdditionalPodMetadata.Labels {
-					if bp.PodTemplate.ObjectMeta.Labels[k] != v {
-						t.Errorf("pod label %s = %q, want %q", k, bp.PodTemplate.ObjectMeta.Labels[k], v)
+			// The template's blueprint with the claim's additions, and nothing else.
+			want := policy.TemplateBlueprint(tc.Template)
+			for _, list := range [][]corev1.Container{want.PodTemplate.Spec.InitContainers, want.PodTemplate.Spec.Containers} {
+				for i := range list {
+					if env, ok := tc.WantEnv[list[i].Name]; ok {
+						list[i].Env = env
 					}
 				}
-				if n := len(tc.claim.Spec.VolumeClaimTemplates); n > 0 && len(bp.VolumeClaimTemplates) == 0 {
-					t.Error("volume claim templates not added")
+			}
+			md := &want.PodTemplate.ObjectMeta
+			md.Labels = merged(md.Labels, tc.Claim.Spec.AdditionalPodMetadata.Labels)
+			md.Annotations = merged(md.Annotations, tc.Claim.Spec.AdditionalPodMetadata.Annotations)
+			for _, vct := range tc.Claim.Spec.VolumeClaimTemplates {
+				if i := slices.IndexFunc(want.VolumeClaimTemplates, func(v agentsv1beta1.PersistentVolumeClaimTemplate) bool { return v.Name == vct.Name }); i >= 0 {
+					want.VolumeClaimTemplates[i] = vct
+				} else {
+					want.VolumeClaimTemplates = append(want.VolumeClaimTemplates, vct)
 				}
+			}
+			if diff := cmp.Diff(want, bp); diff != "" {
+				t.Errorf("blueprint is not the template's with the claim's additions (-want +got):\n%s", diff)
 			}
 		})
 	}
+}
+
+// merged is base with add's keys, nil when both are empty.
+func merged(base, add map[string]string) map[string]string {
+	if len(base)+len(add) == 0 {
+		return base
+	}
+	out := maps.Clone(base)
+	if out == nil {
+		out = map[string]string{}
+	}
+	maps.Copy(out, add)
+	return out
 }
 
 func TestReservedKeys(t *testing.T) {

@@ -1,0 +1,684 @@
+package reconcilers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	"github.com/sandgate-dev/sandgate/api/policy"
+	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/test/builders"
+	"github.com/sandgate-dev/sandgate/test/policycases"
+)
+
+// The Reconcile tests of this file run the claim controller on a fake API server with the
+// production indexes (fakeclient_test.go): the paths the claims integration suite covers on a
+// real control plane, in milliseconds, with every write and event in the journal.
+
+var claimKey = types.NamespacedName{Namespace: "ns", Name: "c"}
+
+func testTemplate() *extv1beta1.SandboxTemplate { return builders.MakeTemplate("tmpl", "ns").Obj() }
+
+func testPool(replicas int32) *extv1beta1.SandboxWarmPool {
+	p := builders.MakePool("pool", "ns", "tmpl").Replicas(replicas).Obj()
+	p.UID = "pool-uid"
+	return p
+}
+
+// testClaim is claim "c" on pool "pool", stamped with tmpl's version as admission stamps it.
+func testClaim(tmpl *extv1beta1.SandboxTemplate, mutate ...func(*builders.ClaimWrapper)) *extv1beta1.SandboxClaim {
+	w := builders.MakeClaim("c", "ns", "pool").Annotation(agentsv1beta1.AnnotationSandboxTemplateHash, policy.TemplateHash(tmpl))
+	for _, m := range mutate {
+		m(w)
+	}
+	c := w.Obj()
+	c.UID = "claim-uid"
+	return c
+}
+
+// readyMember is a ready member of pool built from tmpl, as the pool controller builds it.
+func readyMember(pool *extv1beta1.SandboxWarmPool, tmpl *extv1beta1.SandboxTemplate, name, ip string) *agentsv1beta1.Sandbox {
+	sb := newPoolMember(pool, tmpl)
+	sb.Name, sb.UID = name, types.UID("uid-"+name)
+	sb.Status = agentsv1beta1.SandboxStatus{
+		PodIPs: []string{ip},
+		Conditions: []metav1.Condition{{
+			Type: agentsv1beta1.ConditionReady, Status: metav1.ConditionTrue,
+			Reason: agentsv1beta1.ReasonDependenciesReady, Message: agentsv1beta1.MessagePodReady,
+			LastTransitionTime: metav1.NewTime(planNow.Add(-time.Minute)),
+		}},
+	}
+	return sb
+}
+
+// observeSandboxes feeds the warm index what the controller's Sandbox informer would: every
+// Sandbox the API server has.
+func observeSandboxes(t *testing.T, a *fakeAPI, index *WarmIndex) {
+	t.Helper()
+	var list agentsv1beta1.SandboxList
+	if err := a.List(context.Background(), &list); err != nil {
+		t.Fatal(err)
+	}
+	for i := range list.Items {
+		index.Observe(&list.Items[i])
+	}
+}
+
+func reconcileClaim(t *testing.T, r *ClaimReconciler) ctrl.Result {
+	t.Helper()
+	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: claimKey})
+	if err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	return res
+}
+
+func getClaim(t *testing.T, a *fakeAPI) *extv1beta1.SandboxClaim {
+	t.Helper()
+	c := &extv1beta1.SandboxClaim{}
+	if err := a.Get(context.Background(), claimKey, c); err != nil {
+		t.Fatalf("reading the claim: %v", err)
+	}
+	return c
+}
+
+// claimSandboxes are the Sandboxes the API server has that carry the claim's UID label.
+func claimSandboxes(t *testing.T, a *fakeAPI, uid types.UID) []agentsv1beta1.Sandbox {
+	t.Helper()
+	var list agentsv1beta1.SandboxList
+	if err := a.List(context.Background(), &list, client.MatchingFields{IndexSandboxClaimUID: string(uid)}); err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
+
+func readyCondition(status metav1.ConditionStatus, reason, msg string) []metav1.Condition {
+	return []metav1.Condition{{
+		Type: agentsv1beta1.ConditionReady, Status: status, Reason: reason, Message: msg,
+		LastTransitionTime: metav1.NewTime(planNow),
+	}}
+}
+
+// TestClaimReconcileWarm: a claim binds one ready member with one patch preconditioned on the
+// member's resourceVersion; a member the API server refuses (409, 403, 404) is never tried
+// again, and the next one is; the status names the bound member and its IPs, and the event
+// follows the status write. When every member is refused, the claim cold-starts.
+func TestClaimReconcileWarm(t *testing.T) {
+	gr := schema.GroupResource{Group: agentsv1beta1.GroupVersion.Group, Resource: "sandboxes"}
+	conflict := apierrors.NewConflict(gr, "m", errors.New("the object has been modified"))
+	denied := apierrors.NewForbidden(gr, "m", errors.New("binding guard"))
+	gone := apierrors.NewNotFound(gr, "m")
+	tests := map[string]struct {
+		bindAnswers []error
+		// podLabels are the claim's additionalPodMetadata labels, which the bind patch adds to
+		// the member's podTemplate.
+		podLabels     map[string]string
+		wantBinds     int
+		wantColdStart bool
+	}{
+		"the first member picked binds":                 {wantBinds: 1},
+		"the claim's pod labels ride in the bind patch": {podLabels: map[string]string{"user": "u1"}, wantBinds: 1},
+		"409: the next member binds":                    {bindAnswers: []error{conflict}, wantBinds: 2},
+		"403: the next member binds":                    {bindAnswers: []error{denied}, wantBinds: 2},
+		"404: the next member binds":                    {bindAnswers: []error{gone}, wantBinds: 2},
+		"409, 403 and 404: the fourth member binds":     {bindAnswers: []error{conflict, denied, gone}, wantBinds: 4},
+		"every member refused: a cold start": {
+			bindAnswers: []error{conflict, denied, gone, conflict}, wantBinds: 4, wantColdStart: true,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			tmpl, pool := testTemplate(), testPool(4)
+			claim := testClaim(tmpl, func(w *builders.ClaimWrapper) {
+				for k, v := range tc.podLabels {
+					w.PodLabel(k, v)
+				}
+			})
+			ips := map[string]string{}
+			objs := []client.Object{tmpl, pool, claim}
+			for i, m := range []string{"pool-a", "pool-b", "pool-c", "pool-d"} {
+				ips[m] = fmt.Sprintf("10.0.0.%d", i+1)
+				objs = append(objs, readyMember(pool, tmpl, m, ips[m]))
+			}
+			a := newFakeAPI(t, objs...)
+			a.bindAnswers = tc.bindAnswers
+			r := newClaimReconciler(t, a, clocktesting.NewFakeClock(planNow))
+			observeSandboxes(t, a, r.Index)
+			storedRV := map[string]string{}
+			var members agentsv1beta1.SandboxList
+			if err := a.List(context.Background(), &members); err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range members.Items {
+				storedRV[m.Name] = m.ResourceVersion
+			}
+
+			reconcileClaim(t, r)
+
+			binds := a.Binds()
+			if len(binds) != tc.wantBinds {
+				t.Fatalf("bind patches = %d (%v), want %d", len(binds), binds, tc.wantBinds)
+			}
+			var wantJournal []string
+			tried := map[string]bool{}
+			for i, b := range binds {
+				if tried[b.Sandbox] {
+					t.Errorf("member %s was sent a bind patch twice: %v", b.Sandbox, binds)
+				}
+				tried[b.Sandbox] = true
+				if b.ResourceVersion == "" || b.ResourceVersion != storedRV[b.Sandbox] {
+					t.Errorf("bind patch of %s has resourceVersion precondition %q, want the member's %q", b.Sandbox, b.ResourceVersion, storedRV[b.Sandbox])
+				}
+				entry := "bind Sandbox/" + b.Sandbox
+				if i < len(tc.bindAnswers) {
+					entry += " (" + resultOf(tc.bindAnswers[i]) + ")"
+				}
+				wantJournal = append(wantJournal, entry)
+			}
+
+			got := getClaim(t, a)
+			bound := claimSandboxes(t, a, claim.UID)
+			if len(bound) != 1 {
+				t.Fatalf("Sandboxes labelled with the claim's UID: %d, want 1", len(bound))
+			}
+			sb := bound[0]
+			if !policy.IsControlledBy(&sb, policy.ClaimKind, claim.UID) {
+				t.Errorf("Sandbox %s carries the claim's UID and is not controlled by the claim: %v", sb.Name, sb.OwnerReferences)
+			}
+
+			var wantStatus extv1beta1.SandboxClaimStatus
+			if tc.wantColdStart {
+				if sb.Name != claim.Name || sb.Labels[agentsv1beta1.LabelLaunchType] != agentsv1beta1.LaunchTypeCold {
+					t.Errorf("claim got Sandbox %s (launch type %q), want its own cold-started %s", sb.Name, sb.Labels[agentsv1beta1.LabelLaunchType], claim.Name)
+				}
+				wantJournal = append(wantJournal, "create Sandbox/c", "patch SandboxClaim/c/status", "event Normal SandboxProvisioned SandboxClaim/c")
+				wantStatus = extv1beta1.SandboxClaimStatus{
+					Sandbox:    extv1beta1.SandboxStatusRef{Name: "c"},
+					Conditions: readyCondition(metav1.ConditionFalse, extv1beta1.ReasonSandboxNotReady, messageSandboxNotReady),
+				}
+			} else {
+				last := binds[len(binds)-1].Sandbox
+				if sb.Name != last {
+					t.Errorf("bound Sandbox is %s, want %s, the last one sent a bind patch", sb.Name, last)
+				}
+				if _, pooled := sb.Labels[agentsv1beta1.LabelWarmPoolSandbox]; pooled || sb.Labels[agentsv1beta1.LabelLaunchType] != agentsv1beta1.LaunchTypeWarm {
+					t.Errorf("bound Sandbox labels = %v, want launch-type warm and no warm-pool label", sb.Labels)
+				}
+				wantJournal = append(wantJournal, "patch SandboxClaim/c/status", "event Normal SandboxAdopted SandboxClaim/c")
+				wantStatus = extv1beta1.SandboxClaimStatus{
+					Sandbox:    extv1beta1.SandboxStatusRef{Name: last, PodIPs: []string{ips[last]}},
+					Conditions: readyCondition(metav1.ConditionTrue, agentsv1beta1.ReasonDependenciesReady, agentsv1beta1.MessagePodReady),
+				}
+				wantPodLabels := policy.TemplateBlueprint(tmpl).PodTemplate.ObjectMeta.Labels
+				for k, v := range tc.podLabels {
+					if wantPodLabels == nil {
+						wantPodLabels = map[string]string{}
+					}
+					wantPodLabels[k] = v
+				}
+				if diff := cmp.Diff(wantPodLabels, sb.Spec.PodTemplate.ObjectMeta.Labels); diff != "" {
+					t.Errorf("bound Sandbox's pod labels (-want +got):\n%s", diff)
+				}
+				if hits := r.Metrics.WarmHits(); hits != 1 {
+					t.Errorf("warm hits = %v, want 1", hits)
+				}
+			}
+			if diff := cmp.Diff(wantJournal, a.Journal()); diff != "" {
+				t.Errorf("writes and events (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(wantStatus, got.Status); diff != "" {
+				t.Errorf("claim status (-want +got):\n%s", diff)
+			}
+			if lost := r.Metrics.BindConflicts(); lost != float64(len(tc.bindAnswers)) {
+				t.Errorf("lost binds = %v, want %d", lost, len(tc.bindAnswers))
+			}
+
+			// The informer delivers the bound Sandbox; the claim is reconciled again.
+			observeSandboxes(t, a, r.Index)
+			reconcileClaim(t, r)
+			if diff := cmp.Diff([]string(nil), a.Journal()); diff != "" {
+				t.Errorf("a second reconcile of the served claim wrote (-want +got):\n%s", diff)
+			}
+			if n := len(a.Binds()); n != tc.wantBinds {
+				t.Errorf("bind patches after a second reconcile = %d, want still %d", n, tc.wantBinds)
+			}
+		})
+	}
+}
+
+// TestClaimReconcileColdStart: without a ready member (or with env or volume claim templates),
+// the claim gets a Sandbox of its own, named after it, controlled by it, built as
+// policy.ClaimBlueprint says. A Sandbox of that name the claim does not control is never
+// adopted, whatever it says of itself: the claim's Sandbox gets a generated name.
+func TestClaimReconcileColdStart(t *testing.T) {
+	squatter := func(mutate ...func(*builders.SandboxWrapper)) *agentsv1beta1.Sandbox {
+		w := builders.MakeSandbox("c", "ns")
+		for _, m := range mutate {
+			m(w)
+		}
+		sb := w.Obj()
+		sb.UID = "squatter-uid"
+		return sb
+	}
+	tests := map[string]struct {
+		tmpl              *extv1beta1.SandboxTemplate
+		claim             func(*extv1beta1.SandboxTemplate) *extv1beta1.SandboxClaim
+		objs              []client.Object
+		withMember        bool
+		wantGeneratedName bool
+		// wantStamp: the claim came without a stamp and is stamped before its Sandbox is made.
+		wantStamp bool
+	}{
+		"no member: a Sandbox named after the claim": {},
+		"an unstamped claim (admitted while its template was missing) is stamped first": {
+			claim: func(tmpl *extv1beta1.SandboxTemplate) *extv1beta1.SandboxClaim {
+				c := testClaim(tmpl)
+				delete(c.Annotations, agentsv1beta1.AnnotationSandboxTemplateHash)
+				return c
+			},
+			wantStamp: true,
+		},
+		"env and volumes: a cold start although a member is ready": {
+			tmpl: builders.MakeTemplate("tmpl", "ns").EnvVarsInjectionPolicy(extv1beta1.EnvVarsInjectionAllowed).
+				VolumeClaimTemplatesPolicy(extv1beta1.VolumeClaimTemplatesAllowed).Obj(),
+			claim: func(tmpl *extv1beta1.SandboxTemplate) *extv1beta1.SandboxClaim {
+				return testClaim(tmpl, func(w *builders.ClaimWrapper) {
+					w.Env("TOKEN", "t", "").VolumeClaimTemplate("scratch", "1Gi").PodLabel("user", "u1")
+				})
+			},
+			withMember: true,
+		},
+		"the name is taken by someone's Sandbox: a generated name": {
+			objs: []client.Object{squatter()}, wantGeneratedName: true,
+		},
+		"the name is taken by a Sandbox that wears the claim's UID label: a generated name": {
+			objs: []client.Object{squatter(func(w *builders.SandboxWrapper) {
+				w.Label(agentsv1beta1.LabelClaimUID, "claim-uid")
+			})},
+			wantGeneratedName: true,
+		},
+		"the name is taken by the Sandbox of an earlier claim of the same name: a generated name": {
+			objs: []client.Object{func() *agentsv1beta1.Sandbox {
+				sb := squatter(func(w *builders.SandboxWrapper) { w.Label(agentsv1beta1.LabelClaimUID, "earlier-claim-uid") })
+				earlier := testClaim(testTemplate())
+				earlier.UID = "earlier-claim-uid"
+				sb.OwnerReferences = []metav1.OwnerReference{claimRef(earlier)}
+				return sb
+			}()},
+			wantGeneratedName: true,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			tmpl := tc.tmpl
+			if tmpl == nil {
+				tmpl = testTemplate()
+			}
+			claim := testClaim(tmpl)
+			if tc.claim != nil {
+				claim = tc.claim(tmpl)
+			}
+			pool := testPool(0)
+			objs := append([]client.Object{tmpl, pool, claim}, tc.objs...)
+			if tc.withMember {
+				pool.Spec.Replicas = ptr.To[int32](1)
+				objs = append(objs, readyMember(pool, tmpl, "pool-a", "10.0.0.1"))
+			}
+			var before []agentsv1beta1.Sandbox
+			for _, o := range tc.objs {
+				before = append(before, *o.(*agentsv1beta1.Sandbox).DeepCopy())
+			}
+			a := newFakeAPI(t, objs...)
+			r := newClaimReconciler(t, a, clocktesting.NewFakeClock(planNow))
+			observeSandboxes(t, a, r.Index)
+
+			reconcileClaim(t, r)
+
+			var list agentsv1beta1.SandboxList
+			if err := a.List(context.Background(), &list); err != nil {
+				t.Fatal(err)
+			}
+			var own []agentsv1beta1.Sandbox
+			for _, sb := range list.Items {
+				if policy.IsControlledBy(&sb, policy.ClaimKind, claim.UID) {
+					own = append(own, sb)
+				}
+			}
+			if len(own) != 1 {
+				t.Fatalf("Sandboxes controlled by the claim: %d, want 1", len(own))
+			}
+			sb := own[0]
+			wantJournal := []string{"create Sandbox/c", "patch SandboxClaim/c/status", "event Normal SandboxProvisioned SandboxClaim/c"}
+			if tc.wantGeneratedName {
+				if !strings.HasPrefix(sb.Name, "c-") {
+					t.Errorf("the claim's Sandbox is %s, want a name generated from c-", sb.Name)
+				}
+				wantJournal = []string{
+					"create Sandbox/c (already_exists)", "create Sandbox/" + sb.Name, "patch SandboxClaim/c/status",
+					"event Warning SandboxNameTaken SandboxClaim/c", "event Normal SandboxProvisioned SandboxClaim/c",
+				}
+			} else if sb.Name != "c" {
+				t.Errorf("the claim's Sandbox is %s, want c", sb.Name)
+			}
+			if tc.wantStamp {
+				wantJournal = append([]string{"patch SandboxClaim/c"}, wantJournal...)
+			}
+			if stamp := getClaim(t, a).Annotations[agentsv1beta1.AnnotationSandboxTemplateHash]; stamp != policy.TemplateHash(tmpl) {
+				t.Errorf("the claim's stamp is %q, want the template's hash %s", stamp, policy.TemplateHash(tmpl))
+			}
+			if diff := cmp.Diff(wantJournal, a.Journal()); diff != "" {
+				t.Errorf("writes and events (-want +got):\n%s", diff)
+			}
+
+			wantBP, errs := policy.ClaimBlueprint(tmpl, claim)
+			if len(errs) > 0 {
+				t.Fatalf("the test's claim is not servable: %v", errs)
+			}
+			if diff := cmp.Diff(wantBP, sb.Spec.SandboxBlueprint); diff != "" {
+				t.Errorf("the Sandbox's blueprint is not policy.ClaimBlueprint's (-want +got):\n%s", diff)
+			}
+			wantLabels := map[string]string{
+				agentsv1beta1.LabelClaimUID:               string(claim.UID),
+				agentsv1beta1.LabelLaunchType:             agentsv1beta1.LaunchTypeCold,
+				agentsv1beta1.LabelSandboxTemplateHash:    policy.TemplateHash(tmpl),
+				agentsv1beta1.LabelSandboxTemplateRefHash: agentsv1beta1.NameHash(tmpl.Name),
+			}
+			if diff := cmp.Diff(wantLabels, sb.Labels); diff != "" {
+				t.Errorf("the Sandbox's labels (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff([]metav1.OwnerReference{claimRef(claim)}, sb.OwnerReferences); diff != "" {
+				t.Errorf("the Sandbox's owners (-want +got):\n%s", diff)
+			}
+			wantStatus := extv1beta1.SandboxClaimStatus{
+				Sandbox:    extv1beta1.SandboxStatusRef{Name: sb.Name},
+				Conditions: readyCondition(metav1.ConditionFalse, extv1beta1.ReasonSandboxNotReady, messageSandboxNotReady),
+			}
+			if diff := cmp.Diff(wantStatus, getClaim(t, a).Status); diff != "" {
+				t.Errorf("claim status (-want +got):\n%s", diff)
+			}
+			if len(a.Binds()) != 0 {
+				t.Errorf("bind patches sent: %v, want none", a.Binds())
+			}
+			for _, want := range before {
+				got := &agentsv1beta1.Sandbox{}
+				if err := a.Get(context.Background(), client.ObjectKeyFromObject(&want), got); err != nil {
+					t.Fatalf("the Sandbox that held the name: %v", err)
+				}
+				if diff := cmp.Diff(want.OwnerReferences, got.OwnerReferences); diff != "" {
+					t.Errorf("the Sandbox that held the name was adopted (-want +got):\n%s", diff)
+				}
+			}
+
+			// The informer delivers the new Sandbox: nothing more is created or written.
+			reconcileClaim(t, r)
+			if diff := cmp.Diff([]string(nil), a.Journal()); diff != "" {
+				t.Errorf("a second reconcile wrote (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestClaimReconcileExpiry: a claim is requeued for its expiry and, once expired, ends as its
+// shutdownPolicy says: Delete and DeleteForeground delete the claim (its Sandbox goes with it by
+// garbage collection), Retain (the default) deletes only the Sandbox and keeps the claim
+// Ready=False ClaimExpired.
+func TestClaimReconcileExpiry(t *testing.T) {
+	finishedAt := planNow.Add(30 * time.Second)
+	tests := map[string]struct {
+		claim           func(*builders.ClaimWrapper)
+		sandboxFinished bool
+		wantRequeue     time.Duration
+		wantJournal     []string
+		wantClaimGone   bool
+	}{
+		"Delete: the claim is deleted at its shutdownTime": {
+			claim: func(w *builders.ClaimWrapper) {
+				w.ShutdownTime(planNow.Add(time.Minute)).ShutdownPolicy(extv1beta1.ClaimShutdownPolicyDelete)
+			},
+			wantRequeue:   time.Minute,
+			wantJournal:   []string{"delete SandboxClaim/c", "event Normal ClaimExpired SandboxClaim/c"},
+			wantClaimGone: true,
+		},
+		"DeleteForeground: the claim is deleted at its shutdownTime": {
+			claim: func(w *builders.ClaimWrapper) {
+				w.ShutdownTime(planNow.Add(time.Minute)).ShutdownPolicy(extv1beta1.ClaimShutdownPolicyDeleteForeground)
+			},
+			wantRequeue:   time.Minute,
+			wantJournal:   []string{"delete SandboxClaim/c", "event Normal ClaimExpired SandboxClaim/c"},
+			wantClaimGone: true,
+		},
+		"Retain: the Sandbox is deleted, the claim kept": {
+			claim: func(w *builders.ClaimWrapper) {
+				w.ShutdownTime(planNow.Add(time.Minute)).ShutdownPolicy(extv1beta1.ClaimShutdownPolicyRetain)
+			},
+			wantRequeue: time.Minute,
+			wantJournal: []string{"delete Sandbox/c", "patch SandboxClaim/c/status", "event Normal ClaimExpired SandboxClaim/c"},
+		},
+		"no policy means Retain": {
+			claim:       func(w *builders.ClaimWrapper) { w.ShutdownTime(planNow.Add(time.Minute)) },
+			wantRequeue: time.Minute,
+			wantJournal: []string{"delete Sandbox/c", "patch SandboxClaim/c/status", "event Normal ClaimExpired SandboxClaim/c"},
+		},
+		"a TTL counts from the Sandbox's finish": {
+			claim:           func(w *builders.ClaimWrapper) { w.TTLSecondsAfterFinished(60) },
+			sandboxFinished: true,
+			wantRequeue:     90 * time.Second,
+			wantJournal:     []string{"delete Sandbox/c", "patch SandboxClaim/c/status", "event Normal ClaimExpired SandboxClaim/c"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			tmpl := testTemplate()
+			claim := testClaim(tmpl, tc.claim)
+			own := readyMember(testPool(1), tmpl, "c", "10.0.0.9")
+			own.Labels = map[string]string{agentsv1beta1.LabelClaimUID: string(claim.UID), agentsv1beta1.LabelLaunchType: agentsv1beta1.LaunchTypeCold}
+			own.OwnerReferences = []metav1.OwnerReference{claimRef(claim)}
+			if tc.sandboxFinished {
+				own.Status.Conditions = append(own.Status.Conditions, metav1.Condition{
+					Type: agentsv1beta1.ConditionFinished, Status: metav1.ConditionTrue, Reason: agentsv1beta1.ReasonPodSucceeded,
+					LastTransitionTime: metav1.NewTime(finishedAt),
+				})
+			}
+			a := newFakeAPI(t, tmpl, testPool(1), claim, own)
+			clk := clocktesting.NewFakeClock(planNow)
+			r := newClaimReconciler(t, a, clk)
+
+			if res := reconcileClaim(t, r); res.RequeueAfter != tc.wantRequeue {
+				t.Errorf("before expiry: requeued after %v, want %v (the expiry)", res.RequeueAfter, tc.wantRequeue)
+			}
+			if diff := cmp.Diff([]string{"patch SandboxClaim/c/status"}, a.Journal()); diff != "" {
+				t.Errorf("before expiry: writes and events (-want +got):\n%s", diff)
+			}
+
+			clk.Step(tc.wantRequeue)
+			if res := reconcileClaim(t, r); res.RequeueAfter != 0 {
+				t.Errorf("at expiry: requeued after %v, want no requeue", res.RequeueAfter)
+			}
+			if diff := cmp.Diff(tc.wantJournal, a.Journal()); diff != "" {
+				t.Errorf("at expiry: writes and events (-want +got):\n%s", diff)
+			}
+			got := &extv1beta1.SandboxClaim{}
+			err := a.Get(context.Background(), claimKey, got)
+			if tc.wantClaimGone {
+				if !apierrors.IsNotFound(err) {
+					t.Fatalf("the expired claim: %v, want it deleted", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			expiredAt := planNow.Add(tc.wantRequeue)
+			want := []metav1.Condition{{
+				Type: agentsv1beta1.ConditionReady, Status: metav1.ConditionFalse, Reason: extv1beta1.ReasonClaimExpired,
+				Message:            fmt.Sprintf(messageClaimExpiredFmt, expiredAt.UTC().Format(time.RFC3339)),
+				LastTransitionTime: metav1.NewTime(expiredAt),
+			}}
+			if tc.sandboxFinished {
+				want = append(want, metav1.Condition{
+					Type: agentsv1beta1.ConditionFinished, Status: metav1.ConditionTrue, Reason: agentsv1beta1.ReasonPodSucceeded,
+					LastTransitionTime: metav1.NewTime(finishedAt),
+				})
+			}
+			wantStatus := extv1beta1.SandboxClaimStatus{Sandbox: extv1beta1.SandboxStatusRef{Name: "c"}, Conditions: want}
+			if diff := cmp.Diff(wantStatus, got.Status); diff != "" {
+				t.Errorf("expired claim status (-want +got):\n%s", diff)
+			}
+
+			// Expired stays expired: no second event, no write, no new Sandbox.
+			clk.Step(time.Minute)
+			reconcileClaim(t, r)
+			if diff := cmp.Diff([]string(nil), a.Journal()); diff != "" {
+				t.Errorf("after expiry: writes and events (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestClaimReconcileNotServed: a claim whose pool or template is missing, whose pod metadata
+// uses reserved keys, that expired before it was served or whose Sandbox is gone gets
+// Ready=False with the reason, and no Sandbox.
+func TestClaimReconcileNotServed(t *testing.T) {
+	tests := map[string]struct {
+		objs       []client.Object
+		claim      *extv1beta1.SandboxClaim
+		wantReason string
+		wantMsg    string
+		// wantSandboxName is status.sandbox.name, which a claim that was bound keeps.
+		wantSandboxName string
+		wantEvents      []string
+	}{
+		"no pool": {
+			claim:      builders.MakeClaim("c", "ns", "nopool").Obj(),
+			wantReason: extv1beta1.ReasonWarmPoolNotFound, wantMsg: "SandboxWarmPool nopool not found",
+		},
+		"the pool's template is missing": {
+			objs:       []client.Object{builders.MakePool("orphan", "ns", "missing").Obj()},
+			claim:      builders.MakeClaim("c", "ns", "orphan").Obj(),
+			wantReason: extv1beta1.ReasonTemplateNotFound, wantMsg: "SandboxTemplate missing not found",
+		},
+		"a reserved pod label": {
+			objs:       []client.Object{testTemplate(), testPool(1)},
+			claim:      testClaim(testTemplate(), func(w *builders.ClaimWrapper) { w.PodLabel(agentsv1beta1.LabelClaimUID, "someone-else") }),
+			wantReason: extv1beta1.ReasonInvalidMetadata,
+			wantMsg:    "spec.additionalPodMetadata.labels[agents.x-k8s.io/claim-uid]: Forbidden: keys of the agents.x-k8s.io, kubernetes.io and k8s.io domains and their subdomains are reserved",
+		},
+		"expired before it was served: no Sandbox": {
+			objs:       []client.Object{testTemplate(), testPool(0)},
+			claim:      testClaim(testTemplate(), func(w *builders.ClaimWrapper) { w.ShutdownTime(planNow.Add(-time.Second)) }),
+			wantReason: extv1beta1.ReasonClaimExpired,
+			wantMsg:    fmt.Sprintf(messageClaimExpiredFmt, planNow.Add(-time.Second).Format(time.RFC3339)),
+			wantEvents: []string{"event Normal ClaimExpired SandboxClaim/c"},
+		},
+		"its Sandbox is gone: SandboxMissing, never served again": {
+			objs: []client.Object{testTemplate(), testPool(0)},
+			claim: func() *extv1beta1.SandboxClaim {
+				c := testClaim(testTemplate())
+				c.Status.Sandbox.Name = "c"
+				return c
+			}(),
+			wantReason: extv1beta1.ReasonSandboxMissing, wantMsg: "Sandbox c not found", wantSandboxName: "c",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			claim := tc.claim
+			claim.UID = "claim-uid"
+			a := newFakeAPI(t, append(tc.objs, claim)...)
+			r := newClaimReconciler(t, a, clocktesting.NewFakeClock(planNow))
+
+			if res := reconcileClaim(t, r); res != (ctrl.Result{}) {
+				t.Errorf("result = %+v, want none: a watch wakes the claim", res)
+			}
+			if diff := cmp.Diff(append([]string{"patch SandboxClaim/c/status"}, tc.wantEvents...), a.Journal()); diff != "" {
+				t.Errorf("writes and events (-want +got):\n%s", diff)
+			}
+			want := extv1beta1.SandboxClaimStatus{
+				Sandbox:    extv1beta1.SandboxStatusRef{Name: tc.wantSandboxName},
+				Conditions: readyCondition(metav1.ConditionFalse, tc.wantReason, tc.wantMsg),
+			}
+			if diff := cmp.Diff(want, getClaim(t, a).Status); diff != "" {
+				t.Errorf("claim status (-want +got):\n%s", diff)
+			}
+			reconcileClaim(t, r)
+			if diff := cmp.Diff([]string(nil), a.Journal()); diff != "" {
+				t.Errorf("a second reconcile wrote (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// The claim controller applies the claim injection rule of the one table the rule's and
+// admission's tests iterate too (test/policycases): Ready=False with the case's reason exactly
+// when the case has problems, naming their fields, and otherwise the claim's Sandbox, built as
+// policy.ClaimBlueprint says. With TestClaimCreateAppliesTheClaimRule (webhooks), this shows
+// that a claim admission accepts is never rejected by the controller, and the reverse.
+func TestClaimReconcileAppliesTheClaimRule(t *testing.T) {
+	for name, tc := range policycases.Cases() {
+		t.Run(name, func(t *testing.T) {
+			pool := builders.MakePool(policycases.Pool, policycases.Namespace, tc.Template.Name).Replicas(0).Obj()
+			pool.UID = "pool-uid"
+			claim := tc.Claim
+			claim.UID = "claim-uid"
+			metav1.SetMetaDataAnnotation(&claim.ObjectMeta, agentsv1beta1.AnnotationSandboxTemplateHash, policy.TemplateHash(tc.Template))
+			a := newFakeAPI(t, tc.Template, pool, claim)
+			r := newClaimReconciler(t, a, clocktesting.NewFakeClock(planNow))
+
+			if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(claim)}); err != nil {
+				t.Fatalf("Reconcile: %v", err)
+			}
+
+			got := &extv1beta1.SandboxClaim{}
+			if err := a.Get(context.Background(), client.ObjectKeyFromObject(claim), got); err != nil {
+				t.Fatal(err)
+			}
+			ready := meta.FindStatusCondition(got.Status.Conditions, agentsv1beta1.ConditionReady)
+			if ready == nil {
+				t.Fatalf("no Ready condition: %+v", got.Status)
+			}
+			own := claimSandboxes(t, a, claim.UID)
+			if len(tc.WantErrors) > 0 {
+				if ready.Status != metav1.ConditionFalse || ready.Reason != tc.WantReason {
+					t.Errorf("Ready = %s %s, want False %s", ready.Status, ready.Reason, tc.WantReason)
+				}
+				for _, e := range tc.WantErrors {
+					if !strings.Contains(ready.Message, e.Field+": ") {
+						t.Errorf("Ready message %q does not name %s", ready.Message, e.Field)
+					}
+				}
+				if len(own) != 0 {
+					t.Errorf("a claim the rule rejects got Sandbox %s", own[0].Name)
+				}
+				if diff := cmp.Diff([]string{"patch SandboxClaim/c/status"}, a.Journal()); diff != "" {
+					t.Errorf("writes and events (-want +got):\n%s", diff)
+				}
+				return
+			}
+			if ready.Reason != extv1beta1.ReasonSandboxNotReady {
+				t.Errorf("Ready reason = %s (%s), want %s: the claim is served", ready.Reason, ready.Message, extv1beta1.ReasonSandboxNotReady)
+			}
+			if len(own) != 1 {
+				t.Fatalf("Sandboxes of the claim: %d, want 1", len(own))
+			}
+			wantBP, _ := policy.ClaimBlueprint(tc.Template, claim)
+			if diff := cmp.Diff(wantBP, own[0].Spec.SandboxBlueprint); diff != "" {
+				t.Errorf("the Sandbox's blueprint is not policy.ClaimBlueprint's (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -1,0 +1,257 @@
+package reconcilers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/sandgate-dev/sandgate/api"
+	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+)
+
+// newClientBuilder returns a fake client builder shaped like the manager's client: the scheme
+// of both groups, the status subresource of every kind that has one (so a status write
+// changes only status and a spec write never status, as on an API server), and the cache
+// indexes registered by SetupIndexes and SetupExtensionIndexes themselves, through asIndexer:
+// a List by index in a Reconcile test runs the production index functions.
+func newClientBuilder(t testing.TB) *fake.ClientBuilder {
+	t.Helper()
+	b := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithStatusSubresource(
+		&agentsv1beta1.Sandbox{}, &extv1beta1.SandboxClaim{}, &extv1beta1.SandboxWarmPool{}, &extv1beta1.SandboxTemplate{},
+		&corev1.Pod{}, &corev1.Service{}, &corev1.PersistentVolumeClaim{},
+	)
+	ix := asIndexer(b)
+	if err := SetupIndexes(context.Background(), ix); err != nil {
+		t.Fatalf("registering the indexes: %v", err)
+	}
+	if err := SetupExtensionIndexes(context.Background(), ix); err != nil {
+		t.Fatalf("registering the extension indexes: %v", err)
+	}
+	return ix.ClientBuilder
+}
+
+// builderIndexer is a client.FieldIndexer that registers each index with a fake client
+// builder, so that the production Setup*Indexes functions configure fake clients too.
+type builderIndexer struct {
+	*fake.ClientBuilder
+}
+
+var _ client.FieldIndexer = &builderIndexer{}
+
+func asIndexer(b *fake.ClientBuilder) *builderIndexer { return &builderIndexer{ClientBuilder: b} }
+
+func (b *builderIndexer) IndexField(_ context.Context, obj client.Object, field string, extract client.IndexerFunc) error {
+	b.ClientBuilder = b.WithIndex(obj, field, extract)
+	return nil
+}
+
+// fakeAPI is the API server of a Reconcile test: a fake client built by newClientBuilder
+// that, like an API server, gives created objects a UID, answers bind patches as the test
+// scripts (bindAnswers), and keeps a journal of every write and every event in the order
+// they happened.
+type fakeAPI struct {
+	client.WithWatch
+
+	mu      sync.Mutex
+	journal []string
+	uids    int
+	// bindAnswers answer the bind patches in order: an error is returned without applying the
+	// patch, nil applies it; past the end every bind patch is applied.
+	bindAnswers []error
+	// binds are the bind patches received, answered or not.
+	binds []bindCall
+}
+
+// bindCall is one bind patch: the Sandbox it was sent to and its resourceVersion precondition.
+type bindCall struct {
+	Sandbox         string
+	ResourceVersion string
+}
+
+func newFakeAPI(t testing.TB, objs ...client.Object) *fakeAPI {
+	t.Helper()
+	a := &fakeAPI{}
+	a.WithWatch = newClientBuilder(t).WithObjects(objs...).WithInterceptorFuncs(interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			a.mu.Lock()
+			if obj.GetUID() == "" {
+				a.uids++
+				obj.SetUID(types.UID(fmt.Sprintf("uid-%d", a.uids)))
+			}
+			a.mu.Unlock()
+			err := c.Create(ctx, obj, opts...)
+			a.record(err, "create %s/%s", kindOf(obj), obj.GetName())
+			return err
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			if rv, ok := bindPrecondition(obj, patch); ok {
+				if err := a.answerBind(obj.GetName(), rv); err != nil {
+					a.record(err, "bind %s/%s", kindOf(obj), obj.GetName())
+					return err
+				}
+				err := c.Patch(ctx, obj, patch, opts...)
+				a.record(err, "bind %s/%s", kindOf(obj), obj.GetName())
+				return err
+			}
+			err := c.Patch(ctx, obj, patch, opts...)
+			a.record(err, "patch %s/%s", kindOf(obj), obj.GetName())
+			return err
+		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			err := c.Update(ctx, obj, opts...)
+			a.record(err, "update %s/%s", kindOf(obj), obj.GetName())
+			return err
+		},
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			err := c.Delete(ctx, obj, opts...)
+			a.record(err, "delete %s/%s", kindOf(obj), obj.GetName())
+			return err
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			err := c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+			a.record(err, "patch %s/%s/%s", kindOf(obj), obj.GetName(), sub)
+			return err
+		},
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			err := c.SubResource(sub).Update(ctx, obj, opts...)
+			a.record(err, "update %s/%s/%s", kindOf(obj), obj.GetName(), sub)
+			return err
+		},
+	}).Build()
+	return a
+}
+
+// bindPrecondition says whether a patch is a claim's bind patch (it sets the claim-uid
+// label of a Sandbox) and returns its resourceVersion precondition.
+func bindPrecondition(obj client.Object, patch client.Patch) (string, bool) {
+	if _, ok := obj.(*agentsv1beta1.Sandbox); !ok {
+		return "", false
+	}
+	data, err := patch.Data(obj)
+	if err != nil {
+		return "", false
+	}
+	var body struct {
+		Metadata struct {
+			ResourceVersion string             `json:"resourceVersion"`
+			Labels          map[string]*string `json:"labels"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(data, &body) != nil {
+		return "", false
+	}
+	if uid := body.Metadata.Labels[agentsv1beta1.LabelClaimUID]; uid == nil || *uid == "" {
+		return "", false
+	}
+	return body.Metadata.ResourceVersion, true
+}
+
+func (a *fakeAPI) answerBind(sandbox, rv string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.binds = append(a.binds, bindCall{Sandbox: sandbox, ResourceVersion: rv})
+	if n := len(a.binds); n <= len(a.bindAnswers) {
+		return a.bindAnswers[n-1]
+	}
+	return nil
+}
+
+// record journals a write; a failed one is marked with its error's reason.
+func (a *fakeAPI) record(err error, format string, args ...any) {
+	entry := fmt.Sprintf(format, args...)
+	if err != nil {
+		entry += " (" + resultOf(err) + ")"
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.journal = append(a.journal, entry)
+}
+
+// Journal returns the writes and events so far, in order, and starts a new journal: a test
+// that prepares state with a first reconcile sees only what later ones do.
+func (a *fakeAPI) Journal() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	j := a.journal
+	a.journal = nil
+	return j
+}
+
+// Binds returns the bind patches received so far.
+func (a *fakeAPI) Binds() []bindCall {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]bindCall(nil), a.binds...)
+}
+
+// Recorder returns an event recorder that writes into the journal, without the event's note:
+// "event <type> <reason> <kind>/<name>".
+func (a *fakeAPI) Recorder() events.EventRecorder { return journalRecorder{a} }
+
+type journalRecorder struct{ a *fakeAPI }
+
+func (r journalRecorder) Eventf(regarding, _ runtime.Object, eventType, reason, _, _ string, _ ...any) {
+	name := "?"
+	if obj, ok := regarding.(client.Object); ok {
+		name = kindOf(obj) + "/" + obj.GetName()
+	}
+	r.a.mu.Lock()
+	defer r.a.mu.Unlock()
+	r.a.journal = append(r.a.journal, fmt.Sprintf("event %s %s %s", eventType, reason, name))
+}
+
+// newTestMetrics returns metrics registered with a registry of their own.
+func newTestMetrics(t testing.TB) *Metrics {
+	t.Helper()
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// newClaimReconciler builds the claim controller as Setup does, on a: the manager's client
+// (writes counted in Metrics) for reads and writes, the API server for APIReader.
+func newClaimReconciler(t testing.TB, a *fakeAPI, clk clock.PassiveClock) *ClaimReconciler {
+	t.Helper()
+	m := newTestMetrics(t)
+	r := &ClaimReconciler{
+		Client:    m.WrapClient(a),
+		APIReader: a,
+		Recorder:  a.Recorder(),
+		Metrics:   m,
+		Clock:     clk,
+		Index:     NewWarmIndex(),
+		activity:  newPoolActivity(),
+	}
+	r.init()
+	return r
+}
+
+// newSandboxReconciler builds the Sandbox controller as Setup and SetupWithManager do.
+func newSandboxReconciler(t testing.TB, a *fakeAPI, clk clock.PassiveClock) *SandboxReconciler {
+	t.Helper()
+	m := newTestMetrics(t)
+	return &SandboxReconciler{
+		Client:           m.WrapClient(a),
+		Recorder:         a.Recorder(),
+		Metrics:          m,
+		Clock:            clk,
+		ClusterDomain:    "cluster.local",
+		PodProgressDelay: DefaultPodProgressDelay,
+		expected:         newExpectations(clk),
+	}
+}
