@@ -2,6 +2,8 @@ package controlplane
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,4 +46,37 @@ func (c *Cluster) ClientAs(name string, groups ...string) (client.Client, error)
 		return nil, fmt.Errorf("create client for %s: %w", name, err)
 	}
 	return cl, nil
+}
+
+// WriteUserKubeconfig writes a kubeconfig for user name in the groups given (system:masters
+// when none) to path (mode 0600): for a process run by hand against the cluster under an
+// identity of its own, such as the operator, which the binding guard recognises by name.
+func (c *Cluster) WriteUserKubeconfig(name, path string, groups ...string) error {
+	if len(groups) == 0 {
+		groups = []string{"system:masters"}
+	}
+	user, err := c.Env.AddUser(envtest.User{Name: name, Groups: groups}, nil)
+	if err != nil {
+		return fmt.Errorf("provision user %s: %w", name, err)
+	}
+	data, err := user.KubeConfig()
+	if err != nil {
+		return fmt.Errorf("build kubeconfig for %s: %w", name, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("write kubeconfig for %s: %w", name, err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return fmt.Errorf("write kubeconfig for %s: %w", name, err)
+	}
+	return nil
+}
+
+// WebhookAddress is where the cluster calls its webhooks — the conversion webhook of the
+// sandgate CRDs always, the admission webhooks when started with Options.Webhooks — and the
+// directory holding the serving certificate (tls.crt, tls.key) it trusts: the operator's
+// --webhook-host, --webhook-port and --webhook-cert-dir.
+func (c *Cluster) WebhookAddress() (host string, port int, certDir string) {
+	o := c.Env.WebhookInstallOptions
+	return o.LocalServingHost, o.LocalServingPort, o.LocalServingCertDir
 }

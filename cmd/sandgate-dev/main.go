@@ -1,17 +1,19 @@
 // Command sandgate-dev runs a local Kubernetes control plane with simulated nodes for
 // developing sandgate by hand — the same one the integration tests get from
 // cmd/controlplane: etcd, kube-apiserver with the sandgate CRDs, kube-scheduler,
-// kube-controller-manager (garbage collector and namespace controllers) and kwok, whose fake
-// Nodes take any Pod to Running and Ready. Nothing runs in containers and everything listens
-// on 127.0.0.1.
+// kube-controller-manager (garbage collector, namespace and storage controllers, with a
+// default StorageClass and volumes for PVCs) and kwok, whose fake Nodes take any Pod to
+// Running and Ready. Nothing runs in containers and everything listens on 127.0.0.1.
 //
 // Usage:
 //
-//	go run ./cmd/sandgate-dev [--nodes 3] [--profile fast|kubelet] [--kubeconfig bin/sandgate-dev.kubeconfig]
+//	go run ./cmd/sandgate-dev [--nodes 3] [--profile fast|kubelet] [--kubeconfig bin/sandgate-dev.kubeconfig] [--webhooks]
 //
-// It writes an admin kubeconfig, prints how to use it and runs until SIGINT (Ctrl-C) or
-// SIGTERM; then it stops every process, removes its temporary directories and deletes the
-// kubeconfig it wrote. The binaries come from `make tools` (bin/k8s/<version>) or
+// It writes an admin kubeconfig and one for the operator, prints how to use them and how to run
+// the operator so that the API server reaches its webhooks (the CRDs' conversion webhook, which
+// serves v1alpha1, always; with --webhooks also the admission webhooks, which then fail closed
+// until the operator runs), and runs until SIGINT (Ctrl-C) or SIGTERM; then it stops every
+// process, removes its temporary directories and deletes the kubeconfigs it wrote. The binaries come from `make tools` (bin/k8s/<version>) or
 // $KUBEBUILDER_ASSETS.
 package main
 
@@ -28,6 +30,7 @@ import (
 	"time"
 
 	"github.com/sandgate-dev/sandgate/cmd/controlplane"
+	"github.com/sandgate-dev/sandgate/webhooks"
 )
 
 func main() {
@@ -45,6 +48,7 @@ type config struct {
 	nodes      int
 	profile    controlplane.Profile
 	kubeconfig string
+	webhooks   bool
 }
 
 // parseFlags parses and validates args.
@@ -60,14 +64,16 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	profile := fs.String("profile", string(controlplane.ProfileFast),
 		"how pods become ready: fast (one status update) or kubelet (separate updates tens of ms apart)")
 	kubeconfig := fs.String("kubeconfig", filepath.Join("bin", "sandgate-dev.kubeconfig"),
-		"where to write the admin kubeconfig (removed on exit)")
+		"where to write the admin kubeconfig (removed on exit); the operator's goes beside it")
+	webhooks := fs.Bool("webhooks", false,
+		"also install sandgate's admission webhook configurations (they fail closed: writes of sandgate's kinds are refused until the operator runs)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())
 	}
-	cfg := config{nodes: *nodes, profile: controlplane.Profile(*profile), kubeconfig: *kubeconfig}
+	cfg := config{nodes: *nodes, profile: controlplane.Profile(*profile), kubeconfig: *kubeconfig, webhooks: *webhooks}
 	if cfg.nodes < 1 {
 		return config{}, fmt.Errorf("invalid --nodes %d: want at least 1", cfg.nodes)
 	}
@@ -104,6 +110,7 @@ func run(args []string, stdout, stderr io.Writer) (retErr error) {
 	cluster, err := controlplane.Start(ctx, controlplane.Options{
 		Nodes:           cfg.nodes,
 		Profile:         cfg.profile,
+		Webhooks:        cfg.webhooks,
 		Log:             stderr,
 		NoSignalHandler: true,
 	})
@@ -115,14 +122,19 @@ func run(args []string, stdout, stderr io.Writer) (retErr error) {
 		if err := cluster.Stop(); err != nil {
 			retErr = errors.Join(retErr, fmt.Errorf("stop cluster: %w", err))
 		}
-		if err := os.Remove(cfg.kubeconfig); err != nil && !errors.Is(err, os.ErrNotExist) {
-			retErr = errors.Join(retErr, fmt.Errorf("remove kubeconfig: %w", err))
+		for _, path := range []string{cfg.kubeconfig, operatorKubeconfig(cfg)} {
+			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				retErr = errors.Join(retErr, fmt.Errorf("remove kubeconfig: %w", err))
+			}
 		}
 		if retErr == nil {
 			fmt.Fprintln(stderr, "sandgate-dev: stopped, temporary files removed")
 		}
 	}()
 	if err := cluster.WriteKubeconfig(cfg.kubeconfig); err != nil {
+		return err
+	}
+	if err := cluster.WriteUserKubeconfig(webhooks.DefaultOperatorUser, operatorKubeconfig(cfg)); err != nil {
 		return err
 	}
 	printUsage(stdout, cluster, cfg, time.Since(start))
@@ -142,6 +154,12 @@ func run(args []string, stdout, stderr io.Writer) (retErr error) {
 	}
 }
 
+// operatorKubeconfig is where the operator's kubeconfig goes: beside the admin's. The operator
+// acts as webhooks.DefaultOperatorUser, the identity the binding guard admits.
+func operatorKubeconfig(cfg config) string {
+	return filepath.Join(filepath.Dir(cfg.kubeconfig), "sandgate-dev-operator.kubeconfig")
+}
+
 // printUsage tells how to reach the running cluster.
 func printUsage(w io.Writer, cluster *controlplane.Cluster, cfg config, took time.Duration) {
 	kubectl := filepath.Join(cluster.BinaryDir, "kubectl")
@@ -149,6 +167,11 @@ func printUsage(w io.Writer, cluster *controlplane.Cluster, cfg config, took tim
 		if rel, err := filepath.Rel(wd, kubectl); err == nil && filepath.IsLocal(rel) {
 			kubectl = rel
 		}
+	}
+	host, port, certDir := cluster.WebhookAddress()
+	admission := "the CRDs' conversion webhook (v1alpha1)"
+	if cfg.webhooks {
+		admission = "the conversion and admission webhooks (until it runs, writes of sandgate's kinds are refused)"
 	}
 	fmt.Fprintf(w, `
 sandgate-dev: control plane ready in %s: %s
@@ -161,7 +184,13 @@ Use it from another shell:
   %s get nodes
   %s apply -k config/samples
 
+Run the operator where the API server calls %s:
+
+  go run ./cmd/sandgate --kubeconfig %s --extensions \
+      --webhook-host %s --webhook-port %d --webhook-cert-dir %s
+
 Press Ctrl-C to stop everything and remove the temporary files.
 `, took.Round(100*time.Millisecond), cluster.Config.Host, len(cluster.NodeNames), cfg.profile,
-		cluster.NodeNames, kubectl, cfg.kubeconfig, kubectl, kubectl)
+		cluster.NodeNames, kubectl, cfg.kubeconfig, kubectl, kubectl,
+		admission, operatorKubeconfig(cfg), host, port, certDir)
 }
