@@ -184,6 +184,11 @@ func (r *ClaimReconciler) createClaimSandbox(ctx context.Context, s *claimStep, 
 	if s.mem.nameTaken {
 		sb.Name, sb.GenerateName = "", claim.Name+"-"
 	}
+	if sb.Name != "" {
+		sb.Annotations[agentsv1beta1.AnnotationPodName] = sb.Name // its pod's, recorded without a write of its own
+	} else {
+		delete(sb.Annotations, agentsv1beta1.AnnotationPodName)
+	}
 	err := r.Client.Create(ctx, sb)
 	if err == nil {
 		r.Metrics.coldStart()

@@ -29,8 +29,9 @@ const SandboxControllerName = "sandbox"
 // constants in api/v1beta1.
 const (
 	messageSandboxExpired    = "Sandbox has expired"
-	messagePodTerminated     = "Pod is terminated"
-	messagePodTerminating    = "Pod is terminating"
+	messagePodTerminated     = "Pod has been terminated. Sandbox is suspended"
+	messagePodTerminating    = "Pod is terminating. Sandbox is suspending"
+	messagePodNotOwnedSusp   = "Refused to delete pod because it is not owned by this sandbox"
 	messageNotSuspended      = "Sandbox is not suspended"
 	messagePodNotOwnedFmt    = "Pod %s exists and is not controlled by the Sandbox"
 	messageMultiplePodsFmt   = "Sandbox controls %d pods: %s"
@@ -187,11 +188,16 @@ func (r *SandboxReconciler) expire(ctx context.Context, sb *agentsv1beta1.Sandbo
 		return errSandboxDeleted
 	}
 	prev := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.ConditionReady)
+	// Retain keeps the Sandbox with the reason it stopped, and what it last reported of its
+	// suspension and of how its pod ended (Suspended, Finished); nothing of the pod and
+	// Service that are gone.
 	var kept []metav1.Condition
-	if prev != nil {
-		kept = append(kept, *prev)
+	for _, c := range sb.Status.Conditions {
+		switch c.Type {
+		case agentsv1beta1.ConditionReady, agentsv1beta1.ConditionSuspended, agentsv1beta1.ConditionFinished:
+			kept = append(kept, c)
+		}
 	}
-	// Retain keeps the Sandbox with nothing but the reason it stopped.
 	setCondition(&kept, sb.Generation, r.Clock.Now(), agentsv1beta1.ConditionReady, metav1.ConditionFalse, agentsv1beta1.ReasonSandboxExpired, messageSandboxExpired)
 	sb.Status = agentsv1beta1.SandboxStatus{Conditions: kept}
 	if prev == nil || prev.Reason != agentsv1beta1.ReasonSandboxExpired {
@@ -266,6 +272,9 @@ func (r *SandboxReconciler) setStatus(sb *agentsv1beta1.Sandbox, pod *corev1.Pod
 // readiness is the Ready condition for the pod and Service at hand.
 func readiness(sb *agentsv1beta1.Sandbox, pod *corev1.Pod, svc *corev1.Service) (bool, string, string) {
 	if sb.Spec.OperatingMode == agentsv1beta1.OperatingModeSuspended {
+		if pod != nil {
+			return false, agentsv1beta1.ReasonSandboxSuspended, agentsv1beta1.MessageSandboxSuspending
+		}
 		return false, agentsv1beta1.ReasonSandboxSuspended, agentsv1beta1.MessageSandboxSuspended
 	}
 	if pod == nil {
@@ -300,7 +309,7 @@ func (r *SandboxReconciler) setSuspended(sb *agentsv1beta1.Sandbox, pod *corev1.
 		case pod == nil:
 			status, reason, msg = metav1.ConditionTrue, agentsv1beta1.ReasonPodTerminated, messagePodTerminated
 		case !isControlledBy(pod, sb):
-			reason, msg = agentsv1beta1.ReasonPodNotOwned, fmt.Sprintf(messagePodNotOwnedFmt, pod.Name)
+			reason, msg = agentsv1beta1.ReasonPodNotOwned, messagePodNotOwnedSusp
 		default:
 			reason, msg = agentsv1beta1.ReasonPodTerminating, messagePodTerminating
 		}
@@ -308,9 +317,10 @@ func (r *SandboxReconciler) setSuspended(sb *agentsv1beta1.Sandbox, pod *corev1.
 	r.setCondition(sb, agentsv1beta1.ConditionSuspended, status, reason, msg)
 }
 
-// setPodScheduled mirrors the pod's PodScheduled condition; without one it is absent.
+// setPodScheduled mirrors the PodScheduled condition of the Sandbox's own pod; without one (or
+// with only someone else's pod of that name) it is absent.
 func (r *SandboxReconciler) setPodScheduled(sb *agentsv1beta1.Sandbox, pod *corev1.Pod) {
-	if pod != nil {
+	if pod != nil && isControlledBy(pod, sb) {
 		for _, c := range pod.Status.Conditions {
 			if c.Type == corev1.PodScheduled {
 				reason := c.Reason

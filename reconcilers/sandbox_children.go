@@ -102,7 +102,13 @@ func (r *SandboxReconciler) ensurePod(ctx context.Context, sb *agentsv1beta1.San
 
 	if pod == nil {
 		pod, err := r.createPod(ctx, sb)
+		if err == nil {
+			err = r.recordPodName(ctx, sb, pod)
+		}
 		return pod, err == nil, err
+	}
+	if err := r.recordPodName(ctx, sb, pod); err != nil {
+		return pod, false, err
 	}
 	if pod.DeletionTimestamp.IsZero() {
 		if err := patchMetadata(ctx, r.Client, pod, podMetadataPatch(sb, pod)); err != nil {
@@ -110,6 +116,21 @@ func (r *SandboxReconciler) ensurePod(ctx context.Context, sb *agentsv1beta1.San
 		}
 	}
 	return pod, false, nil
+}
+
+// recordPodName writes the name of the Sandbox's pod into its agents.x-k8s.io/pod-name
+// annotation, where clients of the public API look for it. The operator sets it when it
+// creates a Sandbox, so this writes only for Sandboxes others created.
+func (r *SandboxReconciler) recordPodName(ctx context.Context, sb *agentsv1beta1.Sandbox, pod *corev1.Pod) error {
+	if sb.Annotations[agentsv1beta1.AnnotationPodName] == pod.Name {
+		return nil
+	}
+	p := &metadataPatch{}
+	p.setAnnotation(agentsv1beta1.AnnotationPodName, &pod.Name)
+	if err := patchMetadata(ctx, r.Client, sb, p); err != nil {
+		return fmt.Errorf("recording the pod name: %w", err)
+	}
+	return nil
 }
 
 func (r *SandboxReconciler) createPod(ctx context.Context, sb *agentsv1beta1.Sandbox) (*corev1.Pod, error) {

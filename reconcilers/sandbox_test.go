@@ -255,9 +255,10 @@ func TestReadiness(t *testing.T) {
 			want{true, agentsv1beta1.ReasonDependenciesReady, "Pod is Ready; Service Exists"}},
 		"ready, service missing": {withService, running(true, "10.0.0.1"), nil,
 			want{false, agentsv1beta1.ReasonDependenciesNotReady, "Pod is Ready; Service sb does not exist"}},
-		"succeeded": {sandbox(), &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodSucceeded}}, nil, want{false, agentsv1beta1.ReasonPodSucceeded, "Pod exists with phase: Succeeded"}},
-		"failed":    {sandbox(), &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed}}, nil, want{false, agentsv1beta1.ReasonPodFailed, "Pod exists with phase: Failed"}},
-		"suspended": {suspended, running(true, "10.0.0.1"), nil, want{false, agentsv1beta1.ReasonSandboxSuspended, "Sandbox is suspended"}},
+		"succeeded":  {sandbox(), &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodSucceeded}}, nil, want{false, agentsv1beta1.ReasonPodSucceeded, "Pod exists with phase: Succeeded"}},
+		"failed":     {sandbox(), &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed}}, nil, want{false, agentsv1beta1.ReasonPodFailed, "Pod exists with phase: Failed"}},
+		"suspending": {suspended, running(true, "10.0.0.1"), nil, want{false, agentsv1beta1.ReasonSandboxSuspended, "Sandbox is suspending"}},
+		"suspended":  {suspended, nil, nil, want{false, agentsv1beta1.ReasonSandboxSuspended, "Sandbox is suspended"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -384,6 +384,7 @@ func newPoolMember(pool *extv1beta1.SandboxWarmPool, tmpl *extv1beta1.SandboxTem
 	sb := sandboxFromTemplate(tmpl, policy.TemplateBlueprint(tmpl))
 	sb.Name = names.SimpleNameGenerator.GenerateName(pool.Name + "-")
 	sb.Namespace = pool.Namespace
+	sb.Annotations[agentsv1beta1.AnnotationPodName] = sb.Name // its pod's, recorded without a write of its own
 	sb.Labels[agentsv1beta1.LabelWarmPoolSandbox] = agentsv1beta1.NameHash(pool.Name)
 	sb.Labels[agentsv1beta1.LabelSandboxTemplateHash] = policy.TemplateHash(tmpl)
 	sb.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(pool, extv1beta1.GroupVersion.WithKind(warmPoolKind))}

@@ -12,8 +12,17 @@ import (
 // the cluster runs (an older CRD, a schema without defaults after a manual edit), and so that
 // validators and Go callers see the values the controllers assume.
 
-// DefaultSandbox fills in a Sandbox's defaults: shutdownPolicy Retain, operatingMode Running.
+// DefaultSandbox fills in a Sandbox's defaults: shutdownPolicy Retain, operatingMode Running,
+// and the agents.x-k8s.io/pod-name annotation clients read (the pod is named after the
+// Sandbox), so that the controller need not write it later. A Sandbox created with
+// generateName has no name yet at admission: the controller records the name then.
 func DefaultSandbox(sb *agentsv1beta1.Sandbox) {
+	if _, ok := sb.Annotations[agentsv1beta1.AnnotationPodName]; !ok && sb.Name != "" {
+		if sb.Annotations == nil {
+			sb.Annotations = map[string]string{}
+		}
+		sb.Annotations[agentsv1beta1.AnnotationPodName] = sb.Name
+	}
 	if sb.Spec.ShutdownPolicy == "" {
 		sb.Spec.ShutdownPolicy = agentsv1beta1.ShutdownPolicyRetain
 	}

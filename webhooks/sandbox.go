@@ -141,8 +141,14 @@ func (w *SandboxWebhook) guardMembership(ctx context.Context, oldSB, newSB *agen
 			return deny("set, change or remove the label %s", key)
 		}
 	}
-	if pool := policy.ControllerOf(oldSB, policy.PoolKind); pool != nil && !equality.Semantic.DeepEqual(oldSB.Spec, newSB.Spec) {
-		return deny("change the spec of a member of SandboxWarmPool %s: claims are served from it as it was built", pool.Name)
+	if pool := policy.ControllerOf(oldSB, policy.PoolKind); pool != nil {
+		if !equality.Semantic.DeepEqual(oldSB.Spec, newSB.Spec) {
+			return deny("change the spec of a member of SandboxWarmPool %s: claims are served from it as it was built", pool.Name)
+		}
+		// The annotation names the pod the Sandbox runs (and would adopt, were it unowned).
+		if oldSB.Annotations[agentsv1beta1.AnnotationPodName] != newSB.Annotations[agentsv1beta1.AnnotationPodName] {
+			return deny("change the annotation %s of a member of SandboxWarmPool %s", agentsv1beta1.AnnotationPodName, pool.Name)
+		}
 	}
 	return nil
 }

@@ -95,6 +95,7 @@ const (
 	MessagePodExistsWithPhaseFmt = "Pod exists with phase: %s"
 	MessagePodDoesNotExist       = "Pod does not exist"
 	MessageSandboxSuspended      = "Sandbox is suspended"
+	MessageSandboxSuspending     = "Sandbox is suspending"
 )
 
 // IsReservedKey reports whether a label or annotation key belongs to this API's domains

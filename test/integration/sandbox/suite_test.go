@@ -27,7 +27,7 @@ import (
 var cluster *framework.Cluster
 
 func TestMain(m *testing.M) {
-	os.Exit(framework.RunSuite(m, controlplane.Options{Profile: controlplane.ProfileKubelet}, func(c *framework.Cluster) { cluster = c }))
+	os.Exit(framework.RunSuite(m, controlplane.Options{Profile: controlplane.ProfileKubelet, Webhooks: true}, func(c *framework.Cluster) { cluster = c }))
 }
 
 // env is one test's namespace and manager.
@@ -41,7 +41,7 @@ type env struct {
 func setup(t *testing.T) *env {
 	t.Helper()
 	ns := framework.NamespaceName(t)
-	mgr := cluster.StartManager(t, framework.ManagerOptions{Namespaces: []string{ns}})
+	mgr := cluster.StartManager(t, framework.ManagerOptions{Namespaces: []string{ns}, Webhooks: true})
 	framework.CreateNamespace(t, mgr.Client, ns)
 	return &env{Manager: mgr, t: t, g: NewWithT(t), ns: ns}
 }

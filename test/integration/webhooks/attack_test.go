@@ -117,6 +117,10 @@ func TestAttackEditWarmMemberRefused(t *testing.T) {
 			expectForbidden(NewWithT(t), mergePatch(e.ctx(), mallory, e.warm.DeepCopy(), patch), "change the spec of a member")
 		})
 	}
+	// The pod-name annotation says which pod the member runs (and would adopt): pointing it at
+	// a pod of the tenant's is refused too.
+	expectForbidden(e.g, mergePatch(e.ctx(), mallory, e.warm.DeepCopy(), map[string]any{"metadata": map[string]any{
+		"annotations": map[string]any{agentsv1beta1.AnnotationPodName: "mallorys-pod"}}}), agentsv1beta1.AnnotationPodName)
 	e.g.Expect(e.bind(e.operator, e.warm, e.claim)).To(Succeed())
 	got := &agentsv1beta1.Sandbox{}
 	e.g.Expect(e.admin.Get(e.ctx(), client.ObjectKeyFromObject(e.warm), got)).To(Succeed())
