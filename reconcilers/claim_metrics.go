@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -92,17 +93,17 @@ func (m *Metrics) claimReady(launchType, template string, fromWebhook *time.Dura
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // WarmHits is the number of claims bound to a warm member.
-func (m *Metrics) WarmHits() float64 { return counterValue(m.warmHits) }
+func (m *Metrics) WarmHits() float64 { return testutil.ToFloat64(m.warmHits) }
 
 // ColdStarts is the number of Sandboxes cold-started for claims.
-func (m *Metrics) ColdStarts() float64 { return counterValue(m.coldStarts) }
+func (m *Metrics) ColdStarts() float64 { return testutil.ToFloat64(m.coldStarts) }
 
 // BindConflicts is the number of bind attempts that lost (409, 403 or 404 on the bind
 // patch); each made the claim try the next member.
 func (m *Metrics) BindConflicts() float64 {
 	var sum float64
 	for _, reason := range []string{bindLostConflict, bindLostDenied, bindLostGone} {
-		sum += counterValue(m.bindsLost.WithLabelValues(reason))
+		sum += testutil.ToFloat64(m.bindsLost.WithLabelValues(reason))
 	}
 	return sum
 }

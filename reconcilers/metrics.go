@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -85,7 +86,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 
 // Reconciles is the number of reconciles the named controller ran.
 func (m *Metrics) Reconciles(controller string) float64 {
-	return counterValue(m.reconciles.WithLabelValues(controller))
+	return testutil.ToFloat64(m.reconciles.WithLabelValues(controller))
 }
 
 // Writes is the number of writes with the given verb ("create", "patch", "delete", "update",
@@ -110,7 +111,7 @@ func (m *Metrics) WritesByKey() map[string]float64 {
 	})
 	for k := range out {
 		f := strings.SplitN(k, " ", 3)
-		out[k] = counterValue(m.writes.WithLabelValues(f[0], f[1], f[2]))
+		out[k] = testutil.ToFloat64(m.writes.WithLabelValues(f[0], f[1], f[2]))
 	}
 	return out
 }
@@ -188,14 +189,6 @@ func (m *Metrics) ReconcilesToReady() (sandboxes uint64, reconciles float64) {
 		return 0, 0
 	}
 	return pb.GetHistogram().GetSampleCount(), pb.GetHistogram().GetSampleSum()
-}
-
-func counterValue(c prometheus.Counter) float64 {
-	pb := &dto.Metric{}
-	if err := c.Write(pb); err != nil {
-		return 0
-	}
-	return pb.GetCounter().GetValue()
 }
 
 // WrapClient returns c with every write counted in m.
