@@ -2,7 +2,7 @@ package v1alpha1
 
 import (
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/conversion"
 
 	"github.com/sandgate-dev/sandgate/api/internal/extras"
@@ -282,11 +282,11 @@ func ClaimTemplatesFrom(in []agentsv1beta1.PersistentVolumeClaimTemplate) []Pers
 	return out
 }
 
-func copyConditions(in []v1.Condition) []v1.Condition {
+func copyConditions(in []metav1.Condition) []metav1.Condition {
 	if in == nil {
 		return nil
 	}
-	out := make([]v1.Condition, len(in))
+	out := make([]metav1.Condition, len(in))
 	for i := range in {
 		in[i].DeepCopyInto(&out[i])
 	}

@@ -162,3 +162,24 @@ func TestPoolReplicasAndUpdateStrategy(t *testing.T) {
 		t.Errorf("replicas written through v1alpha1 = %v, want 3", ptr.Deref(back.Spec.Replicas, -1))
 	}
 }
+
+// Claims the public project's webhook stored from v1alpha1 keep their template when read
+// through sandgate's v1alpha1.
+func TestClaimsStoredByThePublicProjectReadBackAsWritten(t *testing.T) {
+	state := `{"metadata":{"name":"c"},"spec":{"sandboxTemplateRef":{"name":"python"},"warmpool":"none"}}`
+	beta := &extv1beta1.SandboxClaim{Spec: extv1beta1.SandboxClaimSpec{WarmPoolRef: extv1beta1.WarmPoolRef{Name: "shadow-pool-python"}}}
+	beta.Annotations = map[string]string{extv1alpha1.UpstreamClaimStateAnnotation: state, "keep": "me"}
+	alpha := claimDown(t, beta)
+	want := extv1alpha1.SandboxClaimSpec{TemplateRef: extv1alpha1.SandboxTemplateRef{Name: "python"}, WarmPool: policy(extv1alpha1.WarmPoolPolicyNone)}
+	if diff := cmp.Diff(want, alpha.Spec); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]string{"keep": "me"}, alpha.Annotations); diff != "" {
+		t.Errorf("annotations (-want +got):\n%s", diff)
+	}
+	// Pointing elsewhere, the saved state no longer holds.
+	beta.Spec.WarmPoolRef.Name = "other"
+	if got := claimDown(t, beta); got.Spec.TemplateRef.Name != "" || string(*got.Spec.WarmPool) != "other" {
+		t.Errorf("stale state used: %+v", got.Spec)
+	}
+}

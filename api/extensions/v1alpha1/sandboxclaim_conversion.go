@@ -42,6 +42,13 @@ const ShadowPoolPrefix = "shadow-pool-"
 // (and immutable), and a cold-started Sandbox named <claim>-xxxxx would be mistaken for a
 // member of a pool named <claim>.
 
+// UpstreamClaimStateAnnotation is where the public project's conversion webhook keeps a
+// v1alpha1 claim (its whole JSON) on the v1beta1 object. Claims it stored that way read back
+// through sandgate's v1alpha1 with their sandboxTemplateRef and warmpool, under the same
+// check as sandgate's own annotation; the annotation is not shown to v1alpha1 clients, so
+// their next write replaces it with sandgate's.
+const UpstreamClaimStateAnnotation = "api.agents.x-k8s.io/v1alpha1-sandboxclaim-state"
+
 // claimAlphaFields are the v1alpha1 values v1beta1 cannot hold, kept on the v1beta1 object.
 type claimAlphaFields struct {
 	Spec *claimAlphaSpec `json:"spec,omitempty"`
@@ -105,6 +112,10 @@ func (dst *SandboxClaim) ConvertFrom(hub conversion.Hub) error {
 	extras.Drop(&dst.Annotations, extras.V1beta1Key)
 	var alpha claimAlphaFields
 	hasAlpha := extras.Take(&dst.Annotations, extras.V1alpha1Key, &alpha)
+	var upstream SandboxClaim
+	if extras.Take(&dst.Annotations, UpstreamClaimStateAnnotation, &upstream) && !hasAlpha {
+		alpha.Spec, hasAlpha = &claimAlphaSpec{TemplateRef: upstream.Spec.TemplateRef, WarmPool: upstream.Spec.WarmPool}, true
+	}
 	s := &src.Spec
 	refs := claimRefsFrom(s.WarmPoolRef.Name)
 	dst.Spec = SandboxClaimSpec{
