@@ -9,6 +9,7 @@ import (
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
@@ -22,14 +23,19 @@ import (
 // admissionWait bounds the wait for the API server to reach the webhooks.
 const admissionWait = time.Minute
 
-// installCABundle sets caBundle of every webhook of every webhook configuration to the CA in
-// caFile: the harness's own cluster has only sandgate's, and the operator made the CA.
+// installCABundle sets caBundle of every webhook of every webhook configuration, and of every
+// CRD's conversion webhook, to the CA in caFile: the harness's own cluster has only
+// sandgate's, and the operator made the CA.
 func installCABundle(ctx context.Context, cfg *rest.Config, caFile string) error {
 	ca, err := os.ReadFile(caFile)
 	if err != nil {
 		return fmt.Errorf("reading the operator's webhook CA: %w", err)
 	}
-	c, err := client.New(cfg, client.Options{Scheme: api.NewScheme()})
+	scheme := api.NewScheme()
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		return fmt.Errorf("registering apiextensions: %w", err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return fmt.Errorf("creating client: %w", err)
 	}
@@ -41,7 +47,16 @@ func installCABundle(ctx context.Context, cfg *rest.Config, caFile string) error
 	if err := c.List(ctx, &validating); err != nil {
 		return fmt.Errorf("listing validating webhook configurations: %w", err)
 	}
+	var crds apiextensionsv1.CustomResourceDefinitionList
+	if err := c.List(ctx, &crds); err != nil {
+		return fmt.Errorf("listing CRDs: %w", err)
+	}
 	var configs []client.Object
+	for i := range crds.Items {
+		if conv := crds.Items[i].Spec.Conversion; conv != nil && conv.Webhook != nil && conv.Webhook.ClientConfig != nil {
+			configs = append(configs, &crds.Items[i])
+		}
+	}
 	for i := range mutating.Items {
 		configs = append(configs, &mutating.Items[i])
 	}
@@ -62,7 +77,8 @@ func installCABundle(ctx context.Context, cfg *rest.Config, caFile string) error
 	return nil
 }
 
-// setCABundle sets the CA of every webhook of a webhook configuration.
+// setCABundle sets the CA of every webhook of a webhook configuration, or of a CRD's
+// conversion webhook.
 func setCABundle(cfg client.Object, ca []byte) {
 	switch cfg := cfg.(type) {
 	case *admissionv1.MutatingWebhookConfiguration:
@@ -73,6 +89,8 @@ func setCABundle(cfg client.Object, ca []byte) {
 		for i := range cfg.Webhooks {
 			cfg.Webhooks[i].ClientConfig.CABundle = ca
 		}
+	case *apiextensionsv1.CustomResourceDefinition:
+		cfg.Spec.Conversion.Webhook.ClientConfig.CABundle = ca
 	}
 }
 
