@@ -2,9 +2,17 @@ package load
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/sandgate-dev/sandgate/cmd/internal/bench/proc"
+	"github.com/sandgate-dev/sandgate/cmd/internal/bench/report"
 	"github.com/sandgate-dev/sandgate/cmd/internal/bench/scrape"
 )
 
@@ -23,10 +31,13 @@ type cpuWindow struct {
 	mu     sync.Mutex
 	last   float64
 	lastOK bool
+
+	// machine is the machine's and the run's own CPU when the window opened.
+	machine machineSample
 }
 
 func (r *runner) startCPUWindow(ctx context.Context, w *ClaimWatcher) *cpuWindow {
-	cw := &cpuWindow{r: r, w: w}
+	cw := &cpuWindow{r: r, w: w, machine: r.sampleMachine()}
 	if read := r.probes.APIServerCPU; read != nil {
 		if v, err := read(); err == nil {
 			cw.start, cw.ok = v, true
@@ -67,4 +78,85 @@ func (cw *cpuWindow) end(ctx context.Context) float64 {
 		return -1
 	}
 	return round2(snap.Sum("process_cpu_seconds_total", nil) - cw.start)
+}
+
+// machineSample is the CPU the whole machine and this run's own processes (the load
+// generator, the operator, the local control plane) had used at one moment.
+type machineSample struct {
+	at         time.Time
+	busy, ours float64
+	ok         bool
+}
+
+// sampleMachine reads /proc/stat and the run's processes; ok is false when one of them
+// cannot be read (a cluster the run did not start: its processes are elsewhere).
+func (r *runner) sampleMachine() machineSample {
+	s := machineSample{at: time.Now()}
+	if r.probes.ComponentUsage == nil {
+		return s
+	}
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return s
+	}
+	if s.busy, err = busyCPUSeconds(string(data)); err != nil {
+		return s
+	}
+	self, err := proc.CPUSeconds("/proc", os.Getpid())
+	if err != nil {
+		return s
+	}
+	s.ours = self
+	for _, u := range r.probes.ComponentUsage() {
+		s.ours += u.CPUSeconds
+	}
+	if r.probes.OperatorUsage != nil {
+		u, err := r.probes.OperatorUsage()
+		if err != nil {
+			return s
+		}
+		s.ours += u.CPUSeconds
+	}
+	s.ok = true
+	return s
+}
+
+// otherWork is the CPU the machine spent outside the run's processes between the window's
+// opening and now: the other work of a shared machine, which slows every figure of the run.
+// Unlike the load average (a one-minute mean taken at the start) it covers exactly the
+// window. nil when not measurable.
+func (cw *cpuWindow) otherWork() *report.OtherWork {
+	end := cw.r.sampleMachine()
+	start := cw.machine
+	if !start.ok || !end.ok {
+		return nil
+	}
+	return &report.OtherWork{
+		CPUSeconds:    round2(max(0, (end.busy-start.busy)-(end.ours-start.ours))),
+		WindowSeconds: round2(end.at.Sub(start.at).Seconds()),
+		CPUs:          runtime.NumCPU(),
+	}
+}
+
+// busyCPUSeconds returns the CPU time the machine spent busy (everything but idle and
+// iowait) from the content of /proc/stat, whose first line sums every CPU in USER_HZ ticks.
+func busyCPUSeconds(stat string) (float64, error) {
+	line, _, _ := strings.Cut(stat, "\n")
+	fields := strings.Fields(line)
+	if len(fields) < 9 || fields[0] != "cpu" {
+		return 0, errors.New("parsing /proc/stat: no cpu line")
+	}
+	var busy uint64
+	// user nice system idle iowait irq softirq steal (guest time is inside user already).
+	for i, f := range fields[1:9] {
+		v, err := strconv.ParseUint(f, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("parsing /proc/stat: %w", err)
+		}
+		if i == 3 || i == 4 {
+			continue
+		}
+		busy += v
+	}
+	return float64(busy) / 100, nil
 }

@@ -131,3 +131,24 @@ func TestClientPath(t *testing.T) {
 		}
 	}
 }
+
+func TestBusyCPUSeconds(t *testing.T) {
+	cases := map[string]struct {
+		stat    string
+		want    float64
+		wantErr bool
+	}{
+		// user 100 + nice 1 + system 50 + irq 2 + softirq 3 + steal 4; idle and iowait left out.
+		"every field":    {stat: "cpu  100 1 50 9000 700 2 3 4 0 0\ncpu0 50 0 25 4500 350 1 1 2 0 0\n", want: 1.6},
+		"no cpu line":    {stat: "intr 1 2 3\n", wantErr: true},
+		"garbled number": {stat: "cpu  x 1 50 9000 700 2 3 4 0 0\n", wantErr: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := busyCPUSeconds(tc.stat)
+			if (err != nil) != tc.wantErr || got != tc.want {
+				t.Errorf("busyCPUSeconds = %v, %v; want %v, error %v", got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}

@@ -187,6 +187,7 @@ func Run(ctx context.Context, restCfg *rest.Config, cfg Config, probes Probes) (
 	runStart := time.Now()
 	claims, lastReady := r.fire(ctx, w, res)
 	claimsCPU := window.end(ctx)
+	res.OtherWork = window.otherWork()
 	anyReady := !lastReady.IsZero()
 	if !anyReady {
 		lastReady = time.Now()

@@ -93,6 +93,9 @@ func TestRunMeasuresTheOperator(t *testing.T) {
 	if res.API.ClaimsCPUSeconds < 0 {
 		t.Errorf("kube-apiserver CPU between the first claim and the last Ready not read")
 	}
+	if res.OtherWork == nil {
+		t.Errorf("the machine's other work during the claims not measured")
+	}
 	stamps := 0.0
 	for _, w := range res.Webhooks {
 		if w.Operation == "CREATE" && slices.Contains(w.Resources, "sandboxclaims") && w.Type == "mutating" {
@@ -180,5 +183,8 @@ func TestRunMeasuresTheFloor(t *testing.T) {
 	}
 	if res.API.ClaimsCPUSeconds < 0 {
 		t.Errorf("kube-apiserver CPU between the first claim and the last Ready not read")
+	}
+	if res.OtherWork == nil {
+		t.Errorf("the machine's other work during the claims not measured")
 	}
 }

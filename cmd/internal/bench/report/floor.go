@@ -186,25 +186,32 @@ func writeFloor(p func(string, ...any), results []*Result) {
 	p("from just before the first claim's create call to the last claim's Ready event, refill after")
 	p("it left out.")
 	p("")
-	p("| scenario | p50 floor | p50 sandgate | ÷ | p99 floor | p99 sandgate | ÷ | API server CPU floor (s) | sandgate (s) | ÷ | load average floor / sandgate |")
-	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+	p("| scenario | p50 floor | p50 sandgate | ÷ | p99 floor | p99 sandgate | ÷ | API server CPU floor (s) | sandgate (s) | ÷ | other work floor / sandgate | load average floor / sandgate |")
+	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
 	for _, r := range results {
 		f := r.Floor
 		if f == nil {
-			p("| %s | not measured | %s | | | %s | | | %s | | |", r.Scenario,
-				ms(r.Latency.Client.Count, r.Latency.Client.P50, 0), ms(r.Latency.Client.Count, r.Latency.Client.P99, 0), cpu(r.API.ClaimsCPUSeconds))
+			p("| %s | not measured | %s | | | %s | | | %s | | - / %s | - / %.1f |", r.Scenario,
+				ms(r.Latency.Client.Count, r.Latency.Client.P50, 0), ms(r.Latency.Client.Count, r.Latency.Client.P99, 0), cpu(r.API.ClaimsCPUSeconds),
+				share(r.OtherWork), r.LoadAverage)
 			continue
 		}
 		q := r.Ratios()
-		p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1f / %.1f |", r.Scenario,
+		p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s | %.1f / %.1f |", r.Scenario,
 			ms(f.Latency.Client.Count, f.Latency.Client.P50, 0), ms(r.Latency.Client.Count, r.Latency.Client.P50, 0),
 			ratioMark(q.P50, tgt(r, func(t *Targets) float64 { return t.FloorP50Ratio })),
 			ms(f.Latency.Client.Count, f.Latency.Client.P99, 0), ms(r.Latency.Client.Count, r.Latency.Client.P99, 0),
 			ratioMark(q.P99, tgt(r, func(t *Targets) float64 { return t.FloorP99Ratio })),
 			cpu(f.API.ClaimsCPUSeconds), cpu(r.API.ClaimsCPUSeconds),
 			ratioMark(q.CPU, tgt(r, func(t *Targets) float64 { return t.FloorCPURatio })),
-			f.LoadAverage, r.LoadAverage)
+			share(f.OtherWork), share(r.OtherWork), f.LoadAverage, r.LoadAverage)
 	}
+	p("")
+	p("Other work: the CPU the machine spent outside the run's own processes (load generator,")
+	p("operator, control plane) between the first claim and the last Ready, as a share of all its")
+	p("CPUs, from /proc/stat: unlike the load average (a one-minute mean when the claims were")
+	p("fired) it covers the window exactly. Other engineers share these machines; a ratio between")
+	p("two runs whose other work differs much is a ratio of two machines.")
 	p("")
 	p("Milliseconds (nearest-rank percentiles). A ratio is marked ✓ or ✗ against the architecture")
 	p("document's target for the scenario (serial p50 ≤ 1.5 × floor; burst p50 ≤ 1.3 ×, p99 ≤ 1.5 ×,")
@@ -228,6 +235,14 @@ func ratioMark(v, target float64) string {
 }
 
 func trimFloat(v float64) string { return fmt.Sprintf("%g", v) }
+
+// share renders the other work's share of the machine.
+func share(o *OtherWork) string {
+	if o == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", 100*o.Share())
+}
 
 func cpu(v float64) string {
 	if v < 0 {

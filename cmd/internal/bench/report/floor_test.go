@@ -23,7 +23,8 @@ func serialWithFloor() *Result {
 			Server:     stats.Summary{Count: 10, Mean: 27},
 			CreateCall: stats.Summary{Count: 10, Mean: 12},
 		},
-		API: API{ClaimsCPUSeconds: 0.3},
+		API:       API{ClaimsCPUSeconds: 0.3},
+		OtherWork: &OtherWork{CPUSeconds: 0.5, WindowSeconds: 1, CPUs: 2},
 		Webhooks: []Webhook{
 			{Name: "stamp", Type: "mutating", Operation: "CREATE", Calls: 10, SumSeconds: 0.05, MeanMs: 5, Resources: []string{"sandboxclaims"}},
 			{Name: "validate", Type: "validating", Operation: "CREATE", Calls: 10, SumSeconds: 0.01, MeanMs: 1, Resources: []string{"sandboxclaims"}},
@@ -149,7 +150,8 @@ func TestWriteMarkdownAgainstTheFloor(t *testing.T) {
 	got := b.String()
 	for _, want := range []string{
 		// p50 2.00 misses the serial target of 1.5; p99 and CPU have none.
-		"| serial | 14.0 | 28.0 | 2.00 ✗ (≤ 1.5) | 16.0 | 40.0 | 2.50 | 0.20 | 0.30 | 1.50 | 0.0 / 0.0 |",
+		// The floor's other work was not measured, sandgate's took a quarter of two CPUs.
+		"| serial | 14.0 | 28.0 | 2.00 ✗ (≤ 1.5) | 16.0 | 40.0 | 2.50 | 0.20 | 0.30 | 1.50 | - / 25% | 0.0 / 0.0 |",
 		// CPU 1.5 meets the burst target of 1.5.
 		"| burst | 14.0 | 28.0 | 2.00 ✗ (≤ 1.3) | 16.0 | 40.0 | 2.50 ✗ (≤ 1.5) | 0.20 | 0.30 | 1.50 ✓ (≤ 1.5) |",
 		"| kubelet | not measured | 28.0 |",
@@ -161,5 +163,23 @@ func TestWriteMarkdownAgainstTheFloor(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("report lacks %q; report:\n%s", want, got)
 		}
+	}
+}
+
+func TestOtherWorkShare(t *testing.T) {
+	cases := map[string]struct {
+		o    *OtherWork
+		want float64
+	}{
+		"half of one of two CPUs": {o: &OtherWork{CPUSeconds: 0.5, WindowSeconds: 1, CPUs: 2}, want: 0.25},
+		"not measured":            {},
+		"empty window":            {o: &OtherWork{CPUSeconds: 1, CPUs: 2}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := tc.o.Share(); got != tc.want {
+				t.Errorf("Share = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

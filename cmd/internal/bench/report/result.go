@@ -103,6 +103,22 @@ type Webhook struct {
 	Resources []string `json:"resources,omitempty"`
 }
 
+// OtherWork is the CPU a shared machine spent outside a run's processes (the load
+// generator, the operator, the local control plane) during the run's claims.
+type OtherWork struct {
+	CPUSeconds    float64 `json:"cpuSeconds"`
+	WindowSeconds float64 `json:"windowSeconds"`
+	CPUs          int     `json:"cpus"`
+}
+
+// Share is the other work's part of the machine's capacity during the window.
+func (o *OtherWork) Share() float64 {
+	if o == nil || o.WindowSeconds <= 0 || o.CPUs <= 0 {
+		return 0
+	}
+	return o.CPUSeconds / (o.WindowSeconds * float64(o.CPUs))
+}
+
 // Phase is the operator's own timing of one phase of a claim's path
 // (sandgate_claim_phase_seconds).
 type Phase struct {
@@ -201,6 +217,9 @@ type Result struct {
 	// LoadAverage is the machine's 1-minute load average when the claims were fired: the
 	// machines are shared, and a load above the CPU count slows every figure.
 	LoadAverage float64 `json:"loadAverage"`
+	// OtherWork is the CPU the machine spent on other work than the run's between the first
+	// claim and the last Ready; nil when not measured.
+	OtherWork *OtherWork `json:"otherWork,omitempty"`
 	// PoolFillSeconds is how long the pool took to become full and Ready.
 	PoolFillSeconds float64 `json:"poolFillSeconds"`
 	// RunSeconds is from the first create call to the last claim Ready (or the timeout).

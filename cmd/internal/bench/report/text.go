@@ -31,6 +31,9 @@ func WriteText(w io.Writer, r *Result) error {
 	pf("\n== %s: %s into a pool of %d (%s)\n", title, what, p.WarmPoolSize, p.Cluster)
 	pf("pool fill\t%.1f s\n", r.PoolFillSeconds)
 	pf("load average at start\t%.1f on %d CPUs\n", r.LoadAverage, runtime.NumCPU())
+	if o := r.OtherWork; o != nil {
+		pf("other work on the machine, first claim → last Ready\t%.2f s CPU in %.2f s (%s of %d CPUs)\n", o.CPUSeconds, o.WindowSeconds, share(o), o.CPUs)
+	}
 	pf("run (first create → last Ready)\t%.2f s\n", r.RunSeconds)
 	switch {
 	case p.Floor:
