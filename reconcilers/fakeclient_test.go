@@ -60,8 +60,8 @@ func (b *builderIndexer) IndexField(_ context.Context, obj client.Object, field 
 
 // fakeAPI is the API server of a Reconcile test: a fake client built by newClientBuilder
 // that, like an API server, gives created objects a UID, answers bind patches as the test
-// scripts (bindAnswers), and keeps a journal of every write and every event in the order
-// they happened.
+// scripts (bindAnswers) and other writes with the errors the test injects (FailOnce), and keeps
+// a journal of every write and every event in the order they happened.
 type fakeAPI struct {
 	client.WithWatch
 
@@ -73,6 +73,8 @@ type fakeAPI struct {
 	bindAnswers []error
 	// binds are the bind patches received, answered or not.
 	binds []bindCall
+	// failures are errors to answer writes with instead of applying them, by journal entry.
+	failures map[string][]error
 }
 
 // bindCall is one bind patch: the Sandbox it was sent to and its resourceVersion precondition.
@@ -83,7 +85,7 @@ type bindCall struct {
 
 func newFakeAPI(t testing.TB, objs ...client.Object) *fakeAPI {
 	t.Helper()
-	a := &fakeAPI{}
+	a := &fakeAPI{failures: map[string][]error{}}
 	a.WithWatch = newClientBuilder(t).WithObjects(objs...).WithInterceptorFuncs(interceptor.Funcs{
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 			a.mu.Lock()
@@ -92,46 +94,64 @@ func newFakeAPI(t testing.TB, objs ...client.Object) *fakeAPI {
 				obj.SetUID(types.UID(fmt.Sprintf("uid-%d", a.uids)))
 			}
 			a.mu.Unlock()
+			// The name of a generated one is known once it is created.
 			err := c.Create(ctx, obj, opts...)
-			a.record(err, "create %s/%s", kindOf(obj), obj.GetName())
+			a.record(err, "create "+kindOf(obj)+"/"+obj.GetName())
 			return err
 		},
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 			if rv, ok := bindPrecondition(obj, patch); ok {
-				if err := a.answerBind(obj.GetName(), rv); err != nil {
-					a.record(err, "bind %s/%s", kindOf(obj), obj.GetName())
-					return err
-				}
-				err := c.Patch(ctx, obj, patch, opts...)
-				a.record(err, "bind %s/%s", kindOf(obj), obj.GetName())
-				return err
+				return a.write("bind", obj, "", func() error {
+					if err := a.answerBind(obj.GetName(), rv); err != nil {
+						return err
+					}
+					return c.Patch(ctx, obj, patch, opts...)
+				})
 			}
-			err := c.Patch(ctx, obj, patch, opts...)
-			a.record(err, "patch %s/%s", kindOf(obj), obj.GetName())
-			return err
+			return a.write("patch", obj, "", func() error { return c.Patch(ctx, obj, patch, opts...) })
 		},
 		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-			err := c.Update(ctx, obj, opts...)
-			a.record(err, "update %s/%s", kindOf(obj), obj.GetName())
-			return err
+			return a.write("update", obj, "", func() error { return c.Update(ctx, obj, opts...) })
 		},
 		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
-			err := c.Delete(ctx, obj, opts...)
-			a.record(err, "delete %s/%s", kindOf(obj), obj.GetName())
-			return err
+			return a.write("delete", obj, "", func() error { return c.Delete(ctx, obj, opts...) })
 		},
 		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-			err := c.SubResource(sub).Patch(ctx, obj, patch, opts...)
-			a.record(err, "patch %s/%s/%s", kindOf(obj), obj.GetName(), sub)
-			return err
+			return a.write("patch", obj, sub, func() error { return c.SubResource(sub).Patch(ctx, obj, patch, opts...) })
 		},
 		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-			err := c.SubResource(sub).Update(ctx, obj, opts...)
-			a.record(err, "update %s/%s/%s", kindOf(obj), obj.GetName(), sub)
-			return err
+			return a.write("update", obj, sub, func() error { return c.SubResource(sub).Update(ctx, obj, opts...) })
 		},
 	}).Build()
 	return a
+}
+
+// write sends a write through do, unless an injected failure answers it, and journals it as
+// "<verb> <kind>/<name>[/<subresource>]".
+func (a *fakeAPI) write(verb string, obj client.Object, sub string, do func() error) error {
+	entry := verb + " " + kindOf(obj) + "/" + obj.GetName()
+	if sub != "" {
+		entry += "/" + sub
+	}
+	a.mu.Lock()
+	var err error
+	if queue := a.failures[entry]; len(queue) > 0 {
+		err, a.failures[entry] = queue[0], queue[1:]
+	}
+	a.mu.Unlock()
+	if err == nil {
+		err = do()
+	}
+	a.record(err, entry)
+	return err
+}
+
+// FailOnce answers the next write journalled as entry ("patch Sandbox/sb/status") with err,
+// without applying it.
+func (a *fakeAPI) FailOnce(entry string, err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.failures[entry] = append(a.failures[entry], err)
 }
 
 // bindPrecondition says whether a patch is a claim's bind patch (it sets the claim-uid
@@ -170,8 +190,7 @@ func (a *fakeAPI) answerBind(sandbox, rv string) error {
 }
 
 // record journals a write; a failed one is marked with its error's reason.
-func (a *fakeAPI) record(err error, format string, args ...any) {
-	entry := fmt.Sprintf(format, args...)
+func (a *fakeAPI) record(err error, entry string) {
 	if err != nil {
 		entry += " (" + resultOf(err) + ")"
 	}

@@ -1,0 +1,490 @@
+package reconcilers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/test/builders"
+)
+
+// The Reconcile tests of this file run the Sandbox controller on a fake API server with the
+// production indexes (fakeclient_test.go), as the sandbox integration suite runs it on a real
+// control plane.
+
+var sandboxKey = types.NamespacedName{Namespace: "ns", Name: "sb"}
+
+// testSandbox is Sandbox "sb" with pod metadata to propagate, a label its pod carries and
+// its pod's name recorded, as the operator creates Sandboxes.
+func testSandbox(mutate ...func(*builders.SandboxWrapper)) *agentsv1beta1.Sandbox {
+	w := builders.MakeSandbox("sb", "ns").PodLabel("app", "agent").PodAnnotation("note", "x").
+		Label(agentsv1beta1.LabelClaimUID, "c1").Label("team", "not-on-the-pod").
+		Annotation(agentsv1beta1.AnnotationPodName, "sb")
+	for _, m := range mutate {
+		m(w)
+	}
+	sb := w.Obj()
+	sb.UID = "sb-uid"
+	return sb
+}
+
+func sandboxOwner(sb *agentsv1beta1.Sandbox) []metav1.OwnerReference {
+	return []metav1.OwnerReference{*metav1.NewControllerRef(sb, agentsv1beta1.GroupVersion.WithKind(sandboxKind))}
+}
+
+// sandboxPod is the pod sb created earlier, scheduled and running; ready says whether it
+// passes its readiness probe.
+func sandboxPod(sb *agentsv1beta1.Sandbox, ready bool) *corev1.Pod {
+	pod := desiredPod(sb)
+	pod.UID = "pod-uid"
+	pod.OwnerReferences = sandboxOwner(sb)
+	pod.Spec.NodeName = "node-1"
+	readyStatus := corev1.ConditionFalse
+	if ready {
+		readyStatus = corev1.ConditionTrue
+	}
+	pod.Status = corev1.PodStatus{
+		Phase:  corev1.PodRunning,
+		PodIPs: []corev1.PodIP{{IP: "10.0.0.5"}},
+		Conditions: []corev1.PodCondition{
+			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue},
+			{Type: corev1.PodReady, Status: readyStatus},
+		},
+	}
+	return pod
+}
+
+func sandboxService(sb *agentsv1beta1.Sandbox) *corev1.Service {
+	svc := desiredService(sb)
+	svc.UID = "svc-uid"
+	svc.OwnerReferences = sandboxOwner(sb)
+	return svc
+}
+
+func condition(typ string, status metav1.ConditionStatus, reason, msg string) metav1.Condition {
+	return metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg, LastTransitionTime: metav1.NewTime(planNow)}
+}
+
+var (
+	sandboxSelector = agentsv1beta1.LabelSandboxNameHash + "=" + agentsv1beta1.NameHash("sb")
+	notSuspended    = condition(agentsv1beta1.ConditionSuspended, metav1.ConditionFalse, agentsv1beta1.ReasonNotSuspended, messageNotSuspended)
+	podScheduled    = condition(agentsv1beta1.ConditionPodScheduled, metav1.ConditionTrue, string(corev1.PodScheduled), "")
+	sortConditions  = cmpopts.SortSlices(func(a, b metav1.Condition) bool { return a.Type < b.Type })
+)
+
+// withoutPodName is a Sandbox as a user creates it: its pod's name not recorded yet.
+func withoutPodName(w *builders.SandboxWrapper) {
+	delete(w.Annotations, agentsv1beta1.AnnotationPodName)
+}
+
+// eventsOf and writesOf split a journal. The Sandbox tables check what is written and which
+// events are sent; TestSandboxEventsFollowTheStatusWrite checks their order.
+func eventsOf(journal []string) []string {
+	var out []string
+	for _, e := range journal {
+		if strings.HasPrefix(e, "event ") {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func writesOf(journal []string) []string {
+	var out []string
+	for _, e := range journal {
+		if !strings.HasPrefix(e, "event ") {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func reconcileSandbox(t *testing.T, r *SandboxReconciler) ctrl.Result {
+	t.Helper()
+	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: sandboxKey})
+	if err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	return res
+}
+
+// TestSandboxReconcile: the pod is created from the podTemplate with the labels a pod carries,
+// the Sandbox's Ready mirrors the pod's, suspension deletes the pod; each in one reconcile,
+// whose writes are exactly the ones listed, and a second reconcile writes nothing.
+func TestSandboxReconcile(t *testing.T) {
+	suspended := func(w *builders.SandboxWrapper) { w.OperatingMode(agentsv1beta1.OperatingModeSuspended) }
+	tests := map[string]struct {
+		sandbox *agentsv1beta1.Sandbox
+		pod     func(*agentsv1beta1.Sandbox) *corev1.Pod
+		// wantPod is the pod's labels and annotations afterwards; nil when it must be gone.
+		wantPod     *metav1.ObjectMeta
+		wantResult  ctrl.Result
+		wantJournal []string
+		wantStatus  agentsv1beta1.SandboxStatus
+		// wantNext are the writes of a second reconcile: none unless the first changed the
+		// world the status reports.
+		wantNext []string
+	}{
+		"a new Sandbox: its pod is created from the podTemplate and its name recorded; the status waits for the pod to move": {
+			sandbox: testSandbox(withoutPodName),
+			wantPod: &metav1.ObjectMeta{
+				Labels: map[string]string{
+					"app":                              "agent",
+					agentsv1beta1.LabelSandboxNameHash: agentsv1beta1.NameHash("sb"),
+					agentsv1beta1.LabelClaimUID:        "c1",
+				},
+				Annotations: map[string]string{"note": "x", AnnotationPropagatedKeys: `{"labels":["app"],"annotations":["note"]}`},
+			},
+			wantResult:  ctrl.Result{RequeueAfter: DefaultPodProgressDelay},
+			wantJournal: []string{"create Pod/sb", "patch Sandbox/sb"},
+		},
+		"a ready pod: Ready=True with its IPs and node": {
+			sandbox: testSandbox(),
+			pod:     func(sb *agentsv1beta1.Sandbox) *corev1.Pod { return sandboxPod(sb, true) },
+			wantPod: &metav1.ObjectMeta{
+				Labels: map[string]string{
+					"app":                              "agent",
+					agentsv1beta1.LabelSandboxNameHash: agentsv1beta1.NameHash("sb"),
+					agentsv1beta1.LabelClaimUID:        "c1",
+				},
+				Annotations: map[string]string{"note": "x", AnnotationPropagatedKeys: `{"labels":["app"],"annotations":["note"]}`},
+			},
+			wantJournal: []string{"patch Sandbox/sb/status"},
+			wantStatus: agentsv1beta1.SandboxStatus{
+				Selector: sandboxSelector, PodIPs: []string{"10.0.0.5"}, NodeName: "node-1",
+				Conditions: []metav1.Condition{
+					notSuspended, podScheduled,
+					condition(agentsv1beta1.ConditionReady, metav1.ConditionTrue, agentsv1beta1.ReasonDependenciesReady, agentsv1beta1.MessagePodReady),
+				},
+			},
+		},
+		"a running pod not ready: Ready=False": {
+			sandbox: testSandbox(),
+			pod:     func(sb *agentsv1beta1.Sandbox) *corev1.Pod { return sandboxPod(sb, false) },
+			wantPod: &metav1.ObjectMeta{
+				Labels: map[string]string{
+					"app":                              "agent",
+					agentsv1beta1.LabelSandboxNameHash: agentsv1beta1.NameHash("sb"),
+					agentsv1beta1.LabelClaimUID:        "c1",
+				},
+				Annotations: map[string]string{"note": "x", AnnotationPropagatedKeys: `{"labels":["app"],"annotations":["note"]}`},
+			},
+			wantJournal: []string{"patch Sandbox/sb/status"},
+			wantStatus: agentsv1beta1.SandboxStatus{
+				Selector: sandboxSelector, PodIPs: []string{"10.0.0.5"}, NodeName: "node-1",
+				Conditions: []metav1.Condition{
+					notSuspended, podScheduled,
+					condition(agentsv1beta1.ConditionReady, metav1.ConditionFalse, agentsv1beta1.ReasonDependenciesNotReady, agentsv1beta1.MessagePodRunningNotReady),
+				},
+			},
+		},
+		"the pod's metadata follows the Sandbox: a bound Sandbox's pod leaves the pool": {
+			sandbox: testSandbox(func(w *builders.SandboxWrapper) { w.Label(agentsv1beta1.LabelClaimUID, "c2") }),
+			pod: func(sb *agentsv1beta1.Sandbox) *corev1.Pod {
+				pod := sandboxPod(sb, true)
+				pod.Labels[agentsv1beta1.LabelClaimUID] = "c1"
+				pod.Labels[agentsv1beta1.LabelWarmPoolSandbox] = "pool-hash"
+				pod.Labels["set-by-someone"] = "kept"
+				return pod
+			},
+			wantPod: &metav1.ObjectMeta{
+				Labels: map[string]string{
+					"app":                              "agent",
+					agentsv1beta1.LabelSandboxNameHash: agentsv1beta1.NameHash("sb"),
+					agentsv1beta1.LabelClaimUID:        "c2",
+					"set-by-someone":                   "kept",
+				},
+				Annotations: map[string]string{"note": "x", AnnotationPropagatedKeys: `{"labels":["app"],"annotations":["note"]}`},
+			},
+			wantJournal: []string{"patch Pod/sb", "patch Sandbox/sb/status"},
+			wantStatus: agentsv1beta1.SandboxStatus{
+				Selector: sandboxSelector, PodIPs: []string{"10.0.0.5"}, NodeName: "node-1",
+				Conditions: []metav1.Condition{
+					notSuspended, podScheduled,
+					condition(agentsv1beta1.ConditionReady, metav1.ConditionTrue, agentsv1beta1.ReasonDependenciesReady, agentsv1beta1.MessagePodReady),
+				},
+			},
+		},
+		// Shows a bug (issue 13 report): recordPodName patches sb in place, and the API server's
+		// reply replaces the status reconcile has set so far (the selector).
+		"a user's Sandbox adopts the pod made for it: the pod's name recorded, the status written once, with its selector": {
+			sandbox: testSandbox(withoutPodName),
+			pod: func(sb *agentsv1beta1.Sandbox) *corev1.Pod {
+				pod := sandboxPod(sb, true)
+				pod.OwnerReferences = nil // adoptable: it carries the Sandbox's name hash
+				return pod
+			},
+			wantPod: &metav1.ObjectMeta{
+				Labels: map[string]string{
+					"app":                              "agent",
+					agentsv1beta1.LabelSandboxNameHash: agentsv1beta1.NameHash("sb"),
+					agentsv1beta1.LabelClaimUID:        "c1",
+				},
+				Annotations: map[string]string{"note": "x", AnnotationPropagatedKeys: `{"labels":["app"],"annotations":["note"]}`},
+			},
+			wantJournal: []string{"patch Pod/sb", "patch Sandbox/sb", "patch Sandbox/sb/status"},
+			wantStatus: agentsv1beta1.SandboxStatus{
+				Selector: sandboxSelector, PodIPs: []string{"10.0.0.5"}, NodeName: "node-1",
+				Conditions: []metav1.Condition{
+					notSuspended, podScheduled,
+					condition(agentsv1beta1.ConditionReady, metav1.ConditionTrue, agentsv1beta1.ReasonDependenciesReady, agentsv1beta1.MessagePodReady),
+				},
+			},
+		},
+		"suspended with a running pod: the pod is deleted": {
+			sandbox:     testSandbox(suspended),
+			pod:         func(sb *agentsv1beta1.Sandbox) *corev1.Pod { return sandboxPod(sb, true) },
+			wantJournal: []string{"delete Pod/sb", "patch Sandbox/sb/status"},
+			wantStatus: agentsv1beta1.SandboxStatus{
+				// The pod terminates gracefully: until it is gone it keeps its IPs and node.
+				Selector: sandboxSelector, PodIPs: []string{"10.0.0.5"}, NodeName: "node-1",
+				Conditions: []metav1.Condition{
+					condition(agentsv1beta1.ConditionSuspended, metav1.ConditionFalse, agentsv1beta1.ReasonPodTerminating, messagePodTerminating),
+					podScheduled,
+					condition(agentsv1beta1.ConditionReady, metav1.ConditionFalse, agentsv1beta1.ReasonSandboxSuspended, agentsv1beta1.MessageSandboxSuspending),
+				},
+			},
+			wantNext: []string{"patch Sandbox/sb/status"}, // the pod is gone: Suspended=True, the next case
+		},
+		"suspended and the pod gone: Suspended=True, no pod created": {
+			sandbox:     testSandbox(suspended),
+			wantJournal: []string{"patch Sandbox/sb/status"},
+			wantStatus: agentsv1beta1.SandboxStatus{
+				Selector: sandboxSelector,
+				Conditions: []metav1.Condition{
+					condition(agentsv1beta1.ConditionSuspended, metav1.ConditionTrue, agentsv1beta1.ReasonPodTerminated, messagePodTerminated),
+					condition(agentsv1beta1.ConditionReady, metav1.ConditionFalse, agentsv1beta1.ReasonSandboxSuspended, agentsv1beta1.MessageSandboxSuspended),
+				},
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			objs := []client.Object{tc.sandbox}
+			if tc.pod != nil {
+				objs = append(objs, tc.pod(tc.sandbox))
+			}
+			a := newFakeAPI(t, objs...)
+			r := newSandboxReconciler(t, a, clocktesting.NewFakeClock(planNow))
+
+			if diff := cmp.Diff(tc.wantResult, reconcileSandbox(t, r)); diff != "" {
+				t.Errorf("result (-want +got):\n%s", diff)
+			}
+			journal := a.Journal()
+			if diff := cmp.Diff(tc.wantJournal, writesOf(journal)); diff != "" {
+				t.Errorf("writes (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff([]string(nil), eventsOf(journal)); diff != "" {
+				t.Errorf("events (-want +got):\n%s", diff)
+			}
+			got := &agentsv1beta1.Sandbox{}
+			if err := a.Get(context.Background(), sandboxKey, got); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.wantStatus, got.Status, sortConditions); diff != "" {
+				t.Errorf("Sandbox status (-want +got):\n%s", diff)
+			}
+
+			pod := &corev1.Pod{}
+			err := a.Get(context.Background(), sandboxKey, pod)
+			if tc.wantPod == nil {
+				if !apierrors.IsNotFound(err) {
+					t.Errorf("the pod: %v, want it gone", err)
+				}
+			} else {
+				if err != nil {
+					t.Fatalf("the pod: %v", err)
+				}
+				if diff := cmp.Diff(*tc.wantPod, metav1.ObjectMeta{Labels: pod.Labels, Annotations: pod.Annotations}); diff != "" {
+					t.Errorf("pod metadata (-want +got):\n%s", diff)
+				}
+				if diff := cmp.Diff(sandboxOwner(got), pod.OwnerReferences); diff != "" {
+					t.Errorf("pod owners (-want +got):\n%s", diff)
+				}
+				if diff := cmp.Diff(got.Spec.PodTemplate.Spec.Containers, pod.Spec.Containers); diff != "" {
+					t.Errorf("pod containers are not the podTemplate's (-want +got):\n%s", diff)
+				}
+				if name := got.Annotations[agentsv1beta1.AnnotationPodName]; name != pod.Name {
+					t.Errorf("the Sandbox's %s annotation is %q, want its pod's name %s", agentsv1beta1.AnnotationPodName, name, pod.Name)
+				}
+			}
+
+			if tc.wantPod != nil && tc.pod == nil {
+				return // the pod was just created: its events, not a second reconcile, come next
+			}
+			reconcileSandbox(t, r)
+			if diff := cmp.Diff(tc.wantNext, a.Journal()); diff != "" {
+				t.Errorf("a second reconcile wrote (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestSandboxReconcileExpiry: a Sandbox is requeued for its shutdownTime; then its pod and
+// Service are deleted, and the Sandbox too (Delete), or its status is cut down to Ready=False
+// SandboxExpired with what it last said of its suspension and of how its pod ended (Retain).
+func TestSandboxReconcileExpiry(t *testing.T) {
+	expired := condition(agentsv1beta1.ConditionReady, metav1.ConditionFalse, agentsv1beta1.ReasonSandboxExpired, messageSandboxExpired)
+	expired.LastTransitionTime = metav1.NewTime(planNow.Add(time.Hour))
+	succeeded := fmt.Sprintf(agentsv1beta1.MessagePodExistsWithPhaseFmt, corev1.PodSucceeded)
+	tests := map[string]struct {
+		policy       agentsv1beta1.ShutdownPolicy
+		podSucceeded bool
+		wantWrites   []string
+		wantEvents   []string
+		wantDeleted  bool
+		wantStatus   agentsv1beta1.SandboxStatus
+	}{
+		"Delete: pod, Service and Sandbox deleted": {
+			policy:      agentsv1beta1.ShutdownPolicyDelete,
+			wantWrites:  []string{"delete Pod/sb", "delete Service/sb", "delete Sandbox/sb"},
+			wantDeleted: true,
+		},
+		"Retain: pod and Service deleted, the Sandbox kept Ready=False SandboxExpired": {
+			policy:     agentsv1beta1.ShutdownPolicyRetain,
+			wantWrites: []string{"delete Pod/sb", "delete Service/sb", "patch Sandbox/sb/status"},
+			wantEvents: []string{"event Normal SandboxExpired Sandbox/sb"},
+			wantStatus: agentsv1beta1.SandboxStatus{Conditions: []metav1.Condition{notSuspended, expired}},
+		},
+		"Retain keeps how the pod ended": {
+			policy:       agentsv1beta1.ShutdownPolicyRetain,
+			podSucceeded: true,
+			wantWrites:   []string{"delete Pod/sb", "delete Service/sb", "patch Sandbox/sb/status"},
+			wantEvents:   []string{"event Normal SandboxExpired Sandbox/sb"},
+			wantStatus: agentsv1beta1.SandboxStatus{Conditions: []metav1.Condition{
+				notSuspended,
+				// Ready was False already (PodSucceeded): its transition time stays.
+				condition(agentsv1beta1.ConditionReady, metav1.ConditionFalse, agentsv1beta1.ReasonSandboxExpired, messageSandboxExpired),
+				condition(agentsv1beta1.ConditionFinished, metav1.ConditionTrue, agentsv1beta1.ReasonPodSucceeded, succeeded),
+			}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			sb := testSandbox(func(w *builders.SandboxWrapper) {
+				w.Service(true).ShutdownTime(planNow.Add(time.Hour)).ShutdownPolicy(tc.policy)
+			})
+			pod := sandboxPod(sb, true)
+			if tc.podSucceeded {
+				pod.Status.Phase = corev1.PodSucceeded
+			}
+			a := newFakeAPI(t, sb, pod, sandboxService(sb))
+			clk := clocktesting.NewFakeClock(planNow)
+			r := newSandboxReconciler(t, a, clk)
+
+			if diff := cmp.Diff(ctrl.Result{RequeueAfter: time.Hour}, reconcileSandbox(t, r)); diff != "" {
+				t.Errorf("before expiry: result (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff([]string{"patch Sandbox/sb/status"}, a.Journal()); diff != "" {
+				t.Errorf("before expiry: writes and events (-want +got):\n%s", diff)
+			}
+
+			clk.Step(time.Hour)
+			if diff := cmp.Diff(ctrl.Result{}, reconcileSandbox(t, r)); diff != "" {
+				t.Errorf("at expiry: result (-want +got):\n%s", diff)
+			}
+			journal := a.Journal()
+			if diff := cmp.Diff(tc.wantWrites, writesOf(journal)); diff != "" {
+				t.Errorf("at expiry: writes (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantEvents, eventsOf(journal)); diff != "" {
+				t.Errorf("at expiry: events (-want +got):\n%s", diff)
+			}
+			for _, obj := range []client.Object{&corev1.Pod{}, &corev1.Service{}} {
+				if err := a.Get(context.Background(), sandboxKey, obj); !apierrors.IsNotFound(err) {
+					t.Errorf("%s after expiry: %v, want it gone", kindOf(obj), err)
+				}
+			}
+			got := &agentsv1beta1.Sandbox{}
+			err := a.Get(context.Background(), sandboxKey, got)
+			if tc.wantDeleted {
+				if !apierrors.IsNotFound(err) {
+					t.Errorf("the expired Sandbox: %v, want it deleted", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.wantStatus, got.Status, sortConditions); diff != "" {
+				t.Errorf("expired Sandbox status (-want +got):\n%s", diff)
+			}
+
+			// Expired stays expired: no pod again, no write, no second event.
+			clk.Step(time.Minute)
+			reconcileSandbox(t, r)
+			if diff := cmp.Diff([]string(nil), a.Journal()); diff != "" {
+				t.Errorf("after expiry: writes and events (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestSandboxEventsFollowTheStatusWrite: an event that reports a status change is sent once,
+// after the status write that records the change succeeded (the house rule the claim
+// controller keeps too): a status write that fails (409 here) and is retried does not send
+// the event twice, and no event announces a status nobody can read.
+//
+// Shows a bug (issue 13 report): expire and multiplePods send their events before Reconcile
+// writes the status.
+func TestSandboxEventsFollowTheStatusWrite(t *testing.T) {
+	conflict := apierrors.NewConflict(schema.GroupResource{Group: agentsv1beta1.GroupVersion.Group, Resource: "sandboxes"}, "sb", errors.New("the object has been modified"))
+	tests := map[string]struct {
+		objs        func(sb *agentsv1beta1.Sandbox) []client.Object
+		sandbox     *agentsv1beta1.Sandbox
+		wantJournal []string
+	}{
+		"expired, Retain": {
+			sandbox: testSandbox(func(w *builders.SandboxWrapper) {
+				w.Service(true).ShutdownTime(planNow.Add(-time.Second)).ShutdownPolicy(agentsv1beta1.ShutdownPolicyRetain)
+			}),
+			objs: func(sb *agentsv1beta1.Sandbox) []client.Object {
+				return []client.Object{sandboxPod(sb, true), sandboxService(sb)}
+			},
+			wantJournal: []string{
+				"delete Pod/sb", "delete Service/sb", "patch Sandbox/sb/status (conflict)",
+				"patch Sandbox/sb/status", "event Normal SandboxExpired Sandbox/sb",
+			},
+		},
+		"two pods controlled by the Sandbox": {
+			sandbox: testSandbox(),
+			objs: func(sb *agentsv1beta1.Sandbox) []client.Object {
+				second := sandboxPod(sb, true)
+				second.Name, second.UID = "sb-2", "pod-2-uid"
+				return []client.Object{sandboxPod(sb, true), second}
+			},
+			wantJournal: []string{
+				"patch Sandbox/sb/status (conflict)",
+				"patch Sandbox/sb/status", "event Warning MultiplePods Sandbox/sb",
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			a := newFakeAPI(t, append(tc.objs(tc.sandbox), tc.sandbox)...)
+			a.FailOnce("patch Sandbox/sb/status", conflict)
+			r := newSandboxReconciler(t, a, clocktesting.NewFakeClock(planNow))
+
+			reconcileSandbox(t, r) // the status write fails: retried
+			reconcileSandbox(t, r)
+			if diff := cmp.Diff(tc.wantJournal, a.Journal()); diff != "" {
+				t.Errorf("writes and events (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
