@@ -33,6 +33,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
@@ -40,6 +41,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sandgate-dev/sandgate/api"
+	extv1alpha1 "github.com/sandgate-dev/sandgate/api/extensions/v1alpha1"
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
@@ -108,6 +110,9 @@ func TestInstallWithCertManagerIssuingInjectingAndRotating(t *testing.T) {
 	}
 	scheme := api.NewScheme()
 	if err := certmanagerv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
 	admin, err := client.New(cluster.Config, client.Options{Scheme: scheme})
@@ -189,6 +194,26 @@ func TestInstallWithCertManagerIssuingInjectingAndRotating(t *testing.T) {
 	err = admin.Create(ctx, prebound)
 	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "binding a Sandbox by anyone but the operator: want 403, got %v", err)
 	g.Expect(err.Error()).To(And(ContainSubstring("prebound"), ContainSubstring(claim.Name)))
+
+	// The CRDs convert through the same Service and CA: cert-manager injects it into their
+	// conversion webhook too, and a v1alpha1 read of the claim goes through sandgate.
+	g.Eventually(func(g Gomega) {
+		crds := &apiextensionsv1.CustomResourceDefinitionList{}
+		g.Expect(admin.List(ctx, crds)).To(Succeed())
+		converted := 0
+		for _, crd := range crds.Items {
+			if conv := crd.Spec.Conversion; conv != nil && conv.Webhook != nil && conv.Webhook.ClientConfig.Service != nil &&
+				conv.Webhook.ClientConfig.Service.Name == in.service.Name {
+				g.Expect(conv.Webhook.ClientConfig.CABundle).To(Equal(ca), "caBundle of %s's conversion webhook", crd.Name)
+				converted++
+			}
+		}
+		g.Expect(converted).To(Equal(4), "CRDs converting through %s", in.service.Name)
+	}).Should(Succeed(), "cert-manager's CA injector fills in the caBundle of every CRD's conversion webhook")
+	alpha := &extv1alpha1.SandboxClaim{}
+	g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(claim), alpha)).To(Succeed())
+	g.Expect(alpha.Spec.WarmPool).To(HaveValue(BeEquivalentTo("web")))
+	g.Expect(alpha.Annotations).To(HaveKeyWithValue(agentsv1beta1.AnnotationSandboxTemplateHash, wantStamp))
 
 	// A certificate for the same names from another CA: the API server refuses it. The proxy
 	// sends the Service's traffic to an impostor and drops the open connections.

@@ -1,7 +1,7 @@
 // Command cert-manager-controllers runs cert-manager's own controllers against a cluster: the
 // ones that issue, approve, sign and renew Certificates from SelfSigned and CA Issuers, and the
-// CA injector for webhook configurations. sandgate's install test runs it against its local
-// control plane to prove config/default the way a cluster with cert-manager runs it.
+// CA injector for webhook configurations and CRDs. sandgate's install test runs it against its
+// local control plane to prove config/default the way a cluster with cert-manager runs it.
 //
 // cert-manager publishes its binaries' modules nowhere a Go module proxy serves them; its main
 // module (github.com/cert-manager/cert-manager) is served, and its exported packages hold the
@@ -219,8 +219,9 @@ func names(known map[string]controllerpkg.Constructor) []string {
 }
 
 // buildInjector returns a controller-runtime manager running cert-manager's CA injector for
-// mutating and validating webhook configurations, reading CAs from Secrets and Certificates
-// (cert-manager.io/inject-ca-from-secret and cert-manager.io/inject-ca-from).
+// mutating and validating webhook configurations and for CRDs (their conversion webhook),
+// reading CAs from Secrets and Certificates (cert-manager.io/inject-ca-from-secret and
+// cert-manager.io/inject-ca-from).
 func buildInjector(ctx context.Context, kubeconfig string) (ctrl.Manager, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
@@ -249,6 +250,7 @@ func buildInjector(ctx context.Context, kubeconfig string) (ctrl.Manager, error)
 		EnabledReconcilersFor: map[string]bool{
 			cainjector.MutatingWebhookConfigurationName:   true,
 			cainjector.ValidatingWebhookConfigurationName: true,
+			cainjector.CustomResourceDefinitionName:       true,
 		},
 	}); err != nil {
 		return nil, fmt.Errorf("registering the CA injectors: %w", err)
