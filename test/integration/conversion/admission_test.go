@@ -173,3 +173,32 @@ func TestV1alpha1SandboxScalesToZeroAndBack(t *testing.T) {
 	e.kubectl("scale", "sandboxes.v1alpha1.agents.x-k8s.io/scaled", "--replicas=1")
 	e.g.Eventually(running(1, agentsv1beta1.OperatingModeRunning), framework.Timeout, framework.Interval).Should(Succeed())
 }
+
+// A claim created through v1beta1 is managed through v1alpha1 too: it reads as the pool it
+// names, a v1alpha1 update (kubectl label) is admitted although v1alpha1 cannot name its
+// template, and keeps what v1alpha1 has no field for (its volume claim templates).
+func TestV1beta1ClaimIsUpdatedThroughV1alpha1(t *testing.T) {
+	e := setup(t)
+	tmpl := builders.MakeTemplate("web", e.ns).VolumeClaimTemplatesPolicy(extv1beta1.VolumeClaimTemplatesAllowed).Obj()
+	e.g.Expect(e.Client.Create(e.ctx(), tmpl)).To(Succeed())
+	e.g.Expect(e.Client.Create(e.ctx(), builders.MakePool("web", e.ns, "web").Replicas(0).Obj())).To(Succeed())
+	claim := builders.MakeClaim("b", e.ns, "web").Obj()
+	claim.Spec.VolumeClaimTemplates = []agentsv1beta1.PersistentVolumeClaimTemplate{builders.VolumeClaimTemplate("scratch", "1Gi")}
+	e.g.Expect(e.Client.Create(e.ctx(), claim)).To(Succeed())
+
+	e.kubectl("label", "sandboxclaims.v1alpha1.extensions.agents.x-k8s.io/b", "team=research")
+	alpha := &extv1alpha1.SandboxClaim{}
+	e.get(e.g, "b", alpha)
+	e.g.Expect(alpha.Labels).To(HaveKeyWithValue("team", "research"))
+	e.g.Expect(alpha.Spec.WarmPool).To(HaveValue(BeEquivalentTo("web")))
+	e.g.Expect(alpha.Spec.TemplateRef.Name).To(BeEmpty())
+	e.g.Eventually(func(g Gomega) {
+		got := &extv1beta1.SandboxClaim{}
+		e.get(g, "b", got)
+		g.Expect(got.Spec.VolumeClaimTemplates).To(ConsistOf(HaveField("EmbeddedObjectMetadata.Name", "scratch")))
+		g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, agentsv1beta1.ConditionReady)).To(BeTrue(), "conditions %+v", got.Status.Conditions)
+		pvc := &corev1.PersistentVolumeClaim{}
+		e.get(g, "scratch-"+got.Status.Sandbox.Name, pvc)
+		g.Expect(pvc.Status.Phase).To(Equal(corev1.ClaimBound))
+	}, framework.Timeout, framework.Interval).Should(Succeed())
+}
