@@ -67,6 +67,9 @@ type ClaimReconciler struct {
 	Index *WarmIndex
 	// ColdStartGrace: see DefaultColdStartGrace; 0 means the default.
 	ColdStartGrace time.Duration
+	// BookkeepingDelay is how long claims of a pool must pause before a bound claim's
+	// sandbox-name annotation is written (the refill policy's quiet period).
+	BookkeepingDelay time.Duration
 
 	mu     sync.Mutex
 	claims map[types.NamespacedName]*claimMemory
@@ -246,6 +249,7 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 // reconcile decides the claim's state; the caller writes its status.
 func (r *ClaimReconciler) reconcile(ctx context.Context, s *claimStep) (ctrl.Result, error) {
 	claim := s.claim
+	reported := claim.Status.Sandbox.Name != "" && meta.IsStatusConditionTrue(claim.Status.Conditions, agentsv1beta1.ConditionReady)
 	sb, err := r.boundSandbox(ctx, s)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -264,6 +268,10 @@ func (r *ClaimReconciler) reconcile(ctx context.Context, s *claimStep) (ctrl.Res
 			s.mem.template = sb.Annotations[agentsv1beta1.AnnotationSandboxTemplateRef]
 		}
 		r.mirror(claim, sb)
+		if reported {
+			wait, err := r.recordSandboxName(ctx, claim, sb)
+			return requeueWithin(result, wait), err
+		}
 		return result, nil
 	}
 	if claim.Status.Sandbox.Name != "" {
@@ -275,6 +283,43 @@ func (r *ClaimReconciler) reconcile(ctx context.Context, s *claimStep) (ctrl.Res
 	}
 	serve, err := r.serve(ctx, s)
 	return requeueWithin(result, serve.RequeueAfter), err
+}
+
+// recordSandboxName writes the name of the claim's Sandbox into its agents.x-k8s.io/sandbox-name
+// annotation, which clients of the public API read. It is bookkeeping, not the claim's path:
+// it is written once the claim has been reported Ready, and only after claims of its pool
+// pause (the refill policy's quiet period), so that a burst's claims are not slowed by it. It
+// returns how long to wait before trying again.
+func (r *ClaimReconciler) recordSandboxName(ctx context.Context, claim *extv1beta1.SandboxClaim, sb *agentsv1beta1.Sandbox) (time.Duration, error) {
+	if claim.Annotations[agentsv1beta1.AnnotationSandboxName] == sb.Name {
+		return 0, nil
+	}
+	if last, ok := r.activity.lastClaim(types.NamespacedName{Namespace: claim.Namespace, Name: claim.Spec.WarmPoolRef.Name}); ok {
+		if wait := r.BookkeepingDelay - r.Clock.Since(last); wait > 0 {
+			return wait, nil
+		}
+	}
+	if err := r.annotateClaim(ctx, claim, agentsv1beta1.AnnotationSandboxName, sb.Name); err != nil {
+		return 0, fmt.Errorf("recording the sandbox name: %w", err)
+	}
+	return 0, nil
+}
+
+// annotateClaim sets one annotation of the claim, in the API server and in claim. The patch
+// goes through a bare copy, which takes the API server's answer: claim holds the status this
+// reconcile is working out.
+func (r *ClaimReconciler) annotateClaim(ctx context.Context, claim *extv1beta1.SandboxClaim, key, value string) error {
+	p := &metadataPatch{}
+	p.setAnnotation(key, &value)
+	target := &extv1beta1.SandboxClaim{ObjectMeta: metav1.ObjectMeta{Namespace: claim.Namespace, Name: claim.Name}}
+	if err := patchMetadata(ctx, r.Client, target, p); err != nil {
+		return err
+	}
+	if claim.Annotations == nil {
+		claim.Annotations = map[string]string{}
+	}
+	claim.Annotations[key] = value
+	return nil
 }
 
 // boundSandbox finds the claim's Sandbox through the claim-uid index: the Sandbox, not the
@@ -408,9 +453,7 @@ func (r *ClaimReconciler) ensureStamp(ctx context.Context, claim *extv1beta1.San
 		return "", fmt.Errorf("reading template for the stamp: %w", err)
 	}
 	stamp := policy.TemplateHash(tmpl)
-	p := &metadataPatch{}
-	p.setAnnotation(agentsv1beta1.AnnotationSandboxTemplateHash, &stamp)
-	if err := patchMetadata(ctx, r.Client, claim, p); err != nil {
+	if err := r.annotateClaim(ctx, claim, agentsv1beta1.AnnotationSandboxTemplateHash, stamp); err != nil {
 		return "", fmt.Errorf("stamping claim: %w", err)
 	}
 	ctrl.LoggerFrom(ctx).V(1).Info("stamped claim", "templateHash", stamp)

@@ -246,9 +246,7 @@ func (r *ClaimReconciler) templateOfVersion(ctx context.Context, claim *extv1bet
 	if hash == stamp {
 		return current, nil
 	}
-	p := &metadataPatch{}
-	p.setAnnotation(agentsv1beta1.AnnotationSandboxTemplateHash, &hash)
-	if err := patchMetadata(ctx, r.Client, claim, p); err != nil {
+	if err := r.annotateClaim(ctx, claim, agentsv1beta1.AnnotationSandboxTemplateHash, hash); err != nil {
 		return nil, fmt.Errorf("restamping claim: %w", err)
 	}
 	ctrl.LoggerFrom(ctx).Info("restamped claim: its template version is gone and no warm sandbox of it is left",

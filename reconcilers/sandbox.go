@@ -97,7 +97,8 @@ func (r *SandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	old := sb.DeepCopy()
 	wasReady := meta.IsStatusConditionTrue(old.Status.Conditions, agentsv1beta1.ConditionReady)
 
-	result, podCreated, err := r.reconcile(ctx, sb)
+	var events []func()
+	result, podCreated, err := r.reconcile(ctx, sb, &events)
 	if errors.Is(err, errSandboxDeleted) {
 		return ctrl.Result{}, nil
 	}
@@ -112,8 +113,13 @@ func (r *SandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 
 	if wrote, werr := patchStatus(ctx, r.Client, old, sb, func(s *agentsv1beta1.Sandbox) any { return s.Status }); werr != nil {
+		// The events say what the status would have: the next reconcile finds the same
+		// transition and sends them then, once.
 		err = errors.Join(err, fmt.Errorf("patching sandbox status: %w", werr))
 	} else if wrote {
+		for _, e := range events {
+			e()
+		}
 		r.Metrics.sandboxReconciled(sb, wasReady, meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.ConditionReady))
 		return quiet(result, err)
 	}
@@ -121,16 +127,16 @@ func (r *SandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	return quiet(result, err)
 }
 
-// reconcile does the work and records the outcome in sb.Status; the caller writes it. It
-// reports whether it created the pod.
-func (r *SandboxReconciler) reconcile(ctx context.Context, sb *agentsv1beta1.Sandbox) (ctrl.Result, bool, error) {
+// reconcile does the work and records the outcome in sb.Status; the caller writes it, then
+// sends the events queued in events. It reports whether it created the pod.
+func (r *SandboxReconciler) reconcile(ctx context.Context, sb *agentsv1beta1.Sandbox, events *[]func()) (ctrl.Result, bool, error) {
 	now := r.Clock.Now()
 	sb.Status.Selector = agentsv1beta1.LabelSandboxNameHash + "=" + agentsv1beta1.NameHash(sb.Name)
 
 	var requeue ctrl.Result
 	if expiry := sb.Spec.ShutdownTime; expiry != nil {
 		if !now.Before(expiry.Time) {
-			return ctrl.Result{}, false, r.expire(ctx, sb)
+			return ctrl.Result{}, false, r.expire(ctx, sb, events)
 		}
 		requeue.RequeueAfter = expiry.Sub(now)
 	}
@@ -140,7 +146,7 @@ func (r *SandboxReconciler) reconcile(ctx context.Context, sb *agentsv1beta1.San
 		return requeue, false, r.failed(sb, err)
 	}
 	if len(owned) > 1 {
-		r.multiplePods(sb, owned)
+		r.multiplePods(sb, owned, events)
 		return requeue, false, nil
 	}
 
@@ -161,7 +167,7 @@ func (r *SandboxReconciler) reconcile(ctx context.Context, sb *agentsv1beta1.San
 
 // expire ends a Sandbox whose shutdownTime has passed: pod and Service go, then the Sandbox
 // itself (policy Delete) or its status is cleared (policy Retain).
-func (r *SandboxReconciler) expire(ctx context.Context, sb *agentsv1beta1.Sandbox) error {
+func (r *SandboxReconciler) expire(ctx context.Context, sb *agentsv1beta1.Sandbox, events *[]func()) error {
 	owned, err := r.ownedPods(ctx, sb)
 	if err != nil {
 		return r.failed(sb, err)
@@ -201,21 +207,24 @@ func (r *SandboxReconciler) expire(ctx context.Context, sb *agentsv1beta1.Sandbo
 	setCondition(&kept, sb.Generation, r.Clock.Now(), agentsv1beta1.ConditionReady, metav1.ConditionFalse, agentsv1beta1.ReasonSandboxExpired, messageSandboxExpired)
 	sb.Status = agentsv1beta1.SandboxStatus{Conditions: kept}
 	if prev == nil || prev.Reason != agentsv1beta1.ReasonSandboxExpired {
-		r.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, eventSandboxExpired, "Expire", "Sandbox expired at %s; pod and Service deleted", sb.Spec.ShutdownTime.UTC().Format(time.RFC3339))
+		at := sb.Spec.ShutdownTime.UTC().Format(time.RFC3339)
+		*events = append(*events, func() {
+			r.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, eventSandboxExpired, "Expire", "Sandbox expired at %s; pod and Service deleted", at)
+		})
 	}
 	return nil
 }
 
 // multiplePods reports more than one pod controlled by the Sandbox and touches none of them:
 // which one is the real one is for a human to decide.
-func (r *SandboxReconciler) multiplePods(sb *agentsv1beta1.Sandbox, pods []corev1.Pod) {
+func (r *SandboxReconciler) multiplePods(sb *agentsv1beta1.Sandbox, pods []corev1.Pod, events *[]func()) {
 	names := make([]string, 0, len(pods))
 	for _, p := range pods {
 		names = append(names, p.Name)
 	}
 	msg := fmt.Sprintf(messageMultiplePodsFmt, len(pods), strings.Join(names, ", "))
 	if c := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.ConditionReady); c == nil || c.Reason != agentsv1beta1.ReasonMultiplePods {
-		r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, eventMultiplePods, "Reconcile", msg)
+		*events = append(*events, func() { r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, eventMultiplePods, "Reconcile", msg) })
 	}
 	r.setCondition(sb, agentsv1beta1.ConditionReady, metav1.ConditionFalse, agentsv1beta1.ReasonMultiplePods, msg)
 }

@@ -127,9 +127,15 @@ func (r *SandboxReconciler) recordPodName(ctx context.Context, sb *agentsv1beta1
 	}
 	p := &metadataPatch{}
 	p.setAnnotation(agentsv1beta1.AnnotationPodName, &pod.Name)
-	if err := patchMetadata(ctx, r.Client, sb, p); err != nil {
+	// A bare copy takes the API server's answer: sb holds the status being worked out.
+	target := &agentsv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: sb.Namespace, Name: sb.Name}}
+	if err := patchMetadata(ctx, r.Client, target, p); err != nil {
 		return fmt.Errorf("recording the pod name: %w", err)
 	}
+	if sb.Annotations == nil {
+		sb.Annotations = map[string]string{}
+	}
+	sb.Annotations[agentsv1beta1.AnnotationPodName] = pod.Name
 	return nil
 }
 

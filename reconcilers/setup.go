@@ -127,14 +127,15 @@ func setupExtensions(mgr ctrl.Manager, cfg Config) error {
 		return fmt.Errorf("setting up the warm pool controller: %w", err)
 	}
 	claims := &ClaimReconciler{
-		Client:         mgr.GetClient(),
-		APIReader:      mgr.GetAPIReader(),
-		Recorder:       mgr.GetEventRecorder("sandgate-claim-controller"),
-		Metrics:        cfg.Metrics,
-		Clock:          cfg.Clock,
-		Index:          NewWarmIndex(),
-		ColdStartGrace: cfg.ColdStartGrace,
-		activity:       activity,
+		Client:           mgr.GetClient(),
+		APIReader:        mgr.GetAPIReader(),
+		Recorder:         mgr.GetEventRecorder("sandgate-claim-controller"),
+		Metrics:          cfg.Metrics,
+		Clock:            cfg.Clock,
+		Index:            NewWarmIndex(),
+		ColdStartGrace:   cfg.ColdStartGrace,
+		BookkeepingDelay: cfg.Refill.QuietPeriod,
+		activity:         activity,
 	}
 	if err := claims.SetupWithManager(mgr, options(cfg.ClaimWorkers)); err != nil {
 		return fmt.Errorf("setting up the claim controller: %w", err)

@@ -160,7 +160,8 @@ func (r *WarmPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		// would create or delete too many. Their events bring the pool back.
 		result.RequeueAfter = expectationsTTL
 	default:
-		plan := planPool(members, replicas(pool), policy.TemplateHash(tmpl),
+		bp := policy.TemplateBlueprint(tmpl)
+		plan := planPool(members, replicas(pool), version{hash: agentsv1beta1.BlueprintHash(&bp), spec: policy.SpecHash(&bp), template: tmpl.Name},
 			pool.Spec.UpdateStrategy.Type, r.Clock.Now(), r.MemberReadyTimeout)
 		result.RequeueAfter = plan.recheckAfter
 		if plan.create > 0 {
@@ -173,6 +174,7 @@ func (r *WarmPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 			}
 		}
 		errs = append(errs, r.deleteMembers(ctx, pool, plan.delete))
+		errs = append(errs, r.refreshMembers(ctx, &bp, plan.refresh))
 		errs = append(errs, r.createMembers(ctx, pool, tmpl, plan.create))
 		if plan.create > maxCreatesPerReconcile {
 			result.RequeueAfter = time.Millisecond
@@ -245,10 +247,17 @@ func setPoolStatus(pool *extv1beta1.SandboxWarmPool, members []*agentsv1beta1.Sa
 	}
 }
 
+// version is the template version members are built from: its hash, its hash but for pod
+// metadata (policy.SpecHash), and the template's name.
+type version struct{ hash, spec, template string }
+
 // poolPlan is what one reconcile of a pool does.
 type poolPlan struct {
 	create int
 	delete []*agentsv1beta1.Sandbox
+	// refresh are members of an earlier version that differs from the current one only in
+	// pod metadata: they take on the current metadata in place rather than being replaced.
+	refresh []*agentsv1beta1.Sandbox
 	// recheckAfter is when the oldest not-ready member runs out of time; 0 when none waits.
 	recheckAfter time.Duration
 }
@@ -257,13 +266,23 @@ type poolPlan struct {
 // Ready within readyTimeout are replaced; with Recreate, members of an older template
 // version go at once (with OnReplenish they stay until claimed); beyond replicas, not-ready
 // members go first, then stale ones, then the newest.
-func planPool(members []*agentsv1beta1.Sandbox, replicas int, hash string, strategy extv1beta1.UpdateStrategyType,
+func planPool(members []*agentsv1beta1.Sandbox, replicas int, current version, strategy extv1beta1.UpdateStrategyType,
 	now time.Time, readyTimeout time.Duration) poolPlan {
 	var plan poolPlan
+	hash := current.hash
 	keep := make([]*agentsv1beta1.Sandbox, 0, len(members))
 	for _, m := range members {
 		ready := meta.IsStatusConditionTrue(m.Status.Conditions, agentsv1beta1.ConditionReady)
 		stale := m.Labels[agentsv1beta1.LabelSandboxTemplateHash] != hash
+		if stale && !memberFailed(m) && policy.SpecHash(&m.Spec.SandboxBlueprint) == current.spec &&
+			m.Spec.PodTemplate.ObjectMeta.Labels[agentsv1beta1.LabelSandboxTemplateRefHash] == agentsv1beta1.NameHash(current.template) {
+			// Only the template's pod metadata changed: the member takes it on in place,
+			// whatever the strategy (Recreate replaces what runs differently, not what is
+			// labelled so). A member of another template is no such member: its pod is
+			// another template's, which that template's NetworkPolicy selects.
+			plan.refresh = append(plan.refresh, m)
+			stale = false
+		}
 		switch {
 		case memberFailed(m):
 			plan.delete = append(plan.delete, m)
@@ -338,6 +357,54 @@ func (r *WarmPoolReconciler) deleteMembers(ctx context.Context, pool *extv1beta1
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// refreshMembers gives members of an earlier version the current pod metadata, and the
+// current version's template-hash label with it, in one patch each on condition that they
+// are unchanged since the cache saw them (a member a claim bound meanwhile is left alone).
+// The Sandbox controller moves the metadata onto the running pod. Until a member's patch
+// lands it keeps its old label, so no claim stamped with the current version is bound to it
+// before it is what that version builds.
+func (r *WarmPoolReconciler) refreshMembers(ctx context.Context, bp *agentsv1beta1.SandboxBlueprint, members []*agentsv1beta1.Sandbox) error {
+	hash := agentsv1beta1.BlueprintHash(bp)
+	want := bp.PodTemplate.ObjectMeta
+	var errs []error
+	for _, m := range members {
+		have := m.Spec.PodTemplate.ObjectMeta
+		body := map[string]any{
+			"metadata": map[string]any{
+				"resourceVersion": m.ResourceVersion,
+				"labels":          map[string]any{agentsv1beta1.LabelSandboxTemplateHash: hash},
+			},
+			"spec": map[string]any{"podTemplate": map[string]any{"metadata": map[string]any{
+				"labels":      mapPatch(have.Labels, want.Labels),
+				"annotations": mapPatch(have.Annotations, want.Annotations),
+			}}},
+		}
+		err := mergePatch(ctx, r.Client, m, body)
+		switch {
+		case err == nil:
+			ctrl.LoggerFrom(ctx).V(1).Info("refreshed pool member's pod metadata", "sandbox", klog.KObj(m), "templateHash", hash)
+		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+			// gone, or changed (bound): reconsidered next time
+		default:
+			errs = append(errs, fmt.Errorf("refreshing pool member %s: %w", m.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// mapPatch is the merge patch that turns map have into want: want's entries, and null for
+// the keys want no longer has.
+func mapPatch(have, want map[string]string) map[string]any {
+	out := make(map[string]any, len(have)+len(want))
+	for k := range have {
+		out[k] = nil
+	}
+	for k, v := range want {
+		out[k] = v
+	}
+	return out
 }
 
 // createMembers creates n members in growing batches, stopping at the first batch with an

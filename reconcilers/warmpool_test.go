@@ -13,6 +13,7 @@ import (
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/test/builders"
 )
 
 var planNow = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
@@ -93,7 +94,7 @@ func TestPlanPool(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			plan := planPool(tc.members, tc.replicas, "h1", tc.strategy, planNow, timeout)
+			plan := planPool(tc.members, tc.replicas, version{hash: "h1", spec: "another spec"}, tc.strategy, planNow, timeout)
 			var deleted []string
 			for _, sb := range plan.delete {
 				deleted = append(deleted, sb.Name)
@@ -174,5 +175,49 @@ func TestRefillDelay(t *testing.T) {
 				t.Errorf("refillDelay = %s, want %s", got, tc.want)
 			}
 		})
+	}
+}
+
+// A template change of pod metadata only is taken on in place: the members are refreshed,
+// not replaced, under either strategy; a change of anything else replaces them under Recreate.
+func TestPlanPoolRefreshesMetadataOnlyChanges(t *testing.T) {
+	tmpl := builders.MakeTemplate("tmpl", "ns").PodLabel("team", "a").Obj()
+	relabelled := builders.MakeTemplate("tmpl", "ns").PodLabel("team", "b").Obj()
+	reimaged := builders.MakeTemplate("tmpl", "ns").PodLabel("team", "a").Image("registry.example/agent:2").Obj()
+	pool := &extv1beta1.SandboxWarmPool{ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: "ns", UID: "pool-uid"}}
+	old := newPoolMember(pool, tmpl)
+	old.Status.Conditions = []metav1.Condition{{Type: agentsv1beta1.ConditionReady, Status: metav1.ConditionTrue}}
+	at := func(t *extv1beta1.SandboxTemplate) version {
+		bp := policy.TemplateBlueprint(t)
+		return version{hash: agentsv1beta1.BlueprintHash(&bp), spec: policy.SpecHash(&bp), template: t.Name}
+	}
+	for name, tc := range map[string]struct {
+		current                 version
+		strategy                extv1beta1.UpdateStrategyType
+		wantRefresh, wantDelete int
+	}{
+		"metadata only, Recreate":    {current: at(relabelled), strategy: extv1beta1.RecreateUpdateStrategy, wantRefresh: 1},
+		"metadata only, OnReplenish": {current: at(relabelled), strategy: extv1beta1.OnReplenishUpdateStrategy, wantRefresh: 1},
+		"image, Recreate":            {current: at(reimaged), strategy: extv1beta1.RecreateUpdateStrategy, wantDelete: 1},
+		"image, OnReplenish":         {current: at(reimaged), strategy: extv1beta1.OnReplenishUpdateStrategy},
+		"unchanged":                  {current: at(tmpl), strategy: extv1beta1.RecreateUpdateStrategy},
+		"another template of the same spec, Recreate": {current: at(builders.MakeTemplate("other", "ns").PodLabel("team", "a").Obj()),
+			strategy: extv1beta1.RecreateUpdateStrategy, wantDelete: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			plan := planPool([]*agentsv1beta1.Sandbox{old}, 1, tc.current, tc.strategy, planNow, time.Minute)
+			if len(plan.refresh) != tc.wantRefresh || len(plan.delete) != tc.wantDelete || plan.create != tc.wantDelete {
+				t.Errorf("refresh %d, delete %d, create %d; want refresh %d, delete and create %d",
+					len(plan.refresh), len(plan.delete), plan.create, tc.wantRefresh, tc.wantDelete)
+			}
+		})
+	}
+}
+
+func TestMapPatch(t *testing.T) {
+	got := mapPatch(map[string]string{"keep": "1", "gone": "x"}, map[string]string{"keep": "2", "new": "y"})
+	want := map[string]any{"keep": "2", "gone": nil, "new": "y"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("mapPatch (-want +got):\n%s", diff)
 	}
 }

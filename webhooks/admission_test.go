@@ -127,7 +127,7 @@ func TestBindingGuard(t *testing.T) {
 	mixed := boundTo(boundTo(member, other, true, false), claim, false, true)
 	withLabel := func(sb *agentsv1beta1.Sandbox, k, v string) *agentsv1beta1.Sandbox {
 		sb = sb.DeepCopy()
-		sb.Spec.PodTemplate.ObjectMeta.Labels = map[string]string{k: v}
+		sb.Spec.PodTemplate.ObjectMeta.Labels[k] = v
 		return sb
 	}
 
@@ -354,16 +354,16 @@ func TestClaimStamping(t *testing.T) {
 		wantAnnotations map[string]string
 	}{
 		{name: "stamped", claim: builders.MakeClaim("c", "ns", "pool").Obj(), op: admissionv1.Create, wantCode: 200,
-			wantAnnotations: map[string]string{agentsv1beta1.AnnotationSandboxTemplateHash: hash, agentsv1beta1.AnnotationWebhookFirstObservedAt: observed}},
+			wantAnnotations: map[string]string{agentsv1beta1.AnnotationSandboxTemplateHash: hash, agentsv1beta1.AnnotationWebhookFirstObservedAt: observed, agentsv1beta1.AnnotationControllerFirstObservedAt: observed}},
 		{name: "right stamp supplied", claim: builders.MakeClaim("c", "ns", "pool").Annotation(agentsv1beta1.AnnotationSandboxTemplateHash, hash).Obj(),
 			op: admissionv1.Create, wantCode: 200,
-			wantAnnotations: map[string]string{agentsv1beta1.AnnotationSandboxTemplateHash: hash, agentsv1beta1.AnnotationWebhookFirstObservedAt: observed}},
+			wantAnnotations: map[string]string{agentsv1beta1.AnnotationSandboxTemplateHash: hash, agentsv1beta1.AnnotationWebhookFirstObservedAt: observed, agentsv1beta1.AnnotationControllerFirstObservedAt: observed}},
 		{name: "forged stamp", claim: builders.MakeClaim("c", "ns", "pool").Annotation(agentsv1beta1.AnnotationSandboxTemplateHash, staleHash).Obj(),
 			op: admissionv1.Create, wantCode: 422},
 		{name: "no pool", claim: builders.MakeClaim("c", "ns", "nopool").Obj(), op: admissionv1.Create, wantCode: 200,
-			wantAnnotations: map[string]string{agentsv1beta1.AnnotationWebhookFirstObservedAt: observed}},
+			wantAnnotations: map[string]string{agentsv1beta1.AnnotationWebhookFirstObservedAt: observed, agentsv1beta1.AnnotationControllerFirstObservedAt: observed}},
 		{name: "no template", claim: builders.MakeClaim("c", "ns", "orphan").Obj(), op: admissionv1.Create, wantCode: 200,
-			wantAnnotations: map[string]string{agentsv1beta1.AnnotationWebhookFirstObservedAt: observed}},
+			wantAnnotations: map[string]string{agentsv1beta1.AnnotationWebhookFirstObservedAt: observed, agentsv1beta1.AnnotationControllerFirstObservedAt: observed}},
 		{name: "stamp that cannot be checked", claim: builders.MakeClaim("c", "ns", "orphan").Annotation(agentsv1beta1.AnnotationSandboxTemplateHash, hash).Obj(),
 			op: admissionv1.Create, wantCode: 422},
 		{name: "update leaves annotations alone", claim: builders.MakeClaim("c", "ns", "pool").Annotation("a", "b").Obj(), op: admissionv1.Update, wantCode: 200,

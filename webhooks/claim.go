@@ -60,7 +60,13 @@ func (w *ClaimWebhook) Default(ctx context.Context, c *extv1beta1.SandboxClaim) 
 	if w.Now != nil {
 		now = w.Now
 	}
-	c.Annotations[agentsv1beta1.AnnotationWebhookFirstObservedAt] = now().UTC().Format(time.RFC3339Nano)
+	at := now().UTC().Format(time.RFC3339Nano)
+	c.Annotations[agentsv1beta1.AnnotationWebhookFirstObservedAt] = at
+	// The public project's tooling measures startup from controller-first-observed-at; the
+	// claim is first observed here, and stamping it now costs no write of its own.
+	if _, ok := c.Annotations[agentsv1beta1.AnnotationControllerFirstObservedAt]; !ok {
+		c.Annotations[agentsv1beta1.AnnotationControllerFirstObservedAt] = at
+	}
 
 	// The request's namespace: a create through a namespaced URL may leave metadata.namespace empty.
 	ns := req.Namespace

@@ -19,12 +19,18 @@ func UsesSecureDefault(tmpl *extv1beta1.SandboxTemplate) bool {
 }
 
 // TemplateBlueprint is the blueprint of every Sandbox the operator builds from tmpl: the
-// template's own, and — under the secure default network policy, which blocks the cluster's
-// DNS — public nameservers and no service account token unless the template says otherwise.
+// template's own, the pod label naming the template (LabelSandboxTemplateRefHash, which the
+// template's NetworkPolicy selects: two templates with the same spec still build different
+// pods), and — under the secure default network policy, which blocks the cluster's DNS —
+// public nameservers and no service account token unless the template says otherwise.
 // The operator copies it verbatim into pool members; a cold start adds only what the claim
 // asks for (ClaimBlueprint).
 func TemplateBlueprint(tmpl *extv1beta1.SandboxTemplate) agentsv1beta1.SandboxBlueprint {
 	bp := *tmpl.Spec.SandboxBlueprint.DeepCopy()
+	if bp.PodTemplate.ObjectMeta.Labels == nil {
+		bp.PodTemplate.ObjectMeta.Labels = map[string]string{}
+	}
+	bp.PodTemplate.ObjectMeta.Labels[agentsv1beta1.LabelSandboxTemplateRefHash] = agentsv1beta1.NameHash(tmpl.Name)
 	if UsesSecureDefault(tmpl) {
 		spec := &bp.PodTemplate.Spec
 		if spec.DNSPolicy == "" {
@@ -61,4 +67,13 @@ func TemplateHash(tmpl *extv1beta1.SandboxTemplate) string {
 // labels say.
 func SandboxHash(sb *agentsv1beta1.Sandbox) string {
 	return agentsv1beta1.BlueprintHash(&sb.Spec.SandboxBlueprint)
+}
+
+// SpecHash identifies a blueprint up to its pod metadata: two versions of a template with the
+// same SpecHash build the same pods but for their labels and annotations, which a pool
+// member takes on in place (its pod's metadata follows) instead of being replaced.
+func SpecHash(bp *agentsv1beta1.SandboxBlueprint) string {
+	spec := *bp.DeepCopy()
+	spec.PodTemplate.ObjectMeta = agentsv1beta1.PodMetadata{}
+	return agentsv1beta1.BlueprintHash(&spec)
 }

@@ -60,6 +60,9 @@ func TestWarmClaimBindsAndPoolRefills(t *testing.T) {
 		g.Expect(pod.Labels).To(HaveKeyWithValue(agentsv1beta1.LabelClaimUID, string(c.UID)))
 		g.Expect(pod.Labels).NotTo(HaveKey(agentsv1beta1.LabelWarmPoolSandbox))
 	})
+	e.eventually(func(g Gomega) {
+		g.Expect(e.claim(g, "c1").Annotations).To(HaveKeyWithValue(agentsv1beta1.AnnotationSandboxName, sb.Name))
+	})
 	refilled := e.waitPoolReady("pool", 2)
 	for _, m := range refilled {
 		e.g.Expect(m.Name).NotTo(Equal(sb.Name))
@@ -74,7 +77,10 @@ func TestWarmClaimBindsAndPoolRefills(t *testing.T) {
 			claimPath[k] = v
 		}
 	}
-	want := map[string]float64{"patch sandboxes success": 1, "patch sandboxclaims/status success": 1}
+	// Two writes serve the claim (the bind patch, the Ready status); the third, the claim's
+	// sandbox-name annotation, is bookkeeping written only once the claim was reported Ready
+	// and claims paused.
+	want := map[string]float64{"patch sandboxes success": 1, "patch sandboxclaims/status success": 1, "patch sandboxclaims success": 1}
 	e.g.Expect(claimPath).To(Equal(want), "writes on the claim path")
 	e.g.Expect(e.Metrics.Conflicts()).To(BeZero())
 	e.g.Expect(e.Metrics.Writes("update", "")).To(BeZero(), "Update() calls")

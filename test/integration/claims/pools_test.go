@@ -14,9 +14,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/reconcilers"
 	"github.com/sandgate-dev/sandgate/test/builders"
@@ -227,5 +229,65 @@ func TestRefillAfterTheBurst(t *testing.T) {
 	e.g.Expect(err).NotTo(HaveOccurred())
 	e.expectAllServed(more)
 	e.waitPoolReady("pool", 8)
+	checkInvariants(e.g, e)
+}
+
+// TestMetadataOnlyChangeRefreshesMembersInPlace: a template change of pod labels only does not
+// replace a Recreate pool's members: they take on the new metadata in place, their pods
+// follow, and claims stamped with the new version get members that are exactly it.
+func TestMetadataOnlyChangeRefreshesMembersInPlace(t *testing.T) {
+	e := setup(t, time.Second)
+	e.create(builders.MakeTemplate("tmpl", e.ns).PodLabel("team", "a").Obj())
+	e.create(builders.MakePool("pool", e.ns, "tmpl").Replicas(3).UpdateStrategy(extv1beta1.RecreateUpdateStrategy).Obj())
+	uids := map[types.UID]bool{}
+	for _, m := range e.waitPoolReady("pool", 3) {
+		uids[m.UID] = true
+	}
+	e.patch(builders.MakeTemplate("tmpl", e.ns).Obj(), `{"spec":{"podTemplate":{"metadata":{"labels":{"team":"b"}}}}}`)
+	hash := e.templateHash(e.g, "tmpl")
+	e.eventually(func(g Gomega) {
+		members := e.members(g, "pool")
+		g.Expect(members).To(HaveLen(3))
+		for _, m := range members {
+			g.Expect(uids).To(HaveKey(m.UID), "member %s was replaced", m.Name)
+			g.Expect(m.Labels).To(HaveKeyWithValue(agentsv1beta1.LabelSandboxTemplateHash, hash))
+			g.Expect(policy.SandboxHash(&m)).To(Equal(hash))
+			pod := &corev1.Pod{}
+			g.Expect(e.Client.Get(e.ctx(), e.key(m.Name), pod)).To(Succeed())
+			g.Expect(pod.Labels).To(HaveKeyWithValue("team", "b"))
+		}
+	})
+	e.create(builders.MakeClaim("after", e.ns, "pool").Obj())
+	c, sb := e.waitClaimReady("after")
+	e.g.Expect(uids).To(HaveKey(sb.UID), "served warm by a refreshed member")
+	e.g.Expect(policy.SandboxHash(sb)).To(Equal(c.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash]))
+	checkInvariants(e.g, e)
+}
+
+// TestRecreateSwitchToIdenticalTemplate: a Recreate pool switched to another template with the
+// same spec is rolled: the members of the old template (whose pods its NetworkPolicy
+// selects) go, and claims get members of the new one.
+func TestRecreateSwitchToIdenticalTemplate(t *testing.T) {
+	e := setup(t, time.Second)
+	e.create(builders.MakeTemplate("a", e.ns).Obj())
+	e.create(builders.MakeTemplate("b", e.ns).Obj())
+	e.create(builders.MakePool("pool", e.ns, "a").Replicas(2).UpdateStrategy(extv1beta1.RecreateUpdateStrategy).Obj())
+	old := map[types.UID]bool{}
+	for _, m := range e.waitPoolReady("pool", 2) {
+		old[m.UID] = true
+	}
+	e.patch(builders.MakePool("pool", e.ns, "a").Obj(), `{"spec":{"sandboxTemplateRef":{"name":"b"}}}`)
+	e.eventually(func(g Gomega) {
+		members := e.members(g, "pool")
+		g.Expect(members).To(HaveLen(2))
+		for _, m := range members {
+			g.Expect(old).NotTo(HaveKey(m.UID), "member %s of template a kept", m.Name)
+			g.Expect(m.Labels).To(HaveKeyWithValue(agentsv1beta1.LabelSandboxTemplateRefHash, agentsv1beta1.NameHash("b")))
+		}
+	})
+	e.create(builders.MakeClaim("after", e.ns, "pool").Obj())
+	_, sb := e.waitClaimReady("after")
+	e.g.Expect(sb.Labels).To(HaveKeyWithValue(agentsv1beta1.LabelSandboxTemplateRefHash, agentsv1beta1.NameHash("b")))
+	e.g.Expect(sb.Annotations).To(HaveKeyWithValue(agentsv1beta1.AnnotationSandboxTemplateRef, "b"))
 	checkInvariants(e.g, e)
 }

@@ -40,9 +40,11 @@ func TestAttackLookalikePoolMemberRefused(t *testing.T) {
 	e.g.Expect(mallory.Get(e.ctx(), client.ObjectKey{Namespace: e.ns, Name: "web"}, pool)).To(Succeed())
 	poolRef := *metav1.NewControllerRef(pool, extv1beta1.GroupVersion.WithKind("SandboxWarmPool"))
 
+	// The template's blueprint, as a user can write it (no operator-only pod label), with the
+	// attacker's image.
 	evil := func(name string) *agentsv1beta1.Sandbox {
 		sb := builders.MakeSandbox(name, e.ns).Obj()
-		sb.Spec.SandboxBlueprint = policy.TemplateBlueprint(e.tmpl)
+		sb.Spec.SandboxBlueprint = *e.tmpl.Spec.SandboxBlueprint.DeepCopy()
 		sb.Spec.PodTemplate.Spec.Containers[0].Image = "attacker.example/evil:1"
 		return sb
 	}
