@@ -29,8 +29,8 @@ import (
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
 
-// ClaimControllerName names the SandboxClaim controller in logs and metrics.
-const ClaimControllerName = "sandboxclaim"
+// claimControllerName names the SandboxClaim controller in logs and metrics.
+const claimControllerName = "sandboxclaim"
 
 const claimKind = "SandboxClaim"
 
@@ -48,7 +48,7 @@ const (
 	messageClaimExpiredFmt     = "Claim expired at %s"
 )
 
-// ClaimReconciler serves SandboxClaims: it binds a ready warm member of the claim's pool
+// claimReconciler serves SandboxClaims: it binds a ready warm member of the claim's pool
 // (see claim_binding.go for the protocol), or cold-starts a Sandbox from the pool's
 // template, mirrors the Sandbox's readiness into the claim and ends the claim when its
 // lifecycle says so (claim_lifecycle.go).
@@ -56,7 +56,7 @@ const (
 // The Sandbox is the record of a binding (controller reference and claim-uid label); the
 // claim's status only reports it. After a restart a claim finds its Sandbox again through
 // the IndexSandboxClaimUID cache index.
-type ClaimReconciler struct {
+type claimReconciler struct {
 	Client client.Client
 	// APIReader reads from the API server: the stamp fallback must not hash a stale template.
 	APIReader client.Reader
@@ -64,7 +64,7 @@ type ClaimReconciler struct {
 	Metrics   *Metrics
 	Clock     clock.PassiveClock
 	// Index is the warm member index, fed by this controller's Sandbox watch.
-	Index *WarmIndex
+	Index *warmIndex
 	// ColdStartGrace: see DefaultColdStartGrace; 0 means the default.
 	ColdStartGrace time.Duration
 	// BookkeepingDelay is how long claims of a pool must pause before a bound claim's
@@ -100,7 +100,7 @@ type claimMemory struct {
 }
 
 // init fills in the defaults and the controller's memory.
-func (r *ClaimReconciler) init() {
+func (r *claimReconciler) init() {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
@@ -108,7 +108,7 @@ func (r *ClaimReconciler) init() {
 		r.ColdStartGrace = DefaultColdStartGrace
 	}
 	if r.Index == nil {
-		r.Index = NewWarmIndex()
+		r.Index = newWarmIndex()
 	}
 	r.claims = map[types.NamespacedName]*claimMemory{}
 	r.expected = newExpectations(r.Clock)
@@ -118,10 +118,10 @@ func (r *ClaimReconciler) init() {
 }
 
 // SetupWithManager registers the controller and its watches.
-func (r *ClaimReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+func (r *claimReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	r.init()
 	return ctrl.NewControllerManagedBy(mgr).
-		Named(ClaimControllerName).
+		Named(claimControllerName).
 		WithOptions(opts).
 		// Own status writes never wake the claim; the stamp (an annotation) does.
 		For(&extv1beta1.SandboxClaim{}, builder.WithPredicates(predicate.Or(
@@ -138,7 +138,7 @@ func (r *ClaimReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Opt
 
 // unboundClaimsOfPool wakes the claims of a pool that appeared or changed and that still
 // wait for a Sandbox (bound claims do not care).
-func (r *ClaimReconciler) unboundClaimsOfPool(ctx context.Context, obj client.Object) []reconcile.Request {
+func (r *claimReconciler) unboundClaimsOfPool(ctx context.Context, obj client.Object) []reconcile.Request {
 	var claims extv1beta1.SandboxClaimList
 	if err := r.Client.List(ctx, &claims, client.InNamespace(obj.GetNamespace()), client.MatchingFields{IndexClaimPool: obj.GetName()}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "listing claims of pool", "pool", klog.KObj(obj))
@@ -153,7 +153,7 @@ func (r *ClaimReconciler) unboundClaimsOfPool(ctx context.Context, obj client.Ob
 	return reqs
 }
 
-func (r *ClaimReconciler) unboundClaimsOfTemplate(ctx context.Context, obj client.Object) []reconcile.Request {
+func (r *claimReconciler) unboundClaimsOfTemplate(ctx context.Context, obj client.Object) []reconcile.Request {
 	pools := listPoolsOfTemplate(ctx, r.Client, obj)
 	var reqs []reconcile.Request
 	for i := range pools {
@@ -163,7 +163,7 @@ func (r *ClaimReconciler) unboundClaimsOfTemplate(ctx context.Context, obj clien
 }
 
 // memory returns what the controller remembers of claim, starting afresh for a new claim.
-func (r *ClaimReconciler) memory(claim *extv1beta1.SandboxClaim) *claimMemory {
+func (r *claimReconciler) memory(claim *extv1beta1.SandboxClaim) *claimMemory {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	nn := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
@@ -179,7 +179,7 @@ func (r *ClaimReconciler) memory(claim *extv1beta1.SandboxClaim) *claimMemory {
 	return m
 }
 
-func (r *ClaimReconciler) forget(nn types.NamespacedName) {
+func (r *claimReconciler) forget(nn types.NamespacedName) {
 	r.mu.Lock()
 	delete(r.claims, nn)
 	r.mu.Unlock()
@@ -201,8 +201,8 @@ func (s *claimStep) event(f func()) { s.events = append(s.events, f) }
 var errClaimDeleted = errors.New("claim deleted")
 
 // Reconcile serves one claim and writes its status.
-func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	r.Metrics.reconciled(ClaimControllerName)
+func (r *claimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	r.Metrics.reconciled(claimControllerName)
 	claim := &extv1beta1.SandboxClaim{}
 	if err := r.Client.Get(ctx, req.NamespacedName, claim); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -247,7 +247,7 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 }
 
 // reconcile decides the claim's state; the caller writes its status.
-func (r *ClaimReconciler) reconcile(ctx context.Context, s *claimStep) (ctrl.Result, error) {
+func (r *claimReconciler) reconcile(ctx context.Context, s *claimStep) (ctrl.Result, error) {
 	claim := s.claim
 	reported := claim.Status.Sandbox.Name != "" && meta.IsStatusConditionTrue(claim.Status.Conditions, agentsv1beta1.ConditionReady)
 	sb, err := r.boundSandbox(ctx, s)
@@ -290,7 +290,7 @@ func (r *ClaimReconciler) reconcile(ctx context.Context, s *claimStep) (ctrl.Res
 // it is written once the claim has been reported Ready, and only after claims of its pool
 // pause (the refill policy's quiet period), so that a burst's claims are not slowed by it. It
 // returns how long to wait before trying again.
-func (r *ClaimReconciler) recordSandboxName(ctx context.Context, claim *extv1beta1.SandboxClaim, sb *agentsv1beta1.Sandbox) (time.Duration, error) {
+func (r *claimReconciler) recordSandboxName(ctx context.Context, claim *extv1beta1.SandboxClaim, sb *agentsv1beta1.Sandbox) (time.Duration, error) {
 	if claim.Annotations[agentsv1beta1.AnnotationSandboxName] == sb.Name {
 		return 0, nil
 	}
@@ -308,7 +308,7 @@ func (r *ClaimReconciler) recordSandboxName(ctx context.Context, claim *extv1bet
 // annotateClaim sets one annotation of the claim, in the API server and in claim. The patch
 // goes through a bare copy, which takes the API server's answer: claim holds the status this
 // reconcile is working out.
-func (r *ClaimReconciler) annotateClaim(ctx context.Context, claim *extv1beta1.SandboxClaim, key, value string) error {
+func (r *claimReconciler) annotateClaim(ctx context.Context, claim *extv1beta1.SandboxClaim, key, value string) error {
 	p := &metadataPatch{}
 	p.setAnnotation(key, &value)
 	target := &extv1beta1.SandboxClaim{ObjectMeta: metav1.ObjectMeta{Namespace: claim.Namespace, Name: claim.Name}}
@@ -324,7 +324,7 @@ func (r *ClaimReconciler) annotateClaim(ctx context.Context, claim *extv1beta1.S
 
 // boundSandbox finds the claim's Sandbox through the claim-uid index: the Sandbox, not the
 // claim's status, records the binding.
-func (r *ClaimReconciler) boundSandbox(ctx context.Context, s *claimStep) (*agentsv1beta1.Sandbox, error) {
+func (r *claimReconciler) boundSandbox(ctx context.Context, s *claimStep) (*agentsv1beta1.Sandbox, error) {
 	var list agentsv1beta1.SandboxList
 	if err := r.Client.List(ctx, &list, client.InNamespace(s.claim.Namespace), client.MatchingFields{IndexSandboxClaimUID: string(s.claim.UID)}); err != nil {
 		return nil, fmt.Errorf("looking up the claim's sandbox: %w", err)
@@ -372,7 +372,7 @@ func (r *ClaimReconciler) boundSandbox(ctx context.Context, s *claimStep) (*agen
 
 // serve gives an unbound claim a Sandbox: warm when a ready member of its template version
 // exists, after a bounded wait for members being created, cold otherwise.
-func (r *ClaimReconciler) serve(ctx context.Context, s *claimStep) (ctrl.Result, error) {
+func (r *claimReconciler) serve(ctx context.Context, s *claimStep) (ctrl.Result, error) {
 	claim := s.claim
 	r.activity.touch(types.NamespacedName{Namespace: claim.Namespace, Name: claim.Spec.WarmPoolRef.Name}, r.Clock.Now())
 	pool := &extv1beta1.SandboxWarmPool{}
@@ -411,7 +411,7 @@ func (r *ClaimReconciler) serve(ctx context.Context, s *claimStep) (ctrl.Result,
 	}
 
 	nn := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
-	key := MemberKey{Namespace: claim.Namespace, Pool: pool.Name, Hash: stamp}
+	key := memberKey{Namespace: claim.Namespace, Pool: pool.Name, Hash: stamp}
 	sb, err := r.bindWarm(ctx, s, pool, key, tmpl.Name)
 	if err != nil || sb != nil {
 		if sb != nil {
@@ -444,7 +444,7 @@ func (r *ClaimReconciler) serve(ctx context.Context, s *claimStep) (ctrl.Result,
 // ensureStamp returns the claim's stamp, stamping it with the hash of the template as the
 // API server has it when admission could not (the pool or template did not exist yet, or no
 // webhook runs).
-func (r *ClaimReconciler) ensureStamp(ctx context.Context, claim *extv1beta1.SandboxClaim, cached *extv1beta1.SandboxTemplate) (string, error) {
+func (r *claimReconciler) ensureStamp(ctx context.Context, claim *extv1beta1.SandboxClaim, cached *extv1beta1.SandboxTemplate) (string, error) {
 	if stamp := claim.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash]; stamp != "" {
 		return stamp, nil
 	}
@@ -461,7 +461,7 @@ func (r *ClaimReconciler) ensureStamp(ctx context.Context, claim *extv1beta1.San
 }
 
 // mirror reports the bound Sandbox in the claim's status.
-func (r *ClaimReconciler) mirror(claim *extv1beta1.SandboxClaim, sb *agentsv1beta1.Sandbox) {
+func (r *claimReconciler) mirror(claim *extv1beta1.SandboxClaim, sb *agentsv1beta1.Sandbox) {
 	claim.Status.Sandbox = extv1beta1.SandboxStatusRef{Name: sb.Name, PodIPs: sb.Status.PodIPs}
 	ready := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.ConditionReady)
 	switch {
@@ -485,13 +485,13 @@ func (r *ClaimReconciler) mirror(claim *extv1beta1.SandboxClaim, sb *agentsv1bet
 
 // setReady sets the claim's Ready condition, keeping its transition time when the status
 // does not change.
-func (r *ClaimReconciler) setReady(claim *extv1beta1.SandboxClaim, status metav1.ConditionStatus, reason, msg string) {
+func (r *claimReconciler) setReady(claim *extv1beta1.SandboxClaim, status metav1.ConditionStatus, reason, msg string) {
 	setCondition(&claim.Status.Conditions, claim.Generation, r.Clock.Now(), agentsv1beta1.ConditionReady, status, reason, msg)
 }
 
 // observeStartup records the claim's startup latencies the first time this process writes it
 // Ready: from admission (webhook-first-observed-at) and from the controller's first sight.
-func (r *ClaimReconciler) observeStartup(s *claimStep) {
+func (r *claimReconciler) observeStartup(s *claimStep) {
 	if s.mem.readyObserved || !meta.IsStatusConditionTrue(s.claim.Status.Conditions, agentsv1beta1.ConditionReady) {
 		return
 	}
@@ -529,7 +529,7 @@ func createdBy(claim *extv1beta1.SandboxClaim) string {
 	return agentsv1beta1.CreatedByUnknown
 }
 
-func (r *ClaimReconciler) eventf(s *claimStep, eventType, reason, action, note string, args ...any) {
+func (r *claimReconciler) eventf(s *claimStep, eventType, reason, action, note string, args ...any) {
 	claim := s.claim
 	s.event(func() { r.Recorder.Eventf(claim, nil, eventType, reason, action, note, args...) })
 }

@@ -5,7 +5,7 @@ package reconcilers
 // the Sandbox is the only record of that, and it is written in one request:
 //
 //  1. Pick: take a ready, unbound member of (namespace, pool, claim's stamp) from the
-//     WarmIndex and reserve it in memory, so that concurrent claims of this process do not
+//     warmIndex and reserve it in memory, so that concurrent claims of this process do not
 //     race for it. O(1), no List.
 //  2. Bind: ONE JSON merge patch of the member, with its resourceVersion as precondition:
 //     ownerReferences = [controller → claim], labels claim-uid and launch-type=warm, the
@@ -58,7 +58,7 @@ const (
 
 // bindWarm binds the claim to a ready member of key, trying members until one binds or none
 // is left. It returns the bound Sandbox as the API server returned it, or nil.
-func (r *ClaimReconciler) bindWarm(ctx context.Context, s *claimStep, pool *extv1beta1.SandboxWarmPool, key MemberKey, template string) (*agentsv1beta1.Sandbox, error) {
+func (r *claimReconciler) bindWarm(ctx context.Context, s *claimStep, pool *extv1beta1.SandboxWarmPool, key memberKey, template string) (*agentsv1beta1.Sandbox, error) {
 	for {
 		member, ok := r.Index.Pick(key)
 		if !ok {
@@ -139,7 +139,7 @@ func bindPatch(claim *extv1beta1.SandboxClaim, member *agentsv1beta1.Sandbox) ma
 // does. The Sandbox is named after the claim; when that name is taken by a Sandbox this claim
 // does not control (someone else's, whatever its owner references say), it is never adopted:
 // the claim gets a Sandbox under a generated name instead, and an event says why.
-func (r *ClaimReconciler) coldStart(ctx context.Context, s *claimStep, tmpl *extv1beta1.SandboxTemplate, stamp string) error {
+func (r *claimReconciler) coldStart(ctx context.Context, s *claimStep, tmpl *extv1beta1.SandboxTemplate, stamp string) error {
 	claim := s.claim
 	tmpl, err := r.templateOfVersion(ctx, claim, tmpl, stamp)
 	if err != nil {
@@ -179,7 +179,7 @@ func (r *ClaimReconciler) coldStart(ctx context.Context, s *claimStep, tmpl *ext
 // createClaimSandbox creates sb, named after the claim, and returns it as created or as an
 // earlier attempt of this claim created it. When the name belongs to a Sandbox the claim does
 // not control, sb is created under a generated name instead.
-func (r *ClaimReconciler) createClaimSandbox(ctx context.Context, s *claimStep, sb *agentsv1beta1.Sandbox) (*agentsv1beta1.Sandbox, error) {
+func (r *claimReconciler) createClaimSandbox(ctx context.Context, s *claimStep, sb *agentsv1beta1.Sandbox) (*agentsv1beta1.Sandbox, error) {
 	claim := s.claim
 	if s.mem.nameTaken {
 		sb.Name, sb.GenerateName = "", claim.Name+"-"
@@ -234,7 +234,7 @@ func claimRejection(errs field.ErrorList) (reason, message string) {
 // of the claim's version left to bind: old versions are not kept, so the claim is restamped
 // with the current version (only the operator may) before its Sandbox exists, and the stamp
 // and the Sandbox's hash never disagree.
-func (r *ClaimReconciler) templateOfVersion(ctx context.Context, claim *extv1beta1.SandboxClaim, cached *extv1beta1.SandboxTemplate, stamp string) (*extv1beta1.SandboxTemplate, error) {
+func (r *claimReconciler) templateOfVersion(ctx context.Context, claim *extv1beta1.SandboxClaim, cached *extv1beta1.SandboxTemplate, stamp string) (*extv1beta1.SandboxTemplate, error) {
 	if policy.TemplateHash(cached) == stamp {
 		return cached, nil
 	}
@@ -254,11 +254,11 @@ func (r *ClaimReconciler) templateOfVersion(ctx context.Context, claim *extv1bet
 	return current, nil
 }
 
-// claimSandboxHandler feeds the WarmIndex from the Sandbox informer, in event order, and
+// claimSandboxHandler feeds the warmIndex from the Sandbox informer, in event order, and
 // wakes claims: the claim bound to a Sandbox whose readiness, IPs or existence changed, and
 // the longest-waiting claim when a member becomes available.
 type claimSandboxHandler struct {
-	index *WarmIndex
+	index *warmIndex
 }
 
 func claimOf(obj client.Object) (types.NamespacedName, bool) {

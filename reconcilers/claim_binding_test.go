@@ -80,11 +80,11 @@ func TestBindWarm(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			index := NewWarmIndex()
+			index := newWarmIndex()
 			for _, name := range []string{"m1", "m2", "m3"} {
 				index.Observe(poolMember(name, "h1", true, "1"))
 			}
-			r := &ClaimReconciler{Client: metrics.WrapClient(c), Metrics: metrics, Index: index}
+			r := &claimReconciler{Client: metrics.WrapClient(c), Metrics: metrics, Index: index}
 			r.init()
 			step := &claimStep{claim: claim(), mem: &claimMemory{}}
 
@@ -179,7 +179,7 @@ func TestTemplateOfVersion(t *testing.T) {
 					return cl.Patch(ctx, obj, patch, opts...)
 				},
 			}).Build()
-			r := &ClaimReconciler{Client: cl, APIReader: cl}
+			r := &claimReconciler{Client: cl, APIReader: cl}
 			r.init()
 
 			got, err := r.templateOfVersion(context.Background(), c, tc.cached, tc.stamp)

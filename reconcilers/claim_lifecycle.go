@@ -46,7 +46,7 @@ func claimExpiry(claim *extv1beta1.SandboxClaim, sb *agentsv1beta1.Sandbox) (at 
 // delete the claim (its Sandbox goes with it through garbage collection, before the claim
 // with DeleteForeground); Retain deletes only the Sandbox and keeps the claim, Ready=False
 // ClaimExpired, never to be served again.
-func (r *ClaimReconciler) expire(ctx context.Context, s *claimStep, sb *agentsv1beta1.Sandbox, at time.Time) error {
+func (r *claimReconciler) expire(ctx context.Context, s *claimStep, sb *agentsv1beta1.Sandbox, at time.Time) error {
 	claim := s.claim
 	if sb != nil {
 		r.mirror(claim, sb)

@@ -68,7 +68,7 @@ func readyMember(pool *extv1beta1.SandboxWarmPool, tmpl *extv1beta1.SandboxTempl
 
 // observeSandboxes feeds the warm index what the controller's Sandbox informer would: every
 // Sandbox the API server has.
-func observeSandboxes(t *testing.T, a *fakeAPI, index *WarmIndex) {
+func observeSandboxes(t *testing.T, a *fakeAPI, index *warmIndex) {
 	t.Helper()
 	var list agentsv1beta1.SandboxList
 	if err := a.List(context.Background(), &list); err != nil {
@@ -79,7 +79,7 @@ func observeSandboxes(t *testing.T, a *fakeAPI, index *WarmIndex) {
 	}
 }
 
-func reconcileClaim(t *testing.T, r *ClaimReconciler) ctrl.Result {
+func reconcileClaim(t *testing.T, r *claimReconciler) ctrl.Result {
 	t.Helper()
 	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: claimKey})
 	if err != nil {

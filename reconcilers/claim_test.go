@@ -127,7 +127,7 @@ func TestCreatedBy(t *testing.T) {
 }
 
 func TestMirror(t *testing.T) {
-	r := &ClaimReconciler{Clock: clocktesting.NewFakePassiveClock(planNow)}
+	r := &claimReconciler{Clock: clocktesting.NewFakePassiveClock(planNow)}
 	r.init()
 	withReady := func(status metav1.ConditionStatus, reason, msg string) *agentsv1beta1.Sandbox {
 		return sandbox(func(sb *agentsv1beta1.Sandbox) {

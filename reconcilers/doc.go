@@ -20,7 +20,7 @@
 // name and keeps its managed NetworkPolicy. The SandboxWarmPool controller (warmpool.go)
 // keeps spec.replicas unbound members per pool, created in growing batches behind
 // create/delete expectations. The SandboxClaim controller (claim.go, claim_lifecycle.go)
-// serves claims, warm from the WarmIndex (warmindex.go: the ready, unbound members per
+// serves claims, warm from the warmIndex (warmindex.go: the ready, unbound members per
 // namespace, pool and template hash, fed by the Sandbox informer, picked in O(1) without a
 // List) or cold from the pool's template, and ends them when their lifecycle says so.
 //

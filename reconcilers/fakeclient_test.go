@@ -244,16 +244,16 @@ func newTestMetrics(t testing.TB) *Metrics {
 
 // newClaimReconciler builds the claim controller as Setup does, on a: the manager's client
 // (writes counted in Metrics) for reads and writes, the API server for APIReader.
-func newClaimReconciler(t testing.TB, a *fakeAPI, clk clock.PassiveClock) *ClaimReconciler {
+func newClaimReconciler(t testing.TB, a *fakeAPI, clk clock.PassiveClock) *claimReconciler {
 	t.Helper()
 	m := newTestMetrics(t)
-	r := &ClaimReconciler{
+	r := &claimReconciler{
 		Client:    m.WrapClient(a),
 		APIReader: a,
 		Recorder:  a.Recorder(),
 		Metrics:   m,
 		Clock:     clk,
-		Index:     NewWarmIndex(),
+		Index:     newWarmIndex(),
 		activity:  newPoolActivity(),
 	}
 	r.init()
@@ -261,10 +261,10 @@ func newClaimReconciler(t testing.TB, a *fakeAPI, clk clock.PassiveClock) *Claim
 }
 
 // newSandboxReconciler builds the Sandbox controller as Setup and SetupWithManager do.
-func newSandboxReconciler(t testing.TB, a *fakeAPI, clk clock.PassiveClock) *SandboxReconciler {
+func newSandboxReconciler(t testing.TB, a *fakeAPI, clk clock.PassiveClock) *sandboxReconciler {
 	t.Helper()
 	m := newTestMetrics(t)
-	return &SandboxReconciler{
+	return &sandboxReconciler{
 		Client:           m.WrapClient(a),
 		Recorder:         a.Recorder(),
 		Metrics:          m,

@@ -22,8 +22,8 @@ import (
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
 
-// SandboxControllerName names the Sandbox controller in logs and metrics.
-const SandboxControllerName = "sandbox"
+// sandboxControllerName names the Sandbox controller in logs and metrics.
+const sandboxControllerName = "sandbox"
 
 // Messages of conditions the contract leaves open. The Ready messages clients compare are
 // constants in api/v1beta1.
@@ -40,9 +40,9 @@ const (
 	eventSandboxExpired      = "SandboxExpired"
 )
 
-// SandboxReconciler runs one Sandbox: its Pod, PVCs and headless Service, its expiry and
+// sandboxReconciler runs one Sandbox: its Pod, PVCs and headless Service, its expiry and
 // its status. See the package documentation for the write discipline it keeps.
-type SandboxReconciler struct {
+type sandboxReconciler struct {
 	Client   client.Client
 	Recorder events.EventRecorder
 	Metrics  *Metrics
@@ -58,13 +58,13 @@ type SandboxReconciler struct {
 }
 
 // SetupWithManager registers the controller and its watches.
-func (r *SandboxReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+func (r *sandboxReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
 	r.expected = newExpectations(r.Clock)
 	return ctrl.NewControllerManagedBy(mgr).
-		Named(SandboxControllerName).
+		Named(sandboxControllerName).
 		WithOptions(opts).
 		// Own status writes change neither generation, labels nor annotations, so they never
 		// wake the Sandbox again.
@@ -79,8 +79,8 @@ func (r *SandboxReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.O
 }
 
 // Reconcile brings one Sandbox's children and status to what its spec asks for.
-func (r *SandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	r.Metrics.reconciled(SandboxControllerName)
+func (r *sandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	r.Metrics.reconciled(sandboxControllerName)
 	sb := &agentsv1beta1.Sandbox{}
 	if err := r.Client.Get(ctx, req.NamespacedName, sb); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -129,7 +129,7 @@ func (r *SandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 
 // reconcile does the work and records the outcome in sb.Status; the caller writes it, then
 // sends the events queued in events. It reports whether it created the pod.
-func (r *SandboxReconciler) reconcile(ctx context.Context, sb *agentsv1beta1.Sandbox, events *[]func()) (ctrl.Result, bool, error) {
+func (r *sandboxReconciler) reconcile(ctx context.Context, sb *agentsv1beta1.Sandbox, events *[]func()) (ctrl.Result, bool, error) {
 	now := r.Clock.Now()
 	sb.Status.Selector = agentsv1beta1.LabelSandboxNameHash + "=" + agentsv1beta1.NameHash(sb.Name)
 
@@ -167,7 +167,7 @@ func (r *SandboxReconciler) reconcile(ctx context.Context, sb *agentsv1beta1.San
 
 // expire ends a Sandbox whose shutdownTime has passed: pod and Service go, then the Sandbox
 // itself (policy Delete) or its status is cleared (policy Retain).
-func (r *SandboxReconciler) expire(ctx context.Context, sb *agentsv1beta1.Sandbox, events *[]func()) error {
+func (r *sandboxReconciler) expire(ctx context.Context, sb *agentsv1beta1.Sandbox, events *[]func()) error {
 	owned, err := r.ownedPods(ctx, sb)
 	if err != nil {
 		return r.failed(sb, err)
@@ -217,7 +217,7 @@ func (r *SandboxReconciler) expire(ctx context.Context, sb *agentsv1beta1.Sandbo
 
 // multiplePods reports more than one pod controlled by the Sandbox and touches none of them:
 // which one is the real one is for a human to decide.
-func (r *SandboxReconciler) multiplePods(sb *agentsv1beta1.Sandbox, pods []corev1.Pod, events *[]func()) {
+func (r *sandboxReconciler) multiplePods(sb *agentsv1beta1.Sandbox, pods []corev1.Pod, events *[]func()) {
 	names := make([]string, 0, len(pods))
 	for _, p := range pods {
 		names = append(names, p.Name)
@@ -231,7 +231,7 @@ func (r *SandboxReconciler) multiplePods(sb *agentsv1beta1.Sandbox, pods []corev
 
 // failed records err in the Ready condition and returns it. Races with the cache are not
 // recorded: they resolve on the next reconcile and are no news to the Sandbox's users.
-func (r *SandboxReconciler) failed(sb *agentsv1beta1.Sandbox, err error) error {
+func (r *sandboxReconciler) failed(sb *agentsv1beta1.Sandbox, err error) error {
 	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
 		return err
 	}
@@ -240,7 +240,7 @@ func (r *SandboxReconciler) failed(sb *agentsv1beta1.Sandbox, err error) error {
 }
 
 // setStatus derives the status from the pod and Service the Sandbox has now.
-func (r *SandboxReconciler) setStatus(sb *agentsv1beta1.Sandbox, pod *corev1.Pod, svc *corev1.Service) {
+func (r *sandboxReconciler) setStatus(sb *agentsv1beta1.Sandbox, pod *corev1.Pod, svc *corev1.Service) {
 	st := &sb.Status
 	st.Service, st.ServiceFQDN = "", ""
 	if svc != nil {
@@ -311,7 +311,7 @@ func readiness(sb *agentsv1beta1.Sandbox, pod *corev1.Pod, svc *corev1.Service) 
 	return true, agentsv1beta1.ReasonDependenciesReady, agentsv1beta1.MessagePodReady
 }
 
-func (r *SandboxReconciler) setSuspended(sb *agentsv1beta1.Sandbox, pod *corev1.Pod) {
+func (r *sandboxReconciler) setSuspended(sb *agentsv1beta1.Sandbox, pod *corev1.Pod) {
 	status, reason, msg := metav1.ConditionFalse, agentsv1beta1.ReasonNotSuspended, messageNotSuspended
 	if sb.Spec.OperatingMode == agentsv1beta1.OperatingModeSuspended {
 		switch {
@@ -328,7 +328,7 @@ func (r *SandboxReconciler) setSuspended(sb *agentsv1beta1.Sandbox, pod *corev1.
 
 // setPodScheduled mirrors the PodScheduled condition of the Sandbox's own pod; without one (or
 // with only someone else's pod of that name) it is absent.
-func (r *SandboxReconciler) setPodScheduled(sb *agentsv1beta1.Sandbox, pod *corev1.Pod) {
+func (r *sandboxReconciler) setPodScheduled(sb *agentsv1beta1.Sandbox, pod *corev1.Pod) {
 	if pod != nil && isControlledBy(pod, sb) {
 		for _, c := range pod.Status.Conditions {
 			if c.Type == corev1.PodScheduled {
@@ -345,7 +345,7 @@ func (r *SandboxReconciler) setPodScheduled(sb *agentsv1beta1.Sandbox, pod *core
 }
 
 // setCondition sets one of the Sandbox's conditions (see the package's setCondition).
-func (r *SandboxReconciler) setCondition(sb *agentsv1beta1.Sandbox, typ string, status metav1.ConditionStatus, reason, msg string) {
+func (r *sandboxReconciler) setCondition(sb *agentsv1beta1.Sandbox, typ string, status metav1.ConditionStatus, reason, msg string) {
 	setCondition(&sb.Status.Conditions, sb.Generation, r.Clock.Now(), typ, status, reason, msg)
 }
 

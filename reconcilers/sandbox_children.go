@@ -20,10 +20,10 @@ import (
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
 
-// AnnotationPropagatedKeys (on a Sandbox's pod) lists the label and annotation keys the
+// annotationPropagatedKeys (on a Sandbox's pod) lists the label and annotation keys the
 // controller copied from the podTemplate, so that keys removed from the template are removed
 // from the pod too, while keys others put on the pod are left alone.
-const AnnotationPropagatedKeys = agentsv1beta1.Domain + "propagated-keys"
+const annotationPropagatedKeys = agentsv1beta1.Domain + "propagated-keys"
 
 // sandboxLabelsOnPod are the Sandbox labels its pod carries too (claim binding, pool
 // membership, template reference, creator); the pod follows the Sandbox when they change.
@@ -35,7 +35,7 @@ var sandboxLabelsOnPod = []string{
 }
 
 // ownedPods lists the pods controlled by sb, from the cache index.
-func (r *SandboxReconciler) ownedPods(ctx context.Context, sb *agentsv1beta1.Sandbox) ([]corev1.Pod, error) {
+func (r *sandboxReconciler) ownedPods(ctx context.Context, sb *agentsv1beta1.Sandbox) ([]corev1.Pod, error) {
 	var pods corev1.PodList
 	if err := r.Client.List(ctx, &pods, client.InNamespace(sb.Namespace), client.MatchingFields{IndexPodController: sb.Name}); err != nil {
 		return nil, fmt.Errorf("listing pods of sandbox: %w", err)
@@ -61,7 +61,7 @@ func podNameFor(sb *agentsv1beta1.Sandbox) string {
 // propagated when Running, deleted when Suspended. It returns the pod as the cache (or the
 // create) shows it, which may be a pod the Sandbox does not control, and whether it created
 // the pod just now.
-func (r *SandboxReconciler) ensurePod(ctx context.Context, sb *agentsv1beta1.Sandbox, owned []corev1.Pod) (*corev1.Pod, bool, error) {
+func (r *sandboxReconciler) ensurePod(ctx context.Context, sb *agentsv1beta1.Sandbox, owned []corev1.Pod) (*corev1.Pod, bool, error) {
 	var pod *corev1.Pod
 	if len(owned) == 1 {
 		pod = &owned[0]
@@ -121,7 +121,7 @@ func (r *SandboxReconciler) ensurePod(ctx context.Context, sb *agentsv1beta1.San
 // recordPodName writes the name of the Sandbox's pod into its agents.x-k8s.io/pod-name
 // annotation, where clients of the public API look for it. The operator sets it when it
 // creates a Sandbox, so this writes only for Sandboxes others created.
-func (r *SandboxReconciler) recordPodName(ctx context.Context, sb *agentsv1beta1.Sandbox, pod *corev1.Pod) error {
+func (r *sandboxReconciler) recordPodName(ctx context.Context, sb *agentsv1beta1.Sandbox, pod *corev1.Pod) error {
 	if sb.Annotations[agentsv1beta1.AnnotationPodName] == pod.Name {
 		return nil
 	}
@@ -139,7 +139,7 @@ func (r *SandboxReconciler) recordPodName(ctx context.Context, sb *agentsv1beta1
 	return nil
 }
 
-func (r *SandboxReconciler) createPod(ctx context.Context, sb *agentsv1beta1.Sandbox) (*corev1.Pod, error) {
+func (r *sandboxReconciler) createPod(ctx context.Context, sb *agentsv1beta1.Sandbox) (*corev1.Pod, error) {
 	pod := desiredPod(sb)
 	if err := ctrl.SetControllerReference(sb, pod, r.Client.Scheme()); err != nil {
 		return nil, fmt.Errorf("setting owner of pod: %w", err)
@@ -155,7 +155,7 @@ func (r *SandboxReconciler) createPod(ctx context.Context, sb *agentsv1beta1.San
 // name and the metadata podMetadataPatch maintains afterwards.
 func desiredPod(sb *agentsv1beta1.Sandbox) *corev1.Pod {
 	labels, annotations, keys := desiredPodMetadata(sb)
-	annotations[AnnotationPropagatedKeys] = keys
+	annotations[annotationPropagatedKeys] = keys
 	spec := sb.Spec.PodTemplate.Spec.DeepCopy()
 	for _, vct := range sb.Spec.VolumeClaimTemplates {
 		vol := corev1.Volume{Name: vct.Name, VolumeSource: corev1.VolumeSource{
@@ -208,7 +208,7 @@ func desiredPodMetadata(sb *agentsv1beta1.Sandbox) (labels, annotations map[stri
 func podMetadataPatch(sb *agentsv1beta1.Sandbox, pod *corev1.Pod) *metadataPatch {
 	labels, annotations, keys := desiredPodMetadata(sb)
 	var previous propagatedKeys
-	if raw := pod.Annotations[AnnotationPropagatedKeys]; raw != "" {
+	if raw := pod.Annotations[annotationPropagatedKeys]; raw != "" {
 		// An unreadable record (edited by hand) only means stale keys are not removed.
 		_ = json.Unmarshal([]byte(raw), &previous)
 	}
@@ -237,15 +237,15 @@ func podMetadataPatch(sb *agentsv1beta1.Sandbox, pod *corev1.Pod) *metadataPatch
 			}
 		}
 	}
-	if pod.Annotations[AnnotationPropagatedKeys] != keys {
-		p.setAnnotation(AnnotationPropagatedKeys, &keys)
+	if pod.Annotations[annotationPropagatedKeys] != keys {
+		p.setAnnotation(annotationPropagatedKeys, &keys)
 	}
 	return p
 }
 
 // ensureService creates, updates or deletes the headless Service as spec.service says and
 // returns the Service the Sandbox has afterwards (nil when none).
-func (r *SandboxReconciler) ensureService(ctx context.Context, sb *agentsv1beta1.Sandbox) (*corev1.Service, error) {
+func (r *sandboxReconciler) ensureService(ctx context.Context, sb *agentsv1beta1.Sandbox) (*corev1.Service, error) {
 	svc := &corev1.Service{}
 	found, err := r.get(ctx, sb.Namespace, sb.Name, svc)
 	if err != nil {
@@ -377,7 +377,7 @@ func sameServiceSpec(have, want *corev1.Service) bool {
 
 // ensurePVCs creates (or adopts) the PVC of every volumeClaimTemplate. PVCs are never deleted
 // here: they outlive suspension and expiry, and go with the Sandbox.
-func (r *SandboxReconciler) ensurePVCs(ctx context.Context, sb *agentsv1beta1.Sandbox) error {
+func (r *sandboxReconciler) ensurePVCs(ctx context.Context, sb *agentsv1beta1.Sandbox) error {
 	for _, vct := range sb.Spec.VolumeClaimTemplates {
 		pvc := &corev1.PersistentVolumeClaim{}
 		name := pvcName(vct.Name, sb.Name)
@@ -430,7 +430,7 @@ func adoptable(obj client.Object, sb *agentsv1beta1.Sandbox) bool {
 
 // adopt makes sb the controller of obj. The patch is conditional on obj's resourceVersion:
 // if someone else changed the owners meanwhile, adoption fails and is reconsidered.
-func (r *SandboxReconciler) adopt(ctx context.Context, sb *agentsv1beta1.Sandbox, obj client.Object) error {
+func (r *sandboxReconciler) adopt(ctx context.Context, sb *agentsv1beta1.Sandbox, obj client.Object) error {
 	owners := slices.Clone(obj.GetOwnerReferences())
 	owners = append(owners, *metav1.NewControllerRef(sb, agentsv1beta1.GroupVersion.WithKind("Sandbox")))
 	p := &metadataPatch{OwnerReferences: owners, ResourceVersion: obj.GetResourceVersion()}
@@ -442,7 +442,7 @@ func (r *SandboxReconciler) adopt(ctx context.Context, sb *agentsv1beta1.Sandbox
 }
 
 // get reads from the cache; found is false when the object does not exist.
-func (r *SandboxReconciler) get(ctx context.Context, ns, name string, obj client.Object) (bool, error) {
+func (r *sandboxReconciler) get(ctx context.Context, ns, name string, obj client.Object) (bool, error) {
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj)
 	if apierrors.IsNotFound(err) {
 		return false, nil
@@ -454,14 +454,14 @@ func (r *SandboxReconciler) get(ctx context.Context, ns, name string, obj client
 }
 
 // getOwned reads a child and reports whether it exists and sb controls it.
-func (r *SandboxReconciler) getOwned(ctx context.Context, sb *agentsv1beta1.Sandbox, name string, obj client.Object) (bool, error) {
+func (r *sandboxReconciler) getOwned(ctx context.Context, sb *agentsv1beta1.Sandbox, name string, obj client.Object) (bool, error) {
 	found, err := r.get(ctx, sb.Namespace, name, obj)
 	return found && isControlledBy(obj, sb) && obj.GetDeletionTimestamp().IsZero(), err
 }
 
 // create creates a child (controlled by its Sandbox), telling the watch that the create
 // event it will see is this one.
-func (r *SandboxReconciler) create(ctx context.Context, obj client.Object) error {
+func (r *sandboxReconciler) create(ctx context.Context, obj client.Object) error {
 	owner, ok := sandboxRequest(obj)
 	if !ok {
 		return r.Client.Create(ctx, obj)
@@ -476,7 +476,7 @@ func (r *SandboxReconciler) create(ctx context.Context, obj client.Object) error
 
 // deleteOwned deletes a child the cache shows, on the condition that it is still the same
 // object (a namesake created meanwhile survives).
-func (r *SandboxReconciler) deleteOwned(ctx context.Context, obj client.Object) error {
+func (r *sandboxReconciler) deleteOwned(ctx context.Context, obj client.Object) error {
 	if !obj.GetDeletionTimestamp().IsZero() {
 		return nil
 	}

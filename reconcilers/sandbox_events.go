@@ -24,7 +24,7 @@ const (
 	wakeIgnored   = "ignored"
 )
 
-// DefaultPodProgressDelay is the default SandboxReconciler.PodProgressDelay: long enough for
+// DefaultPodProgressDelay is the default sandboxReconciler.PodProgressDelay: long enough for
 // a pod's start-up steps to coalesce, short enough that status.nodeName and podIPs of a
 // slow-starting pod show up promptly.
 const DefaultPodProgressDelay = time.Second

@@ -114,7 +114,7 @@ func writesOf(journal []string) []string {
 	return out
 }
 
-func reconcileSandbox(t *testing.T, r *SandboxReconciler) ctrl.Result {
+func reconcileSandbox(t *testing.T, r *sandboxReconciler) ctrl.Result {
 	t.Helper()
 	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: sandboxKey})
 	if err != nil {
@@ -148,7 +148,7 @@ func TestSandboxReconcile(t *testing.T) {
 					agentsv1beta1.LabelSandboxNameHash: agentsv1beta1.NameHash("sb"),
 					agentsv1beta1.LabelClaimUID:        "c1",
 				},
-				Annotations: map[string]string{"note": "x", AnnotationPropagatedKeys: `{"labels":["app"],"annotations":["note"]}`},
+				Annotations: map[string]string{"note": "x", annotationPropagatedKeys: `{"labels":["app"],"annotations":["note"]}`},
 			},
 			wantResult:  ctrl.Result{RequeueAfter: DefaultPodProgressDelay},
 			wantJournal: []string{"create Pod/sb", "patch Sandbox/sb"},
@@ -162,7 +162,7 @@ func TestSandboxReconcile(t *testing.T) {
 					agentsv1beta1.LabelSandboxNameHash: agentsv1beta1.NameHash("sb"),
 					agentsv1beta1.LabelClaimUID:        "c1",
 				},
-				Annotations: map[string]string{"note": "x", AnnotationPropagatedKeys: `{"labels":["app"],"annotations":["note"]}`},
+				Annotations: map[string]string{"note": "x", annotationPropagatedKeys: `{"labels":["app"],"annotations":["note"]}`},
 			},
 			wantJournal: []string{"patch Sandbox/sb/status"},
 			wantStatus: agentsv1beta1.SandboxStatus{
@@ -182,7 +182,7 @@ func TestSandboxReconcile(t *testing.T) {
 					agentsv1beta1.LabelSandboxNameHash: agentsv1beta1.NameHash("sb"),
 					agentsv1beta1.LabelClaimUID:        "c1",
 				},
-				Annotations: map[string]string{"note": "x", AnnotationPropagatedKeys: `{"labels":["app"],"annotations":["note"]}`},
+				Annotations: map[string]string{"note": "x", annotationPropagatedKeys: `{"labels":["app"],"annotations":["note"]}`},
 			},
 			wantJournal: []string{"patch Sandbox/sb/status"},
 			wantStatus: agentsv1beta1.SandboxStatus{
@@ -209,7 +209,7 @@ func TestSandboxReconcile(t *testing.T) {
 					agentsv1beta1.LabelClaimUID:        "c2",
 					"set-by-someone":                   "kept",
 				},
-				Annotations: map[string]string{"note": "x", AnnotationPropagatedKeys: `{"labels":["app"],"annotations":["note"]}`},
+				Annotations: map[string]string{"note": "x", annotationPropagatedKeys: `{"labels":["app"],"annotations":["note"]}`},
 			},
 			wantJournal: []string{"patch Pod/sb", "patch Sandbox/sb/status"},
 			wantStatus: agentsv1beta1.SandboxStatus{
@@ -235,7 +235,7 @@ func TestSandboxReconcile(t *testing.T) {
 					agentsv1beta1.LabelSandboxNameHash: agentsv1beta1.NameHash("sb"),
 					agentsv1beta1.LabelClaimUID:        "c1",
 				},
-				Annotations: map[string]string{"note": "x", AnnotationPropagatedKeys: `{"labels":["app"],"annotations":["note"]}`},
+				Annotations: map[string]string{"note": "x", annotationPropagatedKeys: `{"labels":["app"],"annotations":["note"]}`},
 			},
 			wantJournal: []string{"patch Pod/sb", "patch Sandbox/sb", "patch Sandbox/sb/status"},
 			wantStatus: agentsv1beta1.SandboxStatus{

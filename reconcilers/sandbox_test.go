@@ -58,7 +58,7 @@ func TestDesiredPod(t *testing.T) {
 	if diff := cmp.Diff(wantLabels, pod.Labels); diff != "" {
 		t.Errorf("labels (-want +got):\n%s", diff)
 	}
-	wantAnnotations := map[string]string{"note": "x", AnnotationPropagatedKeys: `{"labels":["app"],"annotations":["note"]}`}
+	wantAnnotations := map[string]string{"note": "x", annotationPropagatedKeys: `{"labels":["app"],"annotations":["note"]}`}
 	if diff := cmp.Diff(wantAnnotations, pod.Annotations); diff != "" {
 		t.Errorf("annotations (-want +got):\n%s", diff)
 	}
@@ -103,7 +103,7 @@ func TestPodMetadataPatch(t *testing.T) {
 			}(),
 			want: &metadataPatch{
 				Labels:      map[string]*string{"old": nil},
-				Annotations: map[string]*string{"gone": nil, AnnotationPropagatedKeys: str(`{}`)},
+				Annotations: map[string]*string{"gone": nil, annotationPropagatedKeys: str(`{}`)},
 			},
 		},
 		"claim binding reaches the pod, pool membership leaves it": {

@@ -42,14 +42,14 @@ type Config struct {
 	ClusterDomain string
 	// SandboxWorkers is the number of concurrent Sandbox reconciles.
 	SandboxWorkers int
-	// PodProgressDelay: see SandboxReconciler.PodProgressDelay; 0 means
+	// PodProgressDelay: see sandboxReconciler.PodProgressDelay; 0 means
 	// DefaultPodProgressDelay.
 	PodProgressDelay time.Duration
 	// Extensions runs the SandboxTemplate, SandboxWarmPool and SandboxClaim controllers.
 	Extensions bool
 	// ColdStartGrace: see DefaultColdStartGrace; 0 means the default.
 	ColdStartGrace time.Duration
-	// MemberReadyTimeout: see DefaultMemberReadyTimeout; 0 means the default.
+	// MemberReadyTimeout: see defaultMemberReadyTimeout; 0 means the default.
 	MemberReadyTimeout time.Duration
 	// WarmPoolWorkers and ClaimWorkers are the numbers of concurrent reconciles of pools and
 	// claims (templates get WarmPoolWorkers too); 0 means 1.
@@ -83,7 +83,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 			return err
 		}
 	}
-	sandboxes := &SandboxReconciler{
+	sandboxes := &sandboxReconciler{
 		Client:           mgr.GetClient(),
 		Recorder:         mgr.GetEventRecorder("sandgate-sandbox-controller"),
 		Metrics:          cfg.Metrics,
@@ -109,12 +109,12 @@ func setupExtensions(mgr ctrl.Manager, cfg Config) error {
 	options := func(workers int) controller.Options {
 		return controller.Options{MaxConcurrentReconciles: max(workers, 1), SkipNameValidation: &cfg.SkipNameValidation}
 	}
-	templates := &TemplateReconciler{Client: mgr.GetClient(), Metrics: cfg.Metrics, Clock: cfg.Clock}
+	templates := &templateReconciler{Client: mgr.GetClient(), Metrics: cfg.Metrics, Clock: cfg.Clock}
 	if err := templates.SetupWithManager(mgr, options(cfg.WarmPoolWorkers)); err != nil {
 		return fmt.Errorf("setting up the template controller: %w", err)
 	}
 	activity := newPoolActivity()
-	pools := &WarmPoolReconciler{
+	pools := &warmPoolReconciler{
 		Client:             mgr.GetClient(),
 		Recorder:           mgr.GetEventRecorder("sandgate-warmpool-controller"),
 		Metrics:            cfg.Metrics,
@@ -126,13 +126,13 @@ func setupExtensions(mgr ctrl.Manager, cfg Config) error {
 	if err := pools.SetupWithManager(mgr, options(cfg.WarmPoolWorkers)); err != nil {
 		return fmt.Errorf("setting up the warm pool controller: %w", err)
 	}
-	claims := &ClaimReconciler{
+	claims := &claimReconciler{
 		Client:           mgr.GetClient(),
 		APIReader:        mgr.GetAPIReader(),
 		Recorder:         mgr.GetEventRecorder("sandgate-claim-controller"),
 		Metrics:          cfg.Metrics,
 		Clock:            cfg.Clock,
-		Index:            NewWarmIndex(),
+		Index:            newWarmIndex(),
 		ColdStartGrace:   cfg.ColdStartGrace,
 		BookkeepingDelay: cfg.Refill.QuietPeriod,
 		activity:         activity,

@@ -23,8 +23,8 @@ import (
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
 
-// TemplateControllerName names the SandboxTemplate controller in logs and metrics.
-const TemplateControllerName = "sandboxtemplate"
+// templateControllerName names the SandboxTemplate controller in logs and metrics.
+const templateControllerName = "sandboxtemplate"
 
 // Secure default of a managed network policy (the contract's): ingress only from the
 // sandbox router, egress anywhere on the internet but not to private, link-local or
@@ -42,9 +42,9 @@ var (
 // NetworkPolicyName is the name of the NetworkPolicy a template manages.
 func NetworkPolicyName(template string) string { return template + "-network-policy" }
 
-// TemplateReconciler labels each template with the hash of its name (the selector of its
+// templateReconciler labels each template with the hash of its name (the selector of its
 // Sandboxes' pods) and keeps the template's managed NetworkPolicy.
-type TemplateReconciler struct {
+type templateReconciler struct {
 	Client  client.Client
 	Metrics *Metrics
 	Clock   clock.PassiveClock
@@ -55,13 +55,13 @@ type TemplateReconciler struct {
 }
 
 // SetupWithManager registers the controller and its watches.
-func (r *TemplateReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+func (r *templateReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
 	r.expected = newExpectations(r.Clock)
 	return ctrl.NewControllerManagedBy(mgr).
-		Named(TemplateControllerName).
+		Named(templateControllerName).
 		WithOptions(opts).
 		For(&extv1beta1.SandboxTemplate{}, builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
@@ -71,8 +71,8 @@ func (r *TemplateReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.
 }
 
 // Reconcile labels the template and brings its network policy in line with its spec.
-func (r *TemplateReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	r.Metrics.reconciled(TemplateControllerName)
+func (r *templateReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	r.Metrics.reconciled(templateControllerName)
 	tmpl := &extv1beta1.SandboxTemplate{}
 	if err := r.Client.Get(ctx, req.NamespacedName, tmpl); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -97,7 +97,7 @@ func (r *TemplateReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 // ensureNetworkPolicy creates, repairs or (Unmanaged) deletes the policy the template
 // controls. A policy of that name the template does not control belongs to someone else and
 // is never touched.
-func (r *TemplateReconciler) ensureNetworkPolicy(ctx context.Context, tmpl *extv1beta1.SandboxTemplate) error {
+func (r *templateReconciler) ensureNetworkPolicy(ctx context.Context, tmpl *extv1beta1.SandboxTemplate) error {
 	np := &networkingv1.NetworkPolicy{}
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: tmpl.Namespace, Name: NetworkPolicyName(tmpl.Name)}, np)
 	found := err == nil

@@ -10,9 +10,9 @@ import (
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
 
-// MemberKey is what a claim can be served from: the ready, unbound members of one pool built
+// memberKey is what a claim can be served from: the ready, unbound members of one pool built
 // from one version of its template.
-type MemberKey struct {
+type memberKey struct {
 	Namespace string
 	// Pool is the pool's name.
 	Pool string
@@ -47,7 +47,7 @@ const (
 )
 
 type member struct {
-	key   MemberKey
+	key   memberKey
 	sb    *agentsv1beta1.Sandbox
 	state memberState
 	// pos is the member's position in its bucket's available slice while available.
@@ -68,30 +68,30 @@ func (b *bucket) empty() bool {
 	return len(b.available) == 0 && b.pending == 0 && b.reserved == 0 && len(b.waiters) == 0
 }
 
-// WarmIndex is the in-memory index of warm pool members that serves claims without a List:
-// per MemberKey the ready, unbound members, in a slice a pick pops from in O(1). It is fed by
+// warmIndex is the in-memory index of warm pool members that serves claims without a List:
+// per memberKey the ready, unbound members, in a slice a pick pops from in O(1). It is fed by
 // the Sandbox informer (Observe, Forget), in event order, and is consistent with the cache as
 // of the last event plus the reservations of bindings in flight. It never decides a binding:
 // the resourceVersion precondition of the bind patch (and the binding guard) does; the index
 // only keeps claims from racing for the same member.
-type WarmIndex struct {
+type warmIndex struct {
 	mu      sync.Mutex
-	buckets map[MemberKey]*bucket
+	buckets map[memberKey]*bucket
 	members map[types.NamespacedName]*member
 	// pools counts the unbound members of each pool, of every version and state.
 	pools map[types.NamespacedName]int
 	// waiting maps a waiting claim to the key it waits on, so that a claim waits in one
 	// bucket at most once; stale waiter entries are skipped lazily.
-	waiting map[types.NamespacedName]MemberKey
+	waiting map[types.NamespacedName]memberKey
 }
 
-// NewWarmIndex returns an empty index.
-func NewWarmIndex() *WarmIndex {
-	return &WarmIndex{
-		buckets: map[MemberKey]*bucket{},
+// newWarmIndex returns an empty index.
+func newWarmIndex() *warmIndex {
+	return &warmIndex{
+		buckets: map[memberKey]*bucket{},
 		members: map[types.NamespacedName]*member{},
 		pools:   map[types.NamespacedName]int{},
-		waiting: map[types.NamespacedName]MemberKey{},
+		waiting: map[types.NamespacedName]memberKey{},
 	}
 }
 
@@ -99,24 +99,24 @@ func NewWarmIndex() *WarmIndex {
 // ready. A member is controlled by its pool, carries the pool's label and a template hash,
 // and has no claim; anything else (a bound or deleting Sandbox, a user's look-alike without
 // the pool's controller reference) is not in the index.
-func memberKeyOf(sb *agentsv1beta1.Sandbox) (key MemberKey, isMember, ready bool) {
+func memberKeyOf(sb *agentsv1beta1.Sandbox) (key memberKey, isMember, ready bool) {
 	ref := policy.ControllerOf(sb, policy.PoolKind)
 	if ref == nil {
-		return MemberKey{}, false, false
+		return memberKey{}, false, false
 	}
 	hash := sb.Labels[agentsv1beta1.LabelSandboxTemplateHash]
 	if sb.Labels[agentsv1beta1.LabelWarmPoolSandbox] == "" || hash == "" || sb.Labels[agentsv1beta1.LabelClaimUID] != "" ||
 		!sb.DeletionTimestamp.IsZero() {
-		return MemberKey{}, false, false
+		return memberKey{}, false, false
 	}
 	ready = meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.ConditionReady)
-	return MemberKey{Namespace: sb.Namespace, Pool: ref.Name, Hash: hash}, true, ready
+	return memberKey{Namespace: sb.Namespace, Pool: ref.Name, Hash: hash}, true, ready
 }
 
 // Observe takes the informer's current version of a Sandbox. When this makes a member
 // available, it returns the claim that has waited longest for one with its key, if any, for
 // the caller to wake.
-func (x *WarmIndex) Observe(sb *agentsv1beta1.Sandbox) (wake types.NamespacedName, ok bool) {
+func (x *warmIndex) Observe(sb *agentsv1beta1.Sandbox) (wake types.NamespacedName, ok bool) {
 	nn := types.NamespacedName{Namespace: sb.Namespace, Name: sb.Name}
 	key, isMember, ready := memberKeyOf(sb)
 	x.mu.Lock()
@@ -155,7 +155,7 @@ func (x *WarmIndex) Observe(sb *agentsv1beta1.Sandbox) (wake types.NamespacedNam
 }
 
 // Forget drops a deleted Sandbox.
-func (x *WarmIndex) Forget(namespace, name string) {
+func (x *warmIndex) Forget(namespace, name string) {
 	nn := types.NamespacedName{Namespace: namespace, Name: name}
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -166,7 +166,7 @@ func (x *WarmIndex) Forget(namespace, name string) {
 
 // Pick reserves an available member of key and returns the cached Sandbox (shared: do not
 // modify it). Every Pick must be followed by one Release of the returned Sandbox.
-func (x *WarmIndex) Pick(key MemberKey) (*agentsv1beta1.Sandbox, bool) {
+func (x *warmIndex) Pick(key memberKey) (*agentsv1beta1.Sandbox, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	b := x.buckets[key]
@@ -180,7 +180,7 @@ func (x *WarmIndex) Pick(key MemberKey) (*agentsv1beta1.Sandbox, bool) {
 
 // Release ends the reservation of a picked member with the outcome of the binding attempt.
 // sb is the Sandbox Pick returned.
-func (x *WarmIndex) Release(sb *agentsv1beta1.Sandbox, outcome releaseOutcome) {
+func (x *warmIndex) Release(sb *agentsv1beta1.Sandbox, outcome releaseOutcome) {
 	nn := types.NamespacedName{Namespace: sb.Namespace, Name: sb.Name}
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -197,7 +197,7 @@ func (x *WarmIndex) Release(sb *agentsv1beta1.Sandbox, outcome releaseOutcome) {
 }
 
 // Counts returns how many members of key are available and how many are not ready yet.
-func (x *WarmIndex) Counts(key MemberKey) (available, pending int) {
+func (x *warmIndex) Counts(key memberKey) (available, pending int) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if b := x.buckets[key]; b != nil {
@@ -207,20 +207,20 @@ func (x *WarmIndex) Counts(key MemberKey) (available, pending int) {
 }
 
 // PoolMembers returns how many unbound members the pool has, of any version, ready or not.
-func (x *WarmIndex) PoolMembers(namespace, pool string) int {
+func (x *warmIndex) PoolMembers(namespace, pool string) int {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return x.pools[types.NamespacedName{Namespace: namespace, Name: pool}]
 }
 
-func poolName(key MemberKey) types.NamespacedName {
+func poolName(key memberKey) types.NamespacedName {
 	return types.NamespacedName{Namespace: key.Namespace, Name: key.Pool}
 }
 
 // Wait registers claim as waiting for a member of key: the next member that becomes
 // available is reported by Observe for the claim to be woken. Waiting again replaces an
 // earlier registration.
-func (x *WarmIndex) Wait(key MemberKey, claim types.NamespacedName) {
+func (x *warmIndex) Wait(key memberKey, claim types.NamespacedName) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if old, ok := x.waiting[claim]; ok && old == key {
@@ -232,13 +232,13 @@ func (x *WarmIndex) Wait(key MemberKey, claim types.NamespacedName) {
 }
 
 // StopWaiting removes claim's registration, if any.
-func (x *WarmIndex) StopWaiting(claim types.NamespacedName) {
+func (x *warmIndex) StopWaiting(claim types.NamespacedName) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	delete(x.waiting, claim)
 }
 
-func (x *WarmIndex) popWaiter(key MemberKey) (types.NamespacedName, bool) {
+func (x *warmIndex) popWaiter(key memberKey) (types.NamespacedName, bool) {
 	b := x.buckets[key]
 	for len(b.waiters) > 0 {
 		w := b.waiters[0]
@@ -252,7 +252,7 @@ func (x *WarmIndex) popWaiter(key MemberKey) (types.NamespacedName, bool) {
 	return types.NamespacedName{}, false
 }
 
-func (x *WarmIndex) bucket(key MemberKey) *bucket {
+func (x *warmIndex) bucket(key memberKey) *bucket {
 	b := x.buckets[key]
 	if b == nil {
 		b = &bucket{}
@@ -262,7 +262,7 @@ func (x *WarmIndex) bucket(key MemberKey) *bucket {
 }
 
 // setState moves m between states, keeping its bucket's slice and counters right.
-func (x *WarmIndex) setState(m *member, s memberState) {
+func (x *warmIndex) setState(m *member, s memberState) {
 	if m.state == s {
 		return
 	}
@@ -293,7 +293,7 @@ func (x *WarmIndex) setState(m *member, s memberState) {
 	}
 }
 
-func (x *WarmIndex) remove(nn types.NamespacedName, m *member) {
+func (x *warmIndex) remove(nn types.NamespacedName, m *member) {
 	x.setState(m, stateParked) // parked counts nowhere
 	delete(x.members, nn)
 	if pn := poolName(m.key); x.pools[pn] <= 1 {

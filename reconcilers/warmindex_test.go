@@ -35,10 +35,10 @@ func poolMember(name, hash string, ready bool, rv string) *agentsv1beta1.Sandbox
 	}
 }
 
-var keyH1 = MemberKey{Namespace: "ns", Pool: "p", Hash: "h1"}
+var keyH1 = memberKey{Namespace: "ns", Pool: "p", Hash: "h1"}
 
 // pickAll picks every available member of key and returns their names, sorted.
-func pickAll(x *WarmIndex, key MemberKey) []string {
+func pickAll(x *warmIndex, key memberKey) []string {
 	var names []string
 	for {
 		sb, ok := x.Pick(key)
@@ -65,7 +65,7 @@ func TestWarmIndexMembership(t *testing.T) {
 	tests := map[string]struct {
 		objects     []*agentsv1beta1.Sandbox
 		forget      []string
-		key         MemberKey
+		key         memberKey
 		wantPicked  []string
 		wantPending int
 	}{
@@ -116,7 +116,7 @@ func TestWarmIndexMembership(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			x := NewWarmIndex()
+			x := newWarmIndex()
 			for _, sb := range tc.objects {
 				x.Observe(sb)
 			}
@@ -159,7 +159,7 @@ func TestWarmIndexReservation(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			x := NewWarmIndex()
+			x := newWarmIndex()
 			x.Observe(poolMember("a", "h1", true, "1"))
 			sb, ok := x.Pick(keyH1)
 			if !ok {
@@ -186,7 +186,7 @@ func TestWarmIndexReservation(t *testing.T) {
 }
 
 func TestWarmIndexWaiters(t *testing.T) {
-	x := NewWarmIndex()
+	x := newWarmIndex()
 	first := types.NamespacedName{Namespace: "ns", Name: "first"}
 	second := types.NamespacedName{Namespace: "ns", Name: "second"}
 	gone := types.NamespacedName{Namespace: "ns", Name: "gone"}
@@ -215,7 +215,7 @@ func TestWarmIndexWaiters(t *testing.T) {
 func BenchmarkWarmIndex(b *testing.B) {
 	for _, size := range []int{100, 10000} {
 		b.Run(fmt.Sprintf("pick-release/pool=%d", size), func(b *testing.B) {
-			x := NewWarmIndex()
+			x := newWarmIndex()
 			for i := range size {
 				x.Observe(poolMember(fmt.Sprint("m", i), "h1", true, "1"))
 			}
@@ -231,7 +231,7 @@ func BenchmarkWarmIndex(b *testing.B) {
 		b.Run(fmt.Sprintf("pick-bind-observe/pool=%d", size), func(b *testing.B) {
 			// A binding cycle: pick, bind, the informer shows the member bound, the pool adds a
 			// replacement.
-			x := NewWarmIndex()
+			x := newWarmIndex()
 			for i := range size {
 				x.Observe(poolMember(fmt.Sprint("m", i), "h1", true, "1"))
 			}

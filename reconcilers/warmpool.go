@@ -31,17 +31,17 @@ import (
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
 
-// WarmPoolControllerName names the SandboxWarmPool controller in logs and metrics.
-const WarmPoolControllerName = "sandboxwarmpool"
+// warmPoolControllerName names the SandboxWarmPool controller in logs and metrics.
+const warmPoolControllerName = "sandboxwarmpool"
 
 const (
 	warmPoolKind = "SandboxWarmPool"
 	sandboxKind  = "Sandbox"
 )
 
-// DefaultMemberReadyTimeout is how long a pool member may take to become Ready before the
+// defaultMemberReadyTimeout is how long a pool member may take to become Ready before the
 // pool replaces it.
-const DefaultMemberReadyTimeout = 5 * time.Minute
+const defaultMemberReadyTimeout = 5 * time.Minute
 
 // Bounds of member creation per reconcile: creates go out in batches of 1, 2, 4, ... up to
 // maxCreateBatch in parallel, so that a template that cannot be instantiated fails once, not
@@ -52,18 +52,18 @@ const (
 	maxCreatesPerReconcile = 500
 )
 
-// WarmPoolReconciler keeps spec.replicas unbound members of each pool, built from the
+// warmPoolReconciler keeps spec.replicas unbound members of each pool, built from the
 // pool's template, and reports them in status. Claims take members away by binding them
 // (the member's controller reference moves to the claim); the pool sees that through its
 // Sandbox watch and refills, off the claims' path.
-type WarmPoolReconciler struct {
+type warmPoolReconciler struct {
 	Client   client.Client
 	Recorder events.EventRecorder
 	Metrics  *Metrics
 	Clock    clock.PassiveClock
 	// Refill says when replacements of claimed members are created; see RefillPolicy.
 	Refill RefillPolicy
-	// MemberReadyTimeout: see DefaultMemberReadyTimeout; 0 means the default.
+	// MemberReadyTimeout: see defaultMemberReadyTimeout; 0 means the default.
 	MemberReadyTimeout time.Duration
 
 	expected *expectations
@@ -75,19 +75,19 @@ type WarmPoolReconciler struct {
 }
 
 // SetupWithManager registers the controller and its watches.
-func (r *WarmPoolReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+func (r *warmPoolReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
 	if r.MemberReadyTimeout == 0 {
-		r.MemberReadyTimeout = DefaultMemberReadyTimeout
+		r.MemberReadyTimeout = defaultMemberReadyTimeout
 	}
 	r.expected = newExpectations(r.Clock)
 	if r.activity == nil {
 		r.activity = newPoolActivity()
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		Named(WarmPoolControllerName).
+		Named(warmPoolControllerName).
 		WithOptions(opts).
 		// Status writes do not change the generation: the pool's own writes never wake it.
 		For(&extv1beta1.SandboxWarmPool{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
@@ -98,7 +98,7 @@ func (r *WarmPoolReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.
 }
 
 // poolsOfTemplate maps a template to the pools built from it.
-func (r *WarmPoolReconciler) poolsOfTemplate(ctx context.Context, obj client.Object) []reconcile.Request {
+func (r *warmPoolReconciler) poolsOfTemplate(ctx context.Context, obj client.Object) []reconcile.Request {
 	pools := listPoolsOfTemplate(ctx, r.Client, obj)
 	reqs := make([]reconcile.Request, 0, len(pools))
 	for _, p := range pools {
@@ -119,8 +119,8 @@ func listPoolsOfTemplate(ctx context.Context, c client.Reader, tmpl client.Objec
 }
 
 // Reconcile brings one pool's members to spec.replicas and writes its status.
-func (r *WarmPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	r.Metrics.reconciled(WarmPoolControllerName)
+func (r *warmPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	r.Metrics.reconciled(warmPoolControllerName)
 	pool := &extv1beta1.SandboxWarmPool{}
 	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -188,7 +188,7 @@ func (r *WarmPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 }
 
 // noteDeferral sends an event when the pool starts or stops deferring its refill.
-func (r *WarmPoolReconciler) noteDeferral(pool *extv1beta1.SandboxWarmPool, wait time.Duration, missing int) {
+func (r *warmPoolReconciler) noteDeferral(pool *extv1beta1.SandboxWarmPool, wait time.Duration, missing int) {
 	nn := client.ObjectKeyFromObject(pool)
 	_, was := r.deferring.Load(nn)
 	switch {
@@ -215,7 +215,7 @@ func replicas(pool *extv1beta1.SandboxWarmPool) int {
 
 // members lists the pool's unbound members from the cache index, those being deleted left
 // out.
-func (r *WarmPoolReconciler) members(ctx context.Context, pool *extv1beta1.SandboxWarmPool) ([]*agentsv1beta1.Sandbox, error) {
+func (r *warmPoolReconciler) members(ctx context.Context, pool *extv1beta1.SandboxWarmPool) ([]*agentsv1beta1.Sandbox, error) {
 	var list agentsv1beta1.SandboxList
 	if err := r.Client.List(ctx, &list, client.InNamespace(pool.Namespace), client.MatchingFields{IndexSandboxPool: pool.Name}); err != nil {
 		return nil, fmt.Errorf("listing pool members: %w", err)
@@ -338,7 +338,7 @@ func memberFailed(sb *agentsv1beta1.Sandbox) bool {
 
 // deleteMembers deletes members on condition that they are unchanged since the cache saw
 // them: a member a claim bound meanwhile fails the precondition and is left alone.
-func (r *WarmPoolReconciler) deleteMembers(ctx context.Context, pool *extv1beta1.SandboxWarmPool, members []*agentsv1beta1.Sandbox) error {
+func (r *warmPoolReconciler) deleteMembers(ctx context.Context, pool *extv1beta1.SandboxWarmPool, members []*agentsv1beta1.Sandbox) error {
 	key := client.ObjectKeyFromObject(pool)
 	var errs []error
 	for _, m := range members {
@@ -365,7 +365,7 @@ func (r *WarmPoolReconciler) deleteMembers(ctx context.Context, pool *extv1beta1
 // The Sandbox controller moves the metadata onto the running pod. Until a member's patch
 // lands it keeps its old label, so no claim stamped with the current version is bound to it
 // before it is what that version builds.
-func (r *WarmPoolReconciler) refreshMembers(ctx context.Context, bp *agentsv1beta1.SandboxBlueprint, members []*agentsv1beta1.Sandbox) error {
+func (r *warmPoolReconciler) refreshMembers(ctx context.Context, bp *agentsv1beta1.SandboxBlueprint, members []*agentsv1beta1.Sandbox) error {
 	hash := agentsv1beta1.BlueprintHash(bp)
 	want := bp.PodTemplate.ObjectMeta
 	var errs []error
@@ -409,7 +409,7 @@ func mapPatch(have, want map[string]string) map[string]any {
 
 // createMembers creates n members in growing batches, stopping at the first batch with an
 // error.
-func (r *WarmPoolReconciler) createMembers(ctx context.Context, pool *extv1beta1.SandboxWarmPool, tmpl *extv1beta1.SandboxTemplate, n int) error {
+func (r *warmPoolReconciler) createMembers(ctx context.Context, pool *extv1beta1.SandboxWarmPool, tmpl *extv1beta1.SandboxTemplate, n int) error {
 	n = min(n, maxCreatesPerReconcile)
 	key := client.ObjectKeyFromObject(pool)
 	for batch := 1; n > 0; batch = min(2*batch, maxCreateBatch) {
