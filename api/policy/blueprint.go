@@ -21,29 +21,33 @@ func UsesSecureDefault(tmpl *extv1beta1.SandboxTemplate) bool {
 // TemplateBlueprint is the blueprint of every Sandbox the operator builds from tmpl: the
 // template's own, the pod label naming the template (LabelSandboxTemplateRefHash, which the
 // template's NetworkPolicy selects: two templates with the same spec still build different
-// pods), and — under the secure default network policy, which blocks the cluster's DNS —
-// public nameservers and no service account token unless the template says otherwise.
+// pods), no service account token unless the template says otherwise, and — under the
+// secure default network policy, which blocks the cluster's DNS — public nameservers unless
+// the template sets a dnsPolicy.
 // The operator copies it verbatim into pool members; a cold start adds only what the claim
 // asks for (ClaimBlueprint).
+//
+// The token default applies to every template, whatever its network policy, as the public
+// controller applies it (its ApplySandboxSecureDefaults; the API documents it on
+// podTemplate): the pods are the same, and the members that controller left behind are
+// what this builds, so the pool takes them over in place (see reconcilers/warmpool.go).
 func TemplateBlueprint(tmpl *extv1beta1.SandboxTemplate) agentsv1beta1.SandboxBlueprint {
 	bp := *tmpl.Spec.SandboxBlueprint.DeepCopy()
 	if bp.PodTemplate.ObjectMeta.Labels == nil {
 		bp.PodTemplate.ObjectMeta.Labels = map[string]string{}
 	}
 	bp.PodTemplate.ObjectMeta.Labels[agentsv1beta1.LabelSandboxTemplateRefHash] = agentsv1beta1.NameHash(tmpl.Name)
-	if UsesSecureDefault(tmpl) {
-		spec := &bp.PodTemplate.Spec
-		if spec.DNSPolicy == "" {
-			spec.DNSPolicy = corev1.DNSNone
-			if spec.DNSConfig == nil {
-				spec.DNSConfig = &corev1.PodDNSConfig{}
-			}
-			if len(spec.DNSConfig.Nameservers) == 0 {
-				spec.DNSConfig.Nameservers = append([]string(nil), PublicNameservers...)
-			}
+	spec := &bp.PodTemplate.Spec
+	if spec.AutomountServiceAccountToken == nil {
+		spec.AutomountServiceAccountToken = ptr.To(false)
+	}
+	if UsesSecureDefault(tmpl) && spec.DNSPolicy == "" {
+		spec.DNSPolicy = corev1.DNSNone
+		if spec.DNSConfig == nil {
+			spec.DNSConfig = &corev1.PodDNSConfig{}
 		}
-		if spec.AutomountServiceAccountToken == nil {
-			spec.AutomountServiceAccountToken = ptr.To(false)
+		if len(spec.DNSConfig.Nameservers) == 0 {
+			spec.DNSConfig.Nameservers = append([]string(nil), PublicNameservers...)
 		}
 	}
 	return bp

@@ -40,11 +40,23 @@ func TestTemplateBlueprint(t *testing.T) {
 			wantDNSPolicy: corev1.DNSClusterFirst,
 			wantAutomount: ptr.To(true),
 		},
-		"the template's own rules: pod spec untouched": {
-			tmpl: builders.MakeTemplate("t", "ns").NetworkPolicy(&extv1beta1.NetworkPolicySpec{}).Obj(),
+		// The public controller's ApplySandboxSecureDefaults turns the token off for every
+		// template; only DNS depends on the network policy.
+		"the template's own rules: cluster DNS, no token": {
+			tmpl:          builders.MakeTemplate("t", "ns").NetworkPolicy(&extv1beta1.NetworkPolicySpec{}).Obj(),
+			wantAutomount: ptr.To(false),
 		},
-		"unmanaged: pod spec untouched": {
-			tmpl: builders.MakeTemplate("t", "ns").NetworkPolicyManagement(extv1beta1.NetworkPolicyUnmanaged).Obj(),
+		"unmanaged: cluster DNS, no token": {
+			tmpl:          builders.MakeTemplate("t", "ns").NetworkPolicyManagement(extv1beta1.NetworkPolicyUnmanaged).Obj(),
+			wantAutomount: ptr.To(false),
+		},
+		"unmanaged keeps a token the template asks for": {
+			tmpl: func() *extv1beta1.SandboxTemplate {
+				t := builders.MakeTemplate("t", "ns").NetworkPolicyManagement(extv1beta1.NetworkPolicyUnmanaged).Obj()
+				t.Spec.PodTemplate.Spec.AutomountServiceAccountToken = ptr.To(true)
+				return t
+			}(),
+			wantAutomount: ptr.To(true),
 		},
 	}
 	for name, tc := range tests {
@@ -81,8 +93,8 @@ func TestTemplateHashIsTheHashOfWhatIsBuilt(t *testing.T) {
 	if policy.SandboxHash(edited) == policy.TemplateHash(tmpl) {
 		t.Error("a member with another image hashes like the template")
 	}
-	// The network policy decides the pod's DNS and token: two templates with the same
-	// blueprint but different network policies are different versions.
+	// The network policy decides the pod's DNS: two templates with the same blueprint but
+	// different network policies are different versions.
 	unmanaged := builders.MakeTemplate("t", "ns").NetworkPolicyManagement(extv1beta1.NetworkPolicyUnmanaged).Obj()
 	if policy.TemplateHash(unmanaged) == policy.TemplateHash(tmpl) {
 		t.Error("templates building different pods hash alike")
