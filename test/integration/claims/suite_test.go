@@ -32,6 +32,7 @@ import (
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/cmd/controlplane"
 	"github.com/sandgate-dev/sandgate/test/framework"
+	"github.com/sandgate-dev/sandgate/test/invariants"
 )
 
 var cluster *framework.Cluster
@@ -237,48 +238,9 @@ func (e *env) events(g Gomega, kind, name string) []string {
 	return reasons
 }
 
-// checkInvariants asserts what must hold at every moment, in every test.
+// checkInvariants asserts what must hold at every moment, in every test (invariants.Check).
 func checkInvariants(g Gomega, e *env) {
-	claims := map[string]*extv1beta1.SandboxClaim{}
-	for _, c := range e.claims(g) {
-		claims[string(c.UID)] = &c
-	}
-	boundTo := map[string]string{}
-	for _, sb := range e.sandboxes(g) {
-		ref := metav1.GetControllerOf(&sb)
-		g.Expect(ref).NotTo(BeNil(), "sandbox %s has no controlling owner", sb.Name)
-		uid := sb.Labels[agentsv1beta1.LabelClaimUID]
-		if policy.ControllerOf(&sb, policy.PoolKind) != nil {
-			g.Expect(uid).To(BeEmpty(), "pool member %s carries a claim uid", sb.Name)
-			g.Expect(policy.SandboxHash(&sb)).To(Equal(sb.Labels[agentsv1beta1.LabelSandboxTemplateHash]),
-				"pool member %s is not what its template-hash label says", sb.Name)
-			continue
-		}
-		if policy.ControllerOf(&sb, policy.ClaimKind) == nil {
-			// Not the operator's (a user's, whatever its owner says): never bound.
-			g.Expect(uid).To(BeEmpty(), "sandbox %s controlled by a %s %s carries a claim uid", sb.Name, ref.APIVersion, ref.Kind)
-			continue
-		}
-		g.Expect(string(ref.UID)).To(Equal(uid), "sandbox %s: controller and claim-uid label disagree", sb.Name)
-		g.Expect(sb.Labels).NotTo(HaveKey(agentsv1beta1.LabelWarmPoolSandbox), "bound sandbox %s still in a pool", sb.Name)
-		prev, twice := boundTo[uid]
-		g.Expect(twice).To(BeFalse(), "claim uid %s bound to %s and %s", uid, prev, sb.Name)
-		boundTo[uid] = sb.Name
-		c, ok := claims[uid]
-		if !ok {
-			continue // its claim is gone; garbage collection takes the sandbox
-		}
-		g.Expect(sb.Labels[agentsv1beta1.LabelSandboxTemplateHash]).To(Equal(c.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash]),
-			"sandbox %s bound to claim %s of another template version", sb.Name, c.Name)
-		if md := c.Spec.AdditionalPodMetadata; len(c.Spec.Env)+len(c.Spec.VolumeClaimTemplates)+len(md.Labels)+len(md.Annotations) == 0 {
-			// A claim that adds nothing to its template gets exactly what the template builds.
-			g.Expect(policy.SandboxHash(&sb)).To(Equal(c.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash]),
-				"sandbox %s bound to claim %s is not what the claim's template version builds", sb.Name, c.Name)
-		}
-		if c.Status.Sandbox.Name != "" {
-			g.Expect(c.Status.Sandbox.Name).To(Equal(sb.Name), "claim %s reports another sandbox", c.Name)
-		}
-	}
+	invariants.Check(g, e.Client, e.ns)
 }
 
 // writes returns the counters of the manager's writes by "verb resource result".
