@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -97,6 +98,9 @@ type claimMemory struct {
 	// nameTaken: a Sandbox the claim does not control has the claim's name, so its cold start
 	// uses a generated name.
 	nameTaken bool
+	// adopted names the warm member this process bound, whose SandboxAdopted event is sent
+	// with the claim's bookkeeping (recordSandboxName).
+	adopted string
 }
 
 // init fills in the defaults and the controller's memory.
@@ -269,7 +273,7 @@ func (r *claimReconciler) reconcile(ctx context.Context, s *claimStep) (ctrl.Res
 		}
 		r.mirror(claim, sb)
 		if reported {
-			wait, err := r.recordSandboxName(ctx, claim, sb)
+			wait, err := r.recordSandboxName(ctx, s, sb)
 			return requeueWithin(result, wait), err
 		}
 		return result, nil
@@ -286,12 +290,14 @@ func (r *claimReconciler) reconcile(ctx context.Context, s *claimStep) (ctrl.Res
 }
 
 // recordSandboxName writes the name of the claim's Sandbox into its agents.x-k8s.io/sandbox-name
-// annotation, which clients of the public API read. It is bookkeeping, not the claim's path:
+// annotation, which clients of the public API read, and sends the SandboxAdopted event of a
+// warm binding. Both are bookkeeping, not the claim's path:
 // it is written once the claim has been reported Ready, and only after claims of its pool
 // pause (the refill policy's quiet period), so that a burst's claims are not slowed by it. It
 // returns how long to wait before trying again.
-func (r *claimReconciler) recordSandboxName(ctx context.Context, claim *extv1beta1.SandboxClaim, sb *agentsv1beta1.Sandbox) (time.Duration, error) {
-	if claim.Annotations[agentsv1beta1.AnnotationSandboxName] == sb.Name {
+func (r *claimReconciler) recordSandboxName(ctx context.Context, s *claimStep, sb *agentsv1beta1.Sandbox) (time.Duration, error) {
+	claim := s.claim
+	if claim.Annotations[agentsv1beta1.AnnotationSandboxName] == sb.Name && s.mem.adopted == "" {
 		return 0, nil
 	}
 	if last, ok := r.activity.lastClaim(types.NamespacedName{Namespace: claim.Namespace, Name: claim.Spec.WarmPoolRef.Name}); ok {
@@ -299,8 +305,14 @@ func (r *claimReconciler) recordSandboxName(ctx context.Context, claim *extv1bet
 			return wait, nil
 		}
 	}
-	if err := r.annotateClaim(ctx, claim, agentsv1beta1.AnnotationSandboxName, sb.Name); err != nil {
-		return 0, fmt.Errorf("recording the sandbox name: %w", err)
+	if claim.Annotations[agentsv1beta1.AnnotationSandboxName] != sb.Name {
+		if err := r.annotateClaim(ctx, claim, agentsv1beta1.AnnotationSandboxName, sb.Name); err != nil {
+			return 0, fmt.Errorf("recording the sandbox name: %w", err)
+		}
+	}
+	if s.mem.adopted != "" {
+		r.eventf(s, corev1.EventTypeNormal, extv1beta1.EventSandboxAdopted, "Bind", "Adopted warm sandbox %s", s.mem.adopted)
+		s.mem.adopted = ""
 	}
 	return 0, nil
 }

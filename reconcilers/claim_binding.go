@@ -98,7 +98,9 @@ func (r *claimReconciler) bindWarm(ctx context.Context, s *claimStep, pool *extv
 		s.mem.launchType, s.mem.template = agentsv1beta1.LaunchTypeWarm, template
 		r.Metrics.warmHit()
 		ctrl.LoggerFrom(ctx).V(1).Info("bound warm sandbox", "sandbox", klog.KObj(bound))
-		r.eventf(s, corev1.EventTypeNormal, extv1beta1.EventSandboxAdopted, "Bind", "Adopted warm sandbox %s", bound.Name)
+		// The SandboxAdopted event is bookkeeping too: it is sent with the sandbox-name
+		// annotation, once claims pause (recordSandboxName), not on the claim's path.
+		s.mem.adopted = bound.Name
 		return bound, nil
 	}
 }

@@ -50,6 +50,8 @@ const (
 type poolActivity struct {
 	mu   sync.Mutex
 	last map[types.NamespacedName]time.Time
+	// any is when a claim of any pool last asked.
+	any time.Time
 }
 
 func newPoolActivity() *poolActivity {
@@ -59,7 +61,22 @@ func newPoolActivity() *poolActivity {
 func (a *poolActivity) touch(pool types.NamespacedName, now time.Time) {
 	a.mu.Lock()
 	a.last[pool] = now
+	a.any = now
 	a.mu.Unlock()
+}
+
+// quietFor is how long it has been since a claim of any pool last asked; ok is false when
+// none ever did (or a is nil: no claim controller runs).
+func (a *poolActivity) quietFor(now time.Time) (d time.Duration, ok bool) {
+	if a == nil {
+		return 0, false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.any.IsZero() {
+		return 0, false
+	}
+	return now.Sub(a.any), true
 }
 
 func (a *poolActivity) lastClaim(pool types.NamespacedName) (time.Time, bool) {

@@ -53,8 +53,14 @@ type sandboxReconciler struct {
 	// assigned, ...) wait before they wake the Sandbox, so that the steps of a pod starting
 	// up coalesce into the reconcile its Ready transition causes.
 	PodProgressDelay time.Duration
+	// BookkeepingDelay is how long claims must pause before a bound Sandbox's pod takes on
+	// the binding's labels (claim-uid, launch-type, the claim's pod metadata): bookkeeping,
+	// not the claim's path, so it waits out a burst of claims instead of competing with it.
+	BookkeepingDelay time.Duration
 
 	expected *expectations
+	// activity says when claims last arrived; nil when no claim controller runs.
+	activity *poolActivity
 }
 
 // SetupWithManager registers the controller and its watches.
@@ -156,7 +162,7 @@ func (r *sandboxReconciler) reconcile(ctx context.Context, sb *agentsv1beta1.San
 	var podCreated bool
 	var podErr error
 	if pvcErr == nil {
-		pod, podCreated, podErr = r.ensurePod(ctx, sb, owned)
+		pod, podCreated, podErr = r.ensurePod(ctx, sb, owned, &requeue)
 	}
 	r.setStatus(sb, pod, svc)
 	if err := errors.Join(svcErr, pvcErr, podErr); err != nil {

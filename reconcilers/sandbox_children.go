@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -61,7 +62,7 @@ func podNameFor(sb *agentsv1beta1.Sandbox) string {
 // propagated when Running, deleted when Suspended. It returns the pod as the cache (or the
 // create) shows it, which may be a pod the Sandbox does not control, and whether it created
 // the pod just now.
-func (r *sandboxReconciler) ensurePod(ctx context.Context, sb *agentsv1beta1.Sandbox, owned []corev1.Pod) (*corev1.Pod, bool, error) {
+func (r *sandboxReconciler) ensurePod(ctx context.Context, sb *agentsv1beta1.Sandbox, owned []corev1.Pod, requeue *ctrl.Result) (*corev1.Pod, bool, error) {
 	var pod *corev1.Pod
 	if len(owned) == 1 {
 		pod = &owned[0]
@@ -110,12 +111,27 @@ func (r *sandboxReconciler) ensurePod(ctx context.Context, sb *agentsv1beta1.San
 	if err := r.recordPodName(ctx, sb, pod); err != nil {
 		return pod, false, err
 	}
-	if pod.DeletionTimestamp.IsZero() {
-		if err := patchMetadata(ctx, r.Client, pod, podMetadataPatch(sb, pod)); err != nil {
+	if p := podMetadataPatch(sb, pod); pod.DeletionTimestamp.IsZero() && !p.empty() {
+		if wait := r.bookkeepingWait(); wait > 0 {
+			// Claims are arriving: the pod takes on its new metadata once they pause.
+			*requeue = requeueWithin(*requeue, wait)
+			return pod, false, nil
+		}
+		if err := patchMetadata(ctx, r.Client, pod, p); err != nil {
 			return pod, false, fmt.Errorf("patching pod metadata: %w", err)
 		}
 	}
 	return pod, false, nil
+}
+
+// bookkeepingWait is how long writes that can wait should wait for claims to pause; 0 to
+// write now.
+func (r *sandboxReconciler) bookkeepingWait() time.Duration {
+	quiet, ok := r.activity.quietFor(r.Clock.Now())
+	if !ok || quiet >= r.BookkeepingDelay {
+		return 0
+	}
+	return r.BookkeepingDelay - quiet
 }
 
 // recordPodName writes the name of the Sandbox's pod into its agents.x-k8s.io/pod-name

@@ -83,6 +83,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 			return err
 		}
 	}
+	// Claims and pools share what they know of claims' arrival; so does the Sandbox controller,
+	// to leave bookkeeping writes until claims pause.
+	var activity *poolActivity
+	if cfg.Extensions {
+		activity = newPoolActivity()
+	}
 	sandboxes := &sandboxReconciler{
 		Client:           mgr.GetClient(),
 		Recorder:         mgr.GetEventRecorder("sandgate-sandbox-controller"),
@@ -90,6 +96,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 		Clock:            cfg.Clock,
 		ClusterDomain:    cfg.ClusterDomain,
 		PodProgressDelay: cfg.PodProgressDelay,
+		BookkeepingDelay: cfg.Refill.QuietPeriod,
+		activity:         activity,
 	}
 	if err := sandboxes.SetupWithManager(mgr, controller.Options{
 		MaxConcurrentReconciles: cfg.SandboxWorkers,
@@ -98,14 +106,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 		return fmt.Errorf("setting up the sandbox controller: %w", err)
 	}
 	if cfg.Extensions {
-		return setupExtensions(mgr, cfg)
+		return setupExtensions(mgr, cfg, activity)
 	}
 	return nil
 }
 
 // setupExtensions registers the SandboxTemplate, SandboxWarmPool and SandboxClaim
 // controllers.
-func setupExtensions(mgr ctrl.Manager, cfg Config) error {
+func setupExtensions(mgr ctrl.Manager, cfg Config, activity *poolActivity) error {
 	options := func(workers int) controller.Options {
 		return controller.Options{MaxConcurrentReconciles: max(workers, 1), SkipNameValidation: &cfg.SkipNameValidation}
 	}
@@ -113,7 +121,6 @@ func setupExtensions(mgr ctrl.Manager, cfg Config) error {
 	if err := templates.SetupWithManager(mgr, options(cfg.WarmPoolWorkers)); err != nil {
 		return fmt.Errorf("setting up the template controller: %w", err)
 	}
-	activity := newPoolActivity()
 	pools := &warmPoolReconciler{
 		Client:             mgr.GetClient(),
 		Recorder:           mgr.GetEventRecorder("sandgate-warmpool-controller"),

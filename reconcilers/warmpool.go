@@ -349,8 +349,13 @@ func (r *warmPoolReconciler) deleteMembers(ctx context.Context, pool *extv1beta1
 		switch {
 		case err == nil:
 			ctrl.LoggerFrom(ctx).V(1).Info("deleted pool member", "sandbox", klog.KObj(m))
-		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
-			r.expected.observe(key, item) // gone already, or changed (bound): reconsidered next time
+		case apierrors.IsNotFound(err):
+			r.expected.observe(key, item) // gone already
+		case apierrors.IsConflict(err):
+			// Changed since the cache saw it: bound, or written by the Sandbox controller, whose
+			// writes do not wake the pool. The conflict makes Reconcile look again soon (quiet).
+			r.expected.observe(key, item)
+			errs = append(errs, fmt.Errorf("deleting pool member %s: %w", m.Name, err))
 		default:
 			r.expected.observe(key, item)
 			errs = append(errs, fmt.Errorf("deleting pool member %s: %w", m.Name, err))
@@ -360,8 +365,10 @@ func (r *warmPoolReconciler) deleteMembers(ctx context.Context, pool *extv1beta1
 }
 
 // refreshMembers gives members of an earlier version the current pod metadata, and the
-// current version's template-hash label with it, in one patch each on condition that they
-// are unchanged since the cache saw them (a member a claim bound meanwhile is left alone).
+// current version's template-hash label with it (memberLabelsPatch), in one patch each on
+// condition that they are unchanged since the cache saw them (a member a claim bound
+// meanwhile is left alone; one that changed otherwise is tried again on the next, prompt,
+// reconcile).
 // The Sandbox controller moves the metadata onto the running pod. Until a member's patch
 // lands it keeps its old label, so no claim stamped with the current version is bound to it
 // before it is what that version builds.
@@ -374,7 +381,7 @@ func (r *warmPoolReconciler) refreshMembers(ctx context.Context, bp *agentsv1bet
 		body := map[string]any{
 			"metadata": map[string]any{
 				"resourceVersion": m.ResourceVersion,
-				"labels":          map[string]any{agentsv1beta1.LabelSandboxTemplateHash: hash},
+				"labels":          memberLabelsPatch(hash),
 			},
 			"spec": map[string]any{"podTemplate": map[string]any{"metadata": map[string]any{
 				"labels":      mapPatch(have.Labels, want.Labels),
@@ -385,13 +392,39 @@ func (r *warmPoolReconciler) refreshMembers(ctx context.Context, bp *agentsv1bet
 		switch {
 		case err == nil:
 			ctrl.LoggerFrom(ctx).V(1).Info("refreshed pool member's pod metadata", "sandbox", klog.KObj(m), "templateHash", hash)
-		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
-			// gone, or changed (bound): reconsidered next time
+		case apierrors.IsNotFound(err):
+			// gone
+		case apierrors.IsConflict(err):
+			// Changed since the cache saw it: bound, or written by the Sandbox controller (which
+			// records the pod name and status of members it did not create, as after a take-over
+			// from another controller), whose writes do not wake the pool. The conflict makes
+			// Reconcile look again soon (quiet), not an error.
+			errs = append(errs, fmt.Errorf("refreshing pool member %s: %w", m.Name, err))
 		default:
 			errs = append(errs, fmt.Errorf("refreshing pool member %s: %w", m.Name, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// labelPublicPodTemplateHash is a label the public agent-sandbox controller puts on its pool
+// members (the hash of the template's podTemplate, deprecated there); sandgate neither sets nor
+// reads it.
+const labelPublicPodTemplateHash = "agents.x-k8s.io/sandbox-pod-template-hash"
+
+// memberLabelsPatch is the label part of a refresh: the current version's template hash, and
+// the labels the public agent-sandbox controller puts on the members it makes that sandgate's
+// members do not carry, removed. Its members are labelled launch-type=warm from their creation,
+// which to the binding guard marks a Sandbox bound before (sandgate labels launch-type only
+// when it binds), and created-by=controller, which a bound Sandbox would pass off as its
+// claim's; for sandgate's own members removing them changes nothing.
+func memberLabelsPatch(hash string) map[string]any {
+	return map[string]any{
+		agentsv1beta1.LabelSandboxTemplateHash: hash,
+		agentsv1beta1.LabelLaunchType:          nil,
+		agentsv1beta1.LabelCreatedBy:           nil,
+		labelPublicPodTemplateHash:             nil,
+	}
 }
 
 // mapPatch is the merge patch that turns map have into want: want's entries, and null for

@@ -62,7 +62,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&o.selfSignedCerts, "self-signed-certs", false, "Write a throwaway self-signed webhook certificate (CA in memory only) into --webhook-cert-dir. For local runs only, never in production: installed clusters get theirs from cert-manager.")
 	fs.StringVar(&o.operatorUser, "operator-service-account", webhooks.DefaultOperatorUser, "User name of this manager's requests (system:serviceaccount:<namespace>:<name>); the binding guard admits bindings from it only.")
 	fs.IntVar(&o.sandboxWorkers, "sandbox-concurrent-workers", 10, "Concurrent reconciles of Sandboxes.")
-	fs.IntVar(&o.claimWorkers, "sandbox-claim-concurrent-workers", 10, "Concurrent reconciles of SandboxClaims.")
+	fs.IntVar(&o.claimWorkers, "sandbox-claim-concurrent-workers", 64, "Concurrent reconciles of SandboxClaims.")
 	fs.IntVar(&o.warmPoolWorkers, "sandbox-warm-pool-concurrent-workers", 4, "Concurrent reconciles of SandboxWarmPools.")
 	fs.StringVar(&o.clusterDomain, "cluster-domain", "cluster.local", "Cluster DNS domain used in Sandbox status.serviceFQDN.")
 	fs.BoolVar(&o.extensions, "extensions", false, "Also run the SandboxTemplate, SandboxWarmPool and SandboxClaim controllers.")
