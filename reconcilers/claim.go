@@ -276,6 +276,12 @@ func (r *claimReconciler) reconcile(ctx context.Context, s *claimStep) (ctrl.Res
 			wait, err := r.recordSandboxName(ctx, s, sb)
 			return requeueWithin(result, wait), err
 		}
+		if (claim.Annotations[agentsv1beta1.AnnotationSandboxName] != sb.Name || s.mem.adopted != "") &&
+			meta.IsStatusConditionTrue(claim.Status.Conditions, agentsv1beta1.ConditionReady) {
+			// This reconcile reports the claim Ready; the next one does the bookkeeping. Nothing
+			// else need wake the claim: a cold-started Sandbox's last change was becoming Ready.
+			return requeueWithin(result, max(r.BookkeepingDelay, retryAfterCacheCatchesUp)), nil
+		}
 		return result, nil
 	}
 	if claim.Status.Sandbox.Name != "" {

@@ -67,7 +67,9 @@ func TestClaimReconcileExpiry(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			tmpl := testTemplate()
-			claim := testClaim(tmpl, tc.claim)
+			// Its bookkeeping done (the sandbox-name annotation), so that only the expiry
+			// decides when it is reconciled again.
+			claim := testClaim(tmpl, tc.claim, func(w *builders.ClaimWrapper) { w.Annotation(agentsv1beta1.AnnotationSandboxName, "c") })
 			own := readyMember(testPool(1), tmpl, "c", "10.0.0.9")
 			own.Labels = map[string]string{agentsv1beta1.LabelClaimUID: string(claim.UID), agentsv1beta1.LabelLaunchType: agentsv1beta1.LaunchTypeCold}
 			own.OwnerReferences = []metav1.OwnerReference{claimRef(claim)}

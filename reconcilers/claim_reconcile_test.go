@@ -442,6 +442,28 @@ func TestClaimReconcileColdStart(t *testing.T) {
 			if diff := cmp.Diff([]string(nil), a.Journal()); diff != "" {
 				t.Errorf("a second reconcile wrote (-want +got):\n%s", diff)
 			}
+
+			// The Sandbox becomes Ready, its last change: the claim is reported Ready and looks
+			// again by itself, to record its Sandbox's name.
+			sb.Status.PodIPs = []string{"10.0.0.9"}
+			sb.Status.Conditions = readyCondition(metav1.ConditionTrue, agentsv1beta1.ReasonDependenciesReady, agentsv1beta1.MessagePodReady)
+			if err := a.Status().Update(context.Background(), &sb); err != nil {
+				t.Fatal(err)
+			}
+			a.Journal()
+			if res := reconcileClaim(t, r); res.RequeueAfter <= 0 {
+				t.Errorf("the reconcile that reports the claim Ready asks for no requeue (%+v): nothing would record its Sandbox's name", res)
+			}
+			if diff := cmp.Diff([]string{"patch SandboxClaim/c/status"}, a.Journal()); diff != "" {
+				t.Errorf("the reconcile that sees the Sandbox Ready wrote (-want +got):\n%s", diff)
+			}
+			reconcileClaim(t, r)
+			if diff := cmp.Diff([]string{"patch SandboxClaim/c"}, a.Journal()); diff != "" {
+				t.Errorf("the requeued reconcile wrote (-want +got):\n%s", diff)
+			}
+			if got := getClaim(t, a).Annotations[agentsv1beta1.AnnotationSandboxName]; got != sb.Name {
+				t.Errorf("the claim's %s annotation is %q, want %s", agentsv1beta1.AnnotationSandboxName, got, sb.Name)
+			}
 		})
 	}
 }
