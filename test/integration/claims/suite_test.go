@@ -140,12 +140,6 @@ func (e *env) sandboxes(g Gomega) []agentsv1beta1.Sandbox {
 	return list.Items
 }
 
-func (e *env) claims(g Gomega) []extv1beta1.SandboxClaim {
-	var list extv1beta1.SandboxClaimList
-	g.Expect(e.Client.List(e.ctx(), &list, client.InNamespace(e.ns))).To(Succeed())
-	return list.Items
-}
-
 // members are the pool's unbound members, not being deleted.
 func (e *env) members(g Gomega, pool string) []agentsv1beta1.Sandbox {
 	var out []agentsv1beta1.Sandbox
