@@ -33,6 +33,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	extv1alpha1 "github.com/sandgate-dev/sandgate/api/extensions/v1alpha1"
@@ -202,15 +203,39 @@ func publicPod(sb *agentsv1beta1.Sandbox) *corev1.Pod {
 	}
 }
 
+// publicService is the headless Service reconcileService creates for a Sandbox with
+// spec.service true [sandbox]: named after the Sandbox, controller-owned by it, labelled and
+// selecting by the name hash, one port per distinct container port, named as the container
+// port is (servicePortsForSandbox; this test's ports are all named), targeting the same port.
+func publicService(sb *agentsv1beta1.Sandbox) *corev1.Service {
+	hash := map[string]string{agentsv1beta1.LabelSandboxNameHash: agentsv1beta1.NameHash(sb.Name)}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: sb.Name, Namespace: sb.Namespace, Labels: hash,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(sb, agentsv1beta1.GroupVersion.WithKind("Sandbox"))},
+		},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Selector: maps.Clone(hash)},
+	}
+	for _, c := range sb.Spec.PodTemplate.Spec.Containers {
+		for _, p := range c.Ports {
+			svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{
+				Name: p.Name, Protocol: p.Protocol, Port: p.ContainerPort, TargetPort: intstr.FromInt32(p.ContainerPort),
+			})
+		}
+	}
+	return svc
+}
+
 // publicSandboxStatus is the status the Sandbox controller writes once the pod is Running and
-// Ready [sandbox]: Ready True DependenciesReady "Pod is Ready", the pod's IPs and node, and the
-// name-hash selector.
-func publicSandboxStatus(sb *agentsv1beta1.Sandbox, pod *corev1.Pod) agentsv1beta1.SandboxStatus {
+// Ready (and the Service exists, where there is one) [sandbox]: Ready True DependenciesReady
+// "Pod is Ready" ("Pod is Ready; Service Exists"), the pod's IPs and node, the name-hash
+// selector, and the Service's name and cluster-local FQDN.
+func publicSandboxStatus(sb *agentsv1beta1.Sandbox, pod *corev1.Pod, svc *corev1.Service) agentsv1beta1.SandboxStatus {
 	var ips []string
 	for _, ip := range pod.Status.PodIPs {
 		ips = append(ips, ip.IP)
 	}
-	return agentsv1beta1.SandboxStatus{
+	st := agentsv1beta1.SandboxStatus{
 		Conditions: []metav1.Condition{{
 			Type: agentsv1beta1.ConditionReady, Status: metav1.ConditionTrue, ObservedGeneration: sb.Generation,
 			Reason: agentsv1beta1.ReasonDependenciesReady, Message: agentsv1beta1.MessagePodReady,
@@ -220,6 +245,11 @@ func publicSandboxStatus(sb *agentsv1beta1.Sandbox, pod *corev1.Pod) agentsv1bet
 		PodIPs:   ips,
 		NodeName: pod.Spec.NodeName,
 	}
+	if svc != nil {
+		st.Conditions[0].Message = agentsv1beta1.MessagePodReadyServiceExists
+		st.Service, st.ServiceFQDN = svc.Name, svc.Name+"."+svc.Namespace+".svc.cluster.local"
+	}
+	return st
 }
 
 // publicClaimStatus is what computeAndSetStatus writes for a claim served by sb [claim]: the

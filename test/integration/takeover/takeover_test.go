@@ -32,8 +32,9 @@ import (
 // secure-default template whose Recreate pool has three ready members, a template with its own
 // network rules whose OnReplenish pool has two, claims it bound warm (one created through
 // v1alpha1) and cold, a claim whose adoption it began but did not finish, a claim created after
-// it stopped, the pods kwok runs for all of them — is handed to sandgate. Afterwards: every
-// Sandbox, pod and NetworkPolicy is the one it was (same UID, none deleted); the members are
+// it stopped, the pods kwok runs for all of them and the headless Services of the first
+// template's Sandboxes — is handed to sandgate. Afterwards: every Sandbox, pod, Service and
+// NetworkPolicy is the one it was (same UID, none deleted); the members are
 // taken over in place (relabelled with sandgate's template hash, their podTemplate's metadata
 // refreshed) and serve new claims warm; bound claims keep their Sandboxes and stay Ready;
 // unstamped claims waiting for a Sandbox are stamped and served; the v1alpha1 claim reads back
@@ -46,7 +47,8 @@ func TestTakeOverFromThePublicController(t *testing.T) {
 	webhooks := e.removeWebhooks()
 	p := e.populate()
 	before := e.snapshot()
-	t.Logf("populated as the public controller leaves it in %s: %d sandboxes, %d pods", time.Since(start).Round(time.Millisecond), len(before.sandboxes), len(before.pods))
+	t.Logf("populated as the public controller leaves it in %s: %d sandboxes, %d pods, %d services",
+		time.Since(start).Round(time.Millisecond), len(before.sandboxes), len(before.pods), len(before.services))
 
 	// 2. Switch over: sandgate's webhooks, then its manager.
 	e.applyWebhooks(webhooks)
@@ -156,12 +158,13 @@ func TestTakeOverFromThePublicController(t *testing.T) {
 		}
 	})
 
-	// 8. Nothing was deleted or recreated, and nothing is: every Sandbox, pod and
+	// 8. Nothing was deleted or recreated, and nothing is: every Sandbox, pod, Service and
 	// NetworkPolicy of the public controller is the one it was.
 	e.consistently(func(g Gomega) {
 		now := e.snapshot()
 		for kind, objs := range map[string][2]map[string]types.UID{
-			"sandbox": {before.sandboxes, now.sandboxes}, "pod": {before.pods, now.pods}, "network policy": {before.policies, now.policies},
+			"sandbox": {before.sandboxes, now.sandboxes}, "pod": {before.pods, now.pods},
+			"service": {before.services, now.services}, "network policy": {before.policies, now.policies},
 		} {
 			for name, uid := range objs[0] {
 				g.Expect(objs[1]).To(HaveKeyWithValue(name, uid), "%s %s deleted or recreated", kind, name)
@@ -190,7 +193,8 @@ type population struct {
 func (e *env) populate() *population {
 	e.t.Helper()
 	p := &population{members: map[string][]string{}, bound: map[string]*agentsv1beta1.Sandbox{}}
-	p.tmpl = builders.MakeTemplate("tmpl", e.ns).PodLabel("app", "agent").Obj()
+	p.tmpl = builders.MakeTemplate("tmpl", e.ns).PodLabel("app", "agent").
+		Service(true).ContainerPort(builders.DefaultContainer, 8080, corev1.ProtocolTCP, "http").Obj()
 	p.npTmpl = builders.MakeTemplate("np-tmpl", e.ns).PodLabel("app", "agent").
 		NetworkPolicy(&extv1beta1.NetworkPolicySpec{Egress: []networkingv1.NetworkPolicyEgressRule{{}}}).Obj()
 	pool := builders.MakePool("pool", e.ns, "tmpl").Replicas(3).UpdateStrategy(extv1beta1.RecreateUpdateStrategy).Obj()
@@ -250,9 +254,14 @@ func (e *env) populate() *population {
 	p.bound["cold"] = cold
 	sandboxes = append(sandboxes, cold)
 
-	// Their pods, run by kwok, then the status the public controller wrote from them.
+	// Their pods, run by kwok, and Services, then the status the public controller wrote.
+	services := map[string]*corev1.Service{}
 	for _, sb := range sandboxes {
 		e.create(publicPod(sb))
+		if sb.Spec.Service != nil && *sb.Spec.Service {
+			services[sb.Name] = publicService(sb)
+			e.create(services[sb.Name])
+		}
 	}
 	for _, sb := range sandboxes {
 		pod := &corev1.Pod{}
@@ -261,7 +270,7 @@ func (e *env) populate() *population {
 			g.Expect(podReady(pod)).To(BeTrue(), "pod %s: %+v", pod.Name, pod.Status)
 		})
 		base := sb.DeepCopy()
-		sb.Status = publicSandboxStatus(sb, pod)
+		sb.Status = publicSandboxStatus(sb, pod, services[sb.Name])
 		e.g.Expect(e.Client.Status().Patch(e.ctx(), sb, client.MergeFrom(base))).To(Succeed())
 	}
 	for name, sb := range p.bound {
@@ -291,16 +300,18 @@ func podReady(pod *corev1.Pod) bool {
 	return false
 }
 
-// snapshot is the UID of every Sandbox, pod and NetworkPolicy of the namespace, by name.
+// snapshot is the UID of every Sandbox, pod, Service and NetworkPolicy of the namespace, by
+// name.
 type snapshot struct {
-	sandboxes, pods, policies map[string]types.UID
+	sandboxes, pods, services, policies map[string]types.UID
 }
 
 func (e *env) snapshot() snapshot {
 	e.t.Helper()
-	s := snapshot{map[string]types.UID{}, map[string]types.UID{}, map[string]types.UID{}}
+	s := snapshot{map[string]types.UID{}, map[string]types.UID{}, map[string]types.UID{}, map[string]types.UID{}}
 	for list, into := range map[client.ObjectList]map[string]types.UID{
-		&agentsv1beta1.SandboxList{}: s.sandboxes, &corev1.PodList{}: s.pods, &networkingv1.NetworkPolicyList{}: s.policies,
+		&agentsv1beta1.SandboxList{}: s.sandboxes, &corev1.PodList{}: s.pods, &corev1.ServiceList{}: s.services,
+		&networkingv1.NetworkPolicyList{}: s.policies,
 	} {
 		e.g.Expect(e.Client.List(e.ctx(), list, client.InNamespace(e.ns))).To(Succeed())
 		e.g.Expect(meta.EachListItem(list, func(obj runtime.Object) error {
