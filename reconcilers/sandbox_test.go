@@ -288,3 +288,27 @@ func TestChildCreateExpected(t *testing.T) {
 		t.Error("an expectation was consumed twice")
 	}
 }
+
+// Suspended with someone else's pod of the Sandbox's name: the public project's messages, and
+// nothing of that pod's scheduling reported as the Sandbox's.
+func TestSuspendedWithAForeignPod(t *testing.T) {
+	r := &sandboxReconciler{Clock: clocktesting.NewFakePassiveClock(planNow)}
+	sb := sandbox(func(sb *agentsv1beta1.Sandbox) { sb.Spec.OperatingMode = agentsv1beta1.OperatingModeSuspended })
+	foreign := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: sb.Name, Namespace: sb.Namespace},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIPs: []corev1.PodIP{{IP: "10.0.0.9"}}, Conditions: []corev1.PodCondition{
+			{Type: corev1.PodReady, Status: corev1.ConditionTrue}, {Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}},
+	}
+	r.setStatus(sb, foreign, nil)
+	got := map[string][3]string{}
+	for _, c := range sb.Status.Conditions {
+		got[c.Type] = [3]string{string(c.Status), c.Reason, c.Message}
+	}
+	want := map[string][3]string{
+		agentsv1beta1.ConditionSuspended: {"False", agentsv1beta1.ReasonPodNotOwned, "Refused to delete pod because it is not owned by this sandbox"},
+		agentsv1beta1.ConditionReady:     {"False", agentsv1beta1.ReasonSandboxSuspended, "Sandbox is suspending"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("conditions (-want +got):\n%s", diff)
+	}
+}

@@ -117,6 +117,8 @@ func TestWriteDiscipline(t *testing.T) {
 	e.g.Expect(slices.Collect(maps.Keys(created.byKey))).To(ConsistOf("create pods success", "patch sandboxes/status success"),
 		"the pod create and status patches, nothing else")
 	e.g.Expect(created.byKey["patch sandboxes/status success"]).To(BeNumerically("<=", 2), "status writes")
+	// The pod-name annotation clients read was set at admission: no write of the operator's.
+	e.g.Expect(e.sandbox(e.g, "counted").Annotations).To(HaveKeyWithValue(agentsv1beta1.AnnotationPodName, "counted"))
 	n, sum := e.Metrics.ReconcilesToReady()
 	e.g.Expect(n).To(Equal(uint64(1)))
 	e.g.Expect(sum).To(Equal(created.reconciles))
