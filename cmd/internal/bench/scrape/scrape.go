@@ -207,7 +207,24 @@ func get(ctx context.Context, hc *http.Client, url string) (Snapshot, error) {
 // other label): the quantile is at most that value. It returns +Inf when the quantile lies
 // beyond the last finite bucket, and false when the histogram has no observations.
 func (s Snapshot) BucketUpperBound(name string, q float64) (float64, bool) {
-	cumulative := map[float64]float64{}
+	cumulative, bounds, ok := s.buckets(name)
+	if !ok {
+		return 0, false
+	}
+	rank := q * cumulative[bounds[len(bounds)-1]]
+	for _, le := range bounds {
+		if cumulative[le] >= rank {
+			return le, true
+		}
+	}
+	return math.Inf(1), true
+}
+
+// buckets sums the _bucket series of histogram name over every other label: the cumulative
+// count at each upper bound, and the bounds in order. ok is false when the histogram has no
+// observations.
+func (s Snapshot) buckets(name string) (cumulative map[float64]float64, bounds []float64, ok bool) {
+	cumulative = map[float64]float64{}
 	for _, series := range s {
 		if series.Name != name+"_bucket" {
 			continue
@@ -218,21 +235,11 @@ func (s Snapshot) BucketUpperBound(name string, q float64) (float64, bool) {
 		}
 		cumulative[le] += series.Value
 	}
-	bounds := slices.Sorted(maps.Keys(cumulative))
-	if len(bounds) == 0 {
-		return 0, false
+	bounds = slices.Sorted(maps.Keys(cumulative))
+	if len(bounds) == 0 || cumulative[bounds[len(bounds)-1]] == 0 {
+		return nil, nil, false
 	}
-	total := cumulative[bounds[len(bounds)-1]]
-	if total == 0 {
-		return 0, false
-	}
-	rank := q * total
-	for _, le := range bounds {
-		if cumulative[le] >= rank {
-			return le, true
-		}
-	}
-	return math.Inf(1), true
+	return cumulative, bounds, true
 }
 
 // Select returns the series whose labels include every pair of match: one label set of a
@@ -254,26 +261,11 @@ func (s Snapshot) Select(match map[string]string) Snapshot {
 // buckets (the API server's webhook histogram starts 5 ms, 25 ms) the estimate says where in
 // the bucket the observations would be if they were spread evenly: a hint, not a measurement.
 func (s Snapshot) Quantile(name string, q float64) (float64, bool) {
-	cumulative := map[float64]float64{}
-	for _, series := range s {
-		if series.Name != name+"_bucket" {
-			continue
-		}
-		le, err := strconv.ParseFloat(series.Labels["le"], 64)
-		if err != nil {
-			continue
-		}
-		cumulative[le] += series.Value
-	}
-	bounds := slices.Sorted(maps.Keys(cumulative))
-	if len(bounds) == 0 {
+	cumulative, bounds, ok := s.buckets(name)
+	if !ok {
 		return 0, false
 	}
-	total := cumulative[bounds[len(bounds)-1]]
-	if total == 0 {
-		return 0, false
-	}
-	rank := q * total
+	rank := q * cumulative[bounds[len(bounds)-1]]
 	lower, below := 0.0, 0.0
 	for _, le := range bounds {
 		count := cumulative[le]
