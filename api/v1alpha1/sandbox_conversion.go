@@ -1,8 +1,9 @@
 package v1alpha1
 
 import (
+	"slices"
+
 	"k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/conversion"
 
 	"github.com/sandgate-dev/sandgate/api/internal/extras"
@@ -143,7 +144,7 @@ func sandboxSpecTo(in *SandboxSpec) agentsv1beta1.SandboxSpec {
 		SandboxBlueprint: agentsv1beta1.SandboxBlueprint{
 			PodTemplate:          PodTemplateTo(&in.PodTemplate),
 			VolumeClaimTemplates: ClaimTemplatesTo(in.VolumeClaimTemplates),
-			Service:              copyBool(in.Service),
+			Service:              extras.Ptr(in.Service),
 		},
 		ShutdownTime:   in.ShutdownTime.DeepCopy(),
 		ShutdownPolicy: shutdownPolicyTo(in.ShutdownPolicy),
@@ -159,7 +160,7 @@ func sandboxSpecFrom(in *agentsv1beta1.SandboxSpec) SandboxSpec {
 		VolumeClaimTemplates: ClaimTemplatesFrom(in.VolumeClaimTemplates),
 		Lifecycle:            Lifecycle{ShutdownTime: in.ShutdownTime.DeepCopy(), ShutdownPolicy: shutdownPolicyFrom(in.ShutdownPolicy)},
 		Replicas:             replicasFor(in.OperatingMode),
-		Service:              copyBool(in.Service),
+		Service:              extras.Ptr(in.Service),
 	}
 }
 
@@ -207,9 +208,9 @@ func sandboxStatusTo(in *SandboxStatus) agentsv1beta1.SandboxStatus {
 	return agentsv1beta1.SandboxStatus{
 		ServiceFQDN: in.ServiceFQDN,
 		Service:     in.Service,
-		Conditions:  copyConditions(in.Conditions),
+		Conditions:  extras.Conditions(in.Conditions),
 		Selector:    in.LabelSelector,
-		PodIPs:      copyStrings(in.PodIPs),
+		PodIPs:      slices.Clone(in.PodIPs),
 	}
 }
 
@@ -217,10 +218,10 @@ func sandboxStatusFrom(in *agentsv1beta1.SandboxStatus) SandboxStatus {
 	return SandboxStatus{
 		ServiceFQDN:   in.ServiceFQDN,
 		Service:       in.Service,
-		Conditions:    copyConditions(in.Conditions),
+		Conditions:    extras.Conditions(in.Conditions),
 		Replicas:      sandboxReplicas(in),
 		LabelSelector: in.Selector,
-		PodIPs:        copyStrings(in.PodIPs),
+		PodIPs:        slices.Clone(in.PodIPs),
 	}
 }
 
@@ -280,32 +281,6 @@ func ClaimTemplatesFrom(in []agentsv1beta1.PersistentVolumeClaimTemplate) []Pers
 		}
 	}
 	return out
-}
-
-func copyConditions(in []metav1.Condition) []metav1.Condition {
-	if in == nil {
-		return nil
-	}
-	out := make([]metav1.Condition, len(in))
-	for i := range in {
-		in[i].DeepCopyInto(&out[i])
-	}
-	return out
-}
-
-func copyStrings(in []string) []string {
-	if in == nil {
-		return nil
-	}
-	return append([]string{}, in...)
-}
-
-func copyBool(in *bool) *bool {
-	if in == nil {
-		return nil
-	}
-	b := *in
-	return &b
 }
 
 func int32Ptr(v int32) *int32 { return &v }

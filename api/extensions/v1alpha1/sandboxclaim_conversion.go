@@ -1,10 +1,10 @@
 package v1alpha1
 
 import (
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/conversion"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
@@ -88,8 +88,8 @@ func (src *SandboxClaim) ConvertTo(hub conversion.Hub) error {
 		Env:                   envTo(s.Env),
 	}
 	dst.Status = extv1beta1.SandboxClaimStatus{
-		Conditions: copyConditions(src.Status.Conditions),
-		Sandbox:    extv1beta1.SandboxStatusRef{Name: src.Status.SandboxStatus.Name, PodIPs: copyStrings(src.Status.SandboxStatus.PodIPs)},
+		Conditions: extras.Conditions(src.Status.Conditions),
+		Sandbox:    extv1beta1.SandboxStatusRef{Name: src.Status.SandboxStatus.Name, PodIPs: slices.Clone(src.Status.SandboxStatus.PodIPs)},
 	}
 	if hasBeta && beta.Spec != nil {
 		// v1alpha1 cannot change volume claim templates: saved ones always still hold. A
@@ -126,8 +126,8 @@ func (dst *SandboxClaim) ConvertFrom(hub conversion.Hub) error {
 		Env:                   envFrom(s.Env),
 	}
 	dst.Status = SandboxClaimStatus{
-		Conditions:    copyConditions(src.Status.Conditions),
-		SandboxStatus: SandboxStatusRef{Name: src.Status.Sandbox.Name, PodIPs: copyStrings(src.Status.Sandbox.PodIPs)},
+		Conditions:    extras.Conditions(src.Status.Conditions),
+		SandboxStatus: SandboxStatusRef{Name: src.Status.Sandbox.Name, PodIPs: slices.Clone(src.Status.Sandbox.PodIPs)},
 	}
 	// Saved template and warmpool count only if they still name the claim's pool.
 	if hasAlpha && alpha.Spec != nil && poolOf(&SandboxClaimSpec{TemplateRef: alpha.Spec.TemplateRef, WarmPool: alpha.Spec.WarmPool}) == s.WarmPoolRef.Name {
@@ -182,7 +182,7 @@ func lifecycleTo(in *Lifecycle) *extv1beta1.Lifecycle {
 	}
 	return &extv1beta1.Lifecycle{
 		ShutdownTime:            in.ShutdownTime.DeepCopy(),
-		TTLSecondsAfterFinished: copyInt32(in.TTLSecondsAfterFinished),
+		TTLSecondsAfterFinished: extras.Ptr(in.TTLSecondsAfterFinished),
 		ShutdownPolicy:          extv1beta1.ClaimShutdownPolicy(in.ShutdownPolicy),
 	}
 }
@@ -193,7 +193,7 @@ func lifecycleFrom(in *extv1beta1.Lifecycle) *Lifecycle {
 	}
 	return &Lifecycle{
 		ShutdownTime:            in.ShutdownTime.DeepCopy(),
-		TTLSecondsAfterFinished: copyInt32(in.TTLSecondsAfterFinished),
+		TTLSecondsAfterFinished: extras.Ptr(in.TTLSecondsAfterFinished),
 		ShutdownPolicy:          ShutdownPolicy(in.ShutdownPolicy),
 	}
 }
@@ -218,30 +218,4 @@ func envFrom(in []extv1beta1.EnvVar) []EnvVar {
 		out[i] = EnvVar(e)
 	}
 	return out
-}
-
-func copyConditions(in []metav1.Condition) []metav1.Condition {
-	if in == nil {
-		return nil
-	}
-	out := make([]metav1.Condition, len(in))
-	for i := range in {
-		in[i].DeepCopyInto(&out[i])
-	}
-	return out
-}
-
-func copyStrings(in []string) []string {
-	if in == nil {
-		return nil
-	}
-	return append([]string{}, in...)
-}
-
-func copyInt32(in *int32) *int32 {
-	if in == nil {
-		return nil
-	}
-	v := *in
-	return &v
 }

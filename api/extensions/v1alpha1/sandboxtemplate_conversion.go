@@ -36,7 +36,7 @@ func (src *SandboxTemplate) ConvertTo(hub conversion.Hub) error {
 		SandboxBlueprint: agentsv1beta1.SandboxBlueprint{
 			PodTemplate:          agentsv1alpha1.PodTemplateTo(&s.PodTemplate),
 			VolumeClaimTemplates: agentsv1alpha1.ClaimTemplatesTo(s.VolumeClaimTemplates),
-			Service:              copyBool(s.Service),
+			Service:              extras.Ptr(s.Service),
 		},
 		NetworkPolicyManagement: extv1beta1.NetworkPolicyManagement(s.NetworkPolicyManagement),
 		EnvVarsInjectionPolicy:  extv1beta1.EnvVarsInjectionPolicy(s.EnvVarsInjectionPolicy),
@@ -65,7 +65,7 @@ func (dst *SandboxTemplate) ConvertFrom(hub conversion.Hub) error {
 		VolumeClaimTemplates:    agentsv1alpha1.ClaimTemplatesFrom(s.VolumeClaimTemplates),
 		NetworkPolicyManagement: NetworkPolicyManagement(s.NetworkPolicyManagement),
 		EnvVarsInjectionPolicy:  EnvVarsInjectionPolicy(s.EnvVarsInjectionPolicy),
-		Service:                 copyBool(s.Service),
+		Service:                 extras.Ptr(s.Service),
 	}
 	if s.NetworkPolicy != nil {
 		dst.Spec.NetworkPolicy = &NetworkPolicySpec{}
@@ -75,12 +75,4 @@ func (dst *SandboxTemplate) ConvertFrom(hub conversion.Hub) error {
 		extras.Put(&dst.Annotations, extras.V1beta1Key, templateBetaFields{Spec: &templateBetaSpec{VolumeClaimTemplatesPolicy: s.VolumeClaimTemplatesPolicy}})
 	}
 	return nil
-}
-
-func copyBool(in *bool) *bool {
-	if in == nil {
-		return nil
-	}
-	b := *in
-	return &b
 }

@@ -14,6 +14,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Annotation keys. The domain is sandgate's own: nothing else writes these keys, and they are
@@ -75,4 +77,25 @@ func Fingerprint(status any) string {
 	}
 	sum := sha256.Sum256(raw)
 	return hex.EncodeToString(sum[:8])
+}
+
+// Conditions is a deep copy of a condition list, nil for nil.
+func Conditions(in []metav1.Condition) []metav1.Condition {
+	if in == nil {
+		return nil
+	}
+	out := make([]metav1.Condition, len(in))
+	for i := range in {
+		in[i].DeepCopyInto(&out[i])
+	}
+	return out
+}
+
+// Ptr is a copy of what in points to, nil for nil.
+func Ptr[T any](in *T) *T {
+	if in == nil {
+		return nil
+	}
+	v := *in
+	return &v
 }
