@@ -41,7 +41,7 @@ func startChild(name, binary string, args []string, logPath string) (*child, err
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := onSpawnerThread(cmd.Start); err != nil {
+	if err := OnSpawnerThread(cmd.Start); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	c := &child{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
@@ -60,8 +60,10 @@ var (
 	spawnCh   chan func()
 )
 
-// onSpawnerThread runs start on the spawner thread and returns its error.
-func onSpawnerThread(start func() error) error {
+// OnSpawnerThread runs start (an exec.Cmd's Start) on the spawner thread and returns its
+// error: a child started so, with Pdeathsig set, dies with this process and never before.
+// The bench harness starts the operator through it too.
+func OnSpawnerThread(start func() error) error {
 	spawnOnce.Do(func() {
 		spawnCh = make(chan func())
 		go func() {

@@ -9,13 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/sandgate-dev/sandgate/cmd/controlplane"
 	"github.com/sandgate-dev/sandgate/cmd/internal/bench/proc"
 	"github.com/sandgate-dev/sandgate/cmd/internal/bench/scrape"
 )
@@ -140,7 +140,8 @@ func startOperator(ctx context.Context, command string, ep endpoints, logPath st
 	cmd.Stderr = logFile
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+ep.kubeconfig)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := onSpawnerThread(cmd.Start); err != nil {
+	// Forked from the control plane's spawner thread, it dies with the harness and never before.
+	if err := controlplane.OnSpawnerThread(cmd.Start); err != nil {
 		return nil, fmt.Errorf("starting the operator: %w", err)
 	}
 	o := &Operator{Template: command, Command: expanded, PID: cmd.Process.Pid, LogPath: logPath, cmd: cmd, done: make(chan struct{})}
@@ -284,27 +285,4 @@ func freePort() (int, error) {
 	}
 	defer func() { _ = l.Close() }() // only the port number was wanted
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// The kernel sends Pdeathsig when the thread that forked the child exits, not the process,
-// and the Go runtime retires threads: the operator is forked from one locked thread that
-// lives as long as the process, so it dies with the harness and never before.
-var (
-	spawnOnce sync.Once
-	spawnCh   chan func()
-)
-
-func onSpawnerThread(start func() error) error {
-	spawnOnce.Do(func() {
-		spawnCh = make(chan func())
-		go func() {
-			runtime.LockOSThread()
-			for f := range spawnCh {
-				f()
-			}
-		}()
-	})
-	errCh := make(chan error, 1)
-	spawnCh <- func() { errCh <- start() }
-	return <-errCh
 }
