@@ -9,6 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zapcore"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
 	"github.com/sandgate-dev/sandgate/cmd/controlplane"
 )
 
@@ -26,7 +30,19 @@ const StartTimeout = 3 * time.Minute
 //	func TestMain(m *testing.M) {
 //		os.Exit(framework.RunSuite(m, controlplane.Options{Profile: controlplane.ProfileKubelet}, func(c *framework.Cluster) { cluster = c }))
 //	}
+//
+// SANDGATE_TEST_LOG=<file> writes the controllers' logs (verbosity 1) of the suite's managers
+// there.
 func RunSuite(m *testing.M, opts controlplane.Options, use func(*Cluster)) int {
+	if path := os.Getenv("SANDGATE_TEST_LOG"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "creating the log file: %v\n", err)
+			return 1
+		}
+		defer func() { _ = f.Close() }()
+		ctrl.SetLogger(zap.New(zap.WriteTo(f), zap.Level(zapcore.Level(-1))))
+	}
 	if opts.Log == nil {
 		opts.Log = os.Stderr
 	}

@@ -12,19 +12,15 @@ package claims_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
-	"go.uber.org/zap/zapcore"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/sandgate-dev/sandgate/api"
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
@@ -37,16 +33,8 @@ import (
 
 var cluster *framework.Cluster
 
+// SANDGATE_TEST_LOG=<file> keeps the controllers' logs (see framework.RunSuite).
 func TestMain(m *testing.M) {
-	// SANDGATE_TEST_LOG=<file> writes the controllers' logs (verbosity 1) there.
-	if path := os.Getenv("SANDGATE_TEST_LOG"); path != "" {
-		f, err := os.Create(path)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "creating the log file: %v\n", err)
-			os.Exit(1)
-		}
-		ctrl.SetLogger(zap.New(zap.WriteTo(f), zap.Level(zapcore.Level(-1))))
-	}
 	os.Exit(framework.RunSuite(m, controlplane.Options{Profile: controlplane.ProfileFast, Webhooks: true},
 		func(c *framework.Cluster) { cluster = c }))
 }

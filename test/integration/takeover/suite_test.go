@@ -15,15 +15,11 @@ package takeover_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
 
 	. "github.com/onsi/gomega"
-	"go.uber.org/zap/zapcore"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/sandgate-dev/sandgate/api"
 	"github.com/sandgate-dev/sandgate/cmd/controlplane"
@@ -32,16 +28,8 @@ import (
 
 var cluster *framework.Cluster
 
+// SANDGATE_TEST_LOG=<file> keeps the controllers' logs (see framework.RunSuite).
 func TestMain(m *testing.M) {
-	// SANDGATE_TEST_LOG=<file> writes the controllers' logs (verbosity 1) there.
-	if path := os.Getenv("SANDGATE_TEST_LOG"); path != "" {
-		f, err := os.Create(path)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "creating the log file: %v\n", err)
-			os.Exit(1)
-		}
-		ctrl.SetLogger(zap.New(zap.WriteTo(f), zap.Level(zapcore.Level(-1))))
-	}
 	os.Exit(framework.RunSuite(m, controlplane.Options{Profile: controlplane.ProfileFast, Webhooks: true},
 		func(c *framework.Cluster) { cluster = c }))
 }
