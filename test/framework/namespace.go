@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,4 +35,20 @@ func CreateNamespace(t testing.TB, c client.Client, name string) {
 		t.Fatalf("creating namespace %s: %v", name, err)
 	}
 	t.Cleanup(func() { _ = c.Delete(context.Background(), ns) })
+}
+
+// EventReasons lists the reasons of the events (events.k8s.io) in namespace ns about the
+// object of the given kind and name, in the order the API server lists them.
+func EventReasons(ctx context.Context, c client.Reader, ns, kind, name string) ([]string, error) {
+	var list eventsv1.EventList
+	if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	var reasons []string
+	for _, ev := range list.Items {
+		if ev.Regarding.Kind == kind && ev.Regarding.Name == name {
+			reasons = append(reasons, ev.Reason)
+		}
+	}
+	return reasons, nil
 }

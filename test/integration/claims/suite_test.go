@@ -17,7 +17,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -209,14 +208,8 @@ func (e *env) claimEvents(g Gomega, claim string) []string {
 
 // events lists the reasons of the events about an object of the test's namespace.
 func (e *env) events(g Gomega, kind, name string) []string {
-	var list eventsv1.EventList
-	g.Expect(e.Client.List(e.ctx(), &list, client.InNamespace(e.ns))).To(Succeed())
-	var reasons []string
-	for _, ev := range list.Items {
-		if ev.Regarding.Kind == kind && ev.Regarding.Name == name {
-			reasons = append(reasons, ev.Reason)
-		}
-	}
+	reasons, err := framework.EventReasons(e.ctx(), e.Client, e.ns, kind, name)
+	g.Expect(err).NotTo(HaveOccurred())
 	return reasons
 }
 

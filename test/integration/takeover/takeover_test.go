@@ -10,7 +10,6 @@ import (
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -426,13 +425,7 @@ func (e *env) expectServedBy(g Gomega, c *extv1beta1.SandboxClaim, name string) 
 
 // events lists the reasons of the events about an object of the test's namespace.
 func (e *env) events(g Gomega, kind, name string) []string {
-	var list eventsv1.EventList
-	g.Expect(e.Client.List(e.ctx(), &list, client.InNamespace(e.ns))).To(Succeed())
-	var reasons []string
-	for _, ev := range list.Items {
-		if ev.Regarding.Kind == kind && ev.Regarding.Name == name {
-			reasons = append(reasons, ev.Reason)
-		}
-	}
+	reasons, err := framework.EventReasons(e.ctx(), e.Client, e.ns, kind, name)
+	g.Expect(err).NotTo(HaveOccurred())
 	return reasons
 }
