@@ -419,10 +419,12 @@ func (r *claimReconciler) serve(ctx context.Context, s *claimStep) (ctrl.Result,
 		r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonInvalidMetadata, errs.ToAggregate().Error())
 		return ctrl.Result{}, nil
 	}
-	if _, errs := policy.ClaimBlueprint(tmpl, claim); len(errs) > 0 {
-		reason, msg := claimRejection(errs)
-		r.setReady(claim, metav1.ConditionFalse, reason, msg)
-		return ctrl.Result{}, nil
+	if policy.AddsToTemplate(claim) { // only then can the template's policies refuse it
+		if _, errs := policy.ClaimBlueprint(tmpl, claim); len(errs) > 0 {
+			reason, msg := claimRejection(errs)
+			r.setReady(claim, metav1.ConditionFalse, reason, msg)
+			return ctrl.Result{}, nil
+		}
 	}
 	if len(claim.Spec.Env) > 0 || len(claim.Spec.VolumeClaimTemplates) > 0 {
 		return ctrl.Result{}, r.coldStart(ctx, s, tmpl, stamp)

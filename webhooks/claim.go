@@ -148,8 +148,7 @@ func (w *ClaimWebhook) templateOf(ctx context.Context, ns, pool, want string) (*
 // only then: most claims add nothing).
 func (w *ClaimWebhook) ValidateCreate(ctx context.Context, c *extv1beta1.SandboxClaim) (admission.Warnings, error) {
 	errs := ValidateClaim(c)
-	md := c.Spec.AdditionalPodMetadata
-	if len(c.Spec.Env)+len(c.Spec.VolumeClaimTemplates)+len(md.Labels)+len(md.Annotations) > 0 {
+	if policy.AddsToTemplate(c) {
 		req, err := admission.RequestFromContext(ctx)
 		if err != nil {
 			return nil, apierrors.NewInternalError(fmt.Errorf("reading the admission request: %w", err))

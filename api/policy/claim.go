@@ -35,6 +35,14 @@ func ClaimBlueprint(tmpl *extv1beta1.SandboxTemplate, claim *extv1beta1.SandboxC
 	return bp, errs
 }
 
+// AddsToTemplate reports whether a claim asks for anything beyond its template's blueprint
+// (env, volume claim templates, pod metadata): only such a claim can be refused by
+// ClaimBlueprint, so callers skip the check (and the template read) for the others.
+func AddsToTemplate(claim *extv1beta1.SandboxClaim) bool {
+	md := claim.Spec.AdditionalPodMetadata
+	return len(claim.Spec.Env)+len(claim.Spec.VolumeClaimTemplates)+len(md.Labels)+len(md.Annotations) > 0
+}
+
 // ValidateClaimAgainstTemplate says why a claim cannot be cold-started from tmpl; empty when
 // it can. It is ClaimBlueprint's error list.
 func ValidateClaimAgainstTemplate(claim *extv1beta1.SandboxClaim, tmpl *extv1beta1.SandboxTemplate) field.ErrorList {

@@ -70,7 +70,7 @@ func Check(g gomega.Gomega, c client.Reader, ns string) {
 		stamp := claim.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash]
 		g.Expect(sb.Labels[agentsv1beta1.LabelSandboxTemplateHash]).To(gomega.Equal(stamp),
 			"sandbox %s bound to claim %s of another template version", sb.Name, claim.Name)
-		if md := claim.Spec.AdditionalPodMetadata; stamp != "" && len(claim.Spec.Env)+len(claim.Spec.VolumeClaimTemplates)+len(md.Labels)+len(md.Annotations) == 0 {
+		if stamp != "" && !policy.AddsToTemplate(claim) {
 			// A claim that adds nothing to its template gets exactly what the template builds.
 			g.Expect(policy.SandboxHash(sb)).To(gomega.Equal(stamp),
 				"sandbox %s bound to claim %s is not what the claim's template version builds", sb.Name, claim.Name)
