@@ -222,10 +222,8 @@ func (w *SandboxWebhook) guardBinding(ctx context.Context, oldSB, newSB *agentsv
 // shows bound to it. (The claim controller never asks for a second; the check keeps a bug or a
 // second operator instance from making one.)
 func (w *SandboxWebhook) claimUnbound(ctx context.Context, sb *agentsv1beta1.Sandbox, claim *extv1beta1.SandboxClaim) error {
-	stamp := claim.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash]
-	name := claimName(&metav1.OwnerReference{Name: claim.Name, UID: claim.UID}, "")
 	if other := claim.Status.Sandbox.Name; other != "" && other != sb.Name {
-		return w.deny(sb, name, stamp, "the claim is bound to Sandbox %s already", other)
+		return w.denyFor(sb, claim, "the claim is bound to Sandbox %s already", other)
 	}
 	if w.Cache == nil {
 		return nil
@@ -238,7 +236,7 @@ func (w *SandboxWebhook) claimUnbound(ctx context.Context, sb *agentsv1beta1.San
 	for i := range list.Items {
 		if other := &list.Items[i]; other.Name != sb.Name && other.DeletionTimestamp.IsZero() &&
 			policy.IsControlledBy(other, policy.ClaimKind, claim.UID) {
-			return w.deny(sb, name, stamp, "the claim is bound to Sandbox %s already", other.Name)
+			return w.denyFor(sb, claim, "the claim is bound to Sandbox %s already", other.Name)
 		}
 	}
 	return nil
@@ -248,37 +246,36 @@ func (w *SandboxWebhook) claimUnbound(ctx context.Context, sb *agentsv1beta1.San
 // pool, built from the stamped template version, whose spec the binding changes only by the
 // claim's pod metadata.
 func (w *SandboxWebhook) guardWarmBinding(ctx context.Context, oldSB, newSB *agentsv1beta1.Sandbox, claim *extv1beta1.SandboxClaim) error {
-	name := claimName(&metav1.OwnerReference{Name: claim.Name, UID: claim.UID}, "")
 	stamp := claim.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash]
 	poolName := claim.Spec.WarmPoolRef.Name
 	ref := policy.ControllerOf(oldSB, policy.PoolKind)
 	if ref == nil || ref.Name != poolName {
-		return w.deny(newSB, name, stamp, "only an unused member of the claim's pool %s can be bound to it", poolName)
+		return w.denyFor(newSB, claim, "only an unused member of the claim's pool %s can be bound to it", poolName)
 	}
 	pool := &extv1beta1.SandboxWarmPool{}
 	if err := w.read(ctx, types.NamespacedName{Namespace: newSB.Namespace, Name: poolName}, pool,
 		func() bool { return pool.UID == ref.UID }); err != nil {
 		if apierrors.IsNotFound(err) {
-			return w.deny(newSB, name, stamp, "the claim's pool %s does not exist", poolName)
+			return w.denyFor(newSB, claim, "the claim's pool %s does not exist", poolName)
 		}
 		return apierrors.NewInternalError(fmt.Errorf("reading pool %s: %w", poolName, err))
 	}
 	if pool.UID != ref.UID {
-		return w.deny(newSB, name, stamp, "it belongs to an earlier pool named %s (uid %s), not to the claim's (uid %s)", poolName, ref.UID, pool.UID)
+		return w.denyFor(newSB, claim, "it belongs to an earlier pool named %s (uid %s), not to the claim's (uid %s)", poolName, ref.UID, pool.UID)
 	}
 	if len(claim.Spec.Env) > 0 || len(claim.Spec.VolumeClaimTemplates) > 0 {
-		return w.deny(newSB, name, stamp, "a claim with env or volumeClaimTemplates gets a Sandbox of its own (a cold start), not a pool member")
+		return w.denyFor(newSB, claim, "a claim with env or volumeClaimTemplates gets a Sandbox of its own (a cold start), not a pool member")
 	}
 	if got := policy.SandboxHash(oldSB); got != stamp {
-		return w.deny(newSB, name, stamp, "the Sandbox's blueprint hashes to %s: it was not built from the template version the claim was stamped with", got)
+		return w.denyFor(newSB, claim, "the Sandbox's blueprint hashes to %s: it was not built from the template version the claim was stamped with", got)
 	}
 	want := oldSB.Spec.DeepCopy()
 	if errs := policy.WithPodMetadata(&want.SandboxBlueprint, claim.Spec.AdditionalPodMetadata, pool.Spec.SandboxTemplateRef.Name,
 		field.NewPath("spec", "additionalPodMetadata")); len(errs) > 0 {
-		return w.deny(newSB, name, stamp, "the claim's pod metadata does not fit the member: %v", errs.ToAggregate())
+		return w.denyFor(newSB, claim, "the claim's pod metadata does not fit the member: %v", errs.ToAggregate())
 	}
 	if !equality.Semantic.DeepEqual(*want, newSB.Spec) {
-		return w.deny(newSB, name, stamp, "the binding changes the Sandbox's spec beyond adding the claim's pod metadata")
+		return w.denyFor(newSB, claim, "the binding changes the Sandbox's spec beyond adding the claim's pod metadata")
 	}
 	return nil
 }
@@ -286,13 +283,12 @@ func (w *SandboxWebhook) guardWarmBinding(ctx context.Context, oldSB, newSB *age
 // guardColdStart admits a Sandbox created bound to a claim when it is exactly what the claim
 // is owed: policy.ClaimBlueprint of its pool's template, at the version of the claim's stamp.
 func (w *SandboxWebhook) guardColdStart(ctx context.Context, sb *agentsv1beta1.Sandbox, claim *extv1beta1.SandboxClaim) error {
-	name := claimName(&metav1.OwnerReference{Name: claim.Name, UID: claim.UID}, "")
 	stamp := claim.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash]
 	poolName := claim.Spec.WarmPoolRef.Name
 	pool := &extv1beta1.SandboxWarmPool{}
 	if err := w.read(ctx, types.NamespacedName{Namespace: sb.Namespace, Name: poolName}, pool, nil); err != nil {
 		if apierrors.IsNotFound(err) {
-			return w.deny(sb, name, stamp, "the claim's pool %s does not exist", poolName)
+			return w.denyFor(sb, claim, "the claim's pool %s does not exist", poolName)
 		}
 		return apierrors.NewInternalError(fmt.Errorf("reading pool %s: %w", poolName, err))
 	}
@@ -303,19 +299,19 @@ func (w *SandboxWebhook) guardColdStart(ctx context.Context, sb *agentsv1beta1.S
 	if err := w.read(ctx, types.NamespacedName{Namespace: sb.Namespace, Name: tmplName}, tmpl,
 		func() bool { return policy.TemplateHash(tmpl) == stamp }); err != nil {
 		if apierrors.IsNotFound(err) {
-			return w.deny(sb, name, stamp, "the claim's template %s does not exist", tmplName)
+			return w.denyFor(sb, claim, "the claim's template %s does not exist", tmplName)
 		}
 		return apierrors.NewInternalError(fmt.Errorf("reading template %s: %w", tmplName, err))
 	}
 	if got := policy.TemplateHash(tmpl); got != stamp {
-		return w.deny(sb, name, stamp, "template %s is at version %s now; the claim must be restamped before its Sandbox is built", tmplName, got)
+		return w.denyFor(sb, claim, "template %s is at version %s now; the claim must be restamped before its Sandbox is built", tmplName, got)
 	}
 	want, errs := policy.ClaimBlueprint(tmpl, claim)
 	if len(errs) > 0 {
-		return w.deny(sb, name, stamp, "template %s does not allow what the claim asks for: %v", tmplName, errs.ToAggregate())
+		return w.denyFor(sb, claim, "template %s does not allow what the claim asks for: %v", tmplName, errs.ToAggregate())
 	}
 	if !equality.Semantic.DeepEqual(want, sb.Spec.SandboxBlueprint) {
-		return w.deny(sb, name, stamp, "the Sandbox is not what template %s at version %s builds for the claim", tmplName, stamp)
+		return w.denyFor(sb, claim, "the Sandbox is not what template %s at version %s builds for the claim", tmplName, stamp)
 	}
 	return nil
 }
@@ -375,6 +371,12 @@ func (w *SandboxWebhook) deny(sb *agentsv1beta1.Sandbox, claim, claimHash, forma
 	msg := fmt.Sprintf("binding Sandbox %s/%s (template hash %s) to SandboxClaim %s (template hash %s) is refused: %s",
 		sb.Namespace, sb.Name, policy.SandboxHash(sb), claim, orNone(claimHash), fmt.Sprintf(format, args...))
 	return apierrors.NewForbidden(sandboxGR, sb.Name, errors.New(msg))
+}
+
+// denyFor is deny for a binding to claim, found and read.
+func (w *SandboxWebhook) denyFor(sb *agentsv1beta1.Sandbox, claim *extv1beta1.SandboxClaim, format string, args ...any) error {
+	return w.deny(sb, claimName(&metav1.OwnerReference{Name: claim.Name, UID: claim.UID}, ""),
+		claim.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash], format, args...)
 }
 
 func claimName(ref *metav1.OwnerReference, uid types.UID) string {
