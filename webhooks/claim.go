@@ -40,10 +40,18 @@ var (
 	_ admission.Validator[*extv1beta1.SandboxClaim] = &ClaimWebhook{}
 )
 
-// Default applies the claim's defaults and, on CREATE, stamps it with the blueprint hash of its
+// Default admits a new claim in one round trip: it applies the claim's defaults, checks the
+// claim (checkNew: what ValidateCreate checks) and stamps it with the blueprint hash of its
 // pool's template and the admission time. Without pool or template the claim is admitted
 // unstamped: the claim reconciler stamps it once the template exists. A stamp the client
 // supplied must equal the computed one.
+//
+// A claim's CREATE is checked here rather than by the validating webhook, which is called for
+// updates only: a second webhook would cost every claim another round trip on its path
+// (docs/performance.md), and nothing a later mutating webhook could change escapes either
+// way: this webhook is reinvoked when one does (reinvocationPolicy IfNeeded), and the claim
+// controller applies the same template rules (Ready=False) before it builds anything, while
+// the binding guard decides what a claim gets.
 func (w *ClaimWebhook) Default(ctx context.Context, c *extv1beta1.SandboxClaim) error {
 	DefaultClaim(c)
 	req, err := admission.RequestFromContext(ctx)
@@ -52,6 +60,10 @@ func (w *ClaimWebhook) Default(ctx context.Context, c *extv1beta1.SandboxClaim) 
 	}
 	if req.Operation != admissionv1.Create {
 		return nil
+	}
+	tmpl, hash, err := w.checkNew(ctx, req.Namespace, c)
+	if err != nil {
+		return err
 	}
 	if c.Annotations == nil {
 		c.Annotations = map[string]string{}
@@ -67,30 +79,46 @@ func (w *ClaimWebhook) Default(ctx context.Context, c *extv1beta1.SandboxClaim) 
 	if _, ok := c.Annotations[agentsv1beta1.AnnotationControllerFirstObservedAt]; !ok {
 		c.Annotations[agentsv1beta1.AnnotationControllerFirstObservedAt] = at
 	}
+	if tmpl != nil {
+		c.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash] = hash
+	}
+	return nil
+}
 
-	// The request's namespace: a create through a namespaced URL may leave metadata.namespace empty.
-	ns := req.Namespace
+// checkNew checks a new claim in namespace ns: its own fields (ValidateClaim), the stamp the
+// client supplied, if any, against the blueprint hash of its pool's template, and what it adds
+// to that template (env, volumeClaimTemplates, pod metadata) against the template's policies.
+// It returns the template (nil when the pool or the template does not exist yet: the claim
+// is admitted unstamped) and its hash, or a 422 naming every problem.
+func (w *ClaimWebhook) checkNew(ctx context.Context, ns string, c *extv1beta1.SandboxClaim) (*extv1beta1.SandboxTemplate, string, error) {
+	errs := ValidateClaim(c)
 	stampPath := field.NewPath("metadata", "annotations").Key(agentsv1beta1.AnnotationSandboxTemplateHash)
 	supplied, hasStamp := c.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash]
 	tmpl, why, err := w.templateOf(ctx, ns, c.Spec.WarmPoolRef.Name, supplied)
 	if err != nil {
-		return err
+		return nil, "", err
 	}
-	if tmpl == nil {
-		if hasStamp {
-			return apierrors.NewInvalid(claimGK, c.Name, field.ErrorList{field.Invalid(stampPath, supplied,
-				fmt.Sprintf("cannot be verified: %s; leave it unset, sandgate stamps the claim when the template exists", why))})
-		}
+	var hash string
+	switch {
+	case tmpl == nil && hasStamp:
+		errs = append(errs, field.Invalid(stampPath, supplied,
+			fmt.Sprintf("cannot be verified: %s; leave it unset, sandgate stamps the claim when the template exists", why)))
+	case tmpl == nil:
 		ctrl.LoggerFrom(ctx).V(1).Info("admitting claim unstamped", "reason", why)
-		return nil
+	default:
+		hash = policy.TemplateHash(tmpl)
+		if hasStamp && supplied != hash {
+			errs = append(errs, field.Invalid(stampPath, supplied,
+				fmt.Sprintf("does not match the blueprint hash %s of template %s (set by admission; leave it unset)", hash, tmpl.Name)))
+		}
+		if policy.AddsToTemplate(c) {
+			errs = append(errs, policy.ValidateClaimAgainstTemplate(c, tmpl)...)
+		}
 	}
-	hash := policy.TemplateHash(tmpl)
-	if hasStamp && supplied != hash {
-		return apierrors.NewInvalid(claimGK, c.Name, field.ErrorList{field.Invalid(stampPath, supplied,
-			fmt.Sprintf("does not match the blueprint hash %s of template %s (set by admission; leave it unset)", hash, tmpl.Name))})
+	if len(errs) > 0 {
+		return nil, "", invalid(claimGK, c.Name, errs)
 	}
-	c.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash] = hash
-	return nil
+	return tmpl, hash, nil
 }
 
 // templateOf reads the claim's pool and its template. A missing pool or template is not an
@@ -143,26 +171,16 @@ func (w *ClaimWebhook) templateOf(ctx context.Context, ns, pool, want string) (*
 	return &t, "", nil
 }
 
-// ValidateCreate checks the claim, and what it adds to its template (env, volumeClaimTemplates,
-// pod metadata) against the template's policies when it adds anything (the template is read
-// only then: most claims add nothing).
+// ValidateCreate checks a new claim as Default does (checkNew). The API server does not call
+// it: config/webhook sends a claim's CREATE to the stamping webhook only, which checks it in
+// the same round trip. It answers the same for a configuration that still sends creates here.
 func (w *ClaimWebhook) ValidateCreate(ctx context.Context, c *extv1beta1.SandboxClaim) (admission.Warnings, error) {
-	errs := ValidateClaim(c)
-	if policy.AddsToTemplate(c) {
-		req, err := admission.RequestFromContext(ctx)
-		if err != nil {
-			return nil, apierrors.NewInternalError(fmt.Errorf("reading the admission request: %w", err))
-		}
-		tmpl, _, err := w.templateOf(ctx, req.Namespace, c.Spec.WarmPoolRef.Name, "")
-		if err != nil {
-			return nil, err
-		}
-		// Without a template the claim reconciler reports TemplateNotFound; nothing to check yet.
-		if tmpl != nil {
-			errs = append(errs, policy.ValidateClaimAgainstTemplate(c, tmpl)...)
-		}
+	req, err := admission.RequestFromContext(ctx)
+	if err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("reading the admission request: %w", err))
 	}
-	return nil, invalid(claimGK, c.Name, errs)
+	_, _, err = w.checkNew(ctx, req.Namespace, c)
+	return nil, err
 }
 
 // ValidateUpdate checks the updated claim (problems the old one had already are not held

@@ -28,7 +28,7 @@ func TestClaimCreateAppliesTheClaimRule(t *testing.T) {
 			).Build()
 			w := &webhooks.ClaimWebhook{Cache: reader, APIReader: reader, OperatorUser: operatorUser}
 
-			_, err := w.ValidateCreate(request(someUser, admissionv1.Create), tc.Claim)
+			err := w.Default(request(someUser, admissionv1.Create), tc.Claim.DeepCopy())
 
 			wantCode := int32(200)
 			if len(tc.WantErrors) > 0 {

@@ -32,6 +32,7 @@ type options struct {
 	metricsAddr             string
 	metricsSecure           bool
 	probeAddr               string
+	pprofAddr               string
 	webhookPort             int
 	webhookCertDir          string
 	webhookHost             string
@@ -56,6 +57,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", false, "Serve metrics over HTTPS to authenticated and authorized clients only (a bearer token the API server accepts, allowed to get /metrics). config/default turns it on; off serves plain HTTP, as the public controller's Deployment expects.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "", "Address of Go's /debug/pprof profiling endpoints, for diagnosing the manager; empty (the default) disables them. Bind it to localhost: the endpoints are not authenticated.")
 	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "Port of the admission webhook server.")
 	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory with tls.crt and tls.key of the webhook server.")
 	fs.StringVar(&o.webhookHost, "webhook-host", "", "Address the webhook server listens on (default: all interfaces).")
@@ -152,6 +154,7 @@ func run(opts options) error {
 		NewClient:               reconcilers.NewClientFunc(metrics),
 		Metrics:                 metricsOptions(opts),
 		HealthProbeBindAddress:  opts.probeAddr,
+		PprofBindAddress:        opts.pprofAddr,
 		LeaderElection:          opts.leaderElect,
 		LeaderElectionID:        "sandgate.agents.x-k8s.io",
 		LeaderElectionNamespace: opts.leaderElectionNamespace,
