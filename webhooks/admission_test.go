@@ -422,3 +422,31 @@ func TestClaimStampingThroughTheCache(t *testing.T) {
 		})
 	}
 }
+
+// The guard refuses a second Sandbox for a claim whose status does not show the first one
+// yet, however it finds the first: through the cache's claim-uid index (the operator's
+// setup), by label from the cache, or from the API server when the cache cannot answer.
+func TestBindingGuardFindsTheClaimsOtherSandbox(t *testing.T) {
+	f := newGuardFixture()
+	claim := stampedClaim("c1", "uid-1", f.hash)
+	first := boundTo(f.member, claim, true, true)
+	first.Name = "first"
+	const index = "sandboxes-by-claim-uid"
+	byUID := func(obj client.Object) []string { return []string{obj.GetLabels()[agentsv1beta1.LabelClaimUID]} }
+	objects := []client.Object{claim, f.pool, f.tmpl, first}
+	withIndex := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithObjects(objects...).WithIndex(&agentsv1beta1.Sandbox{}, index, byUID).Build()
+	plain := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithObjects(objects...).Build()
+	for name, w := range map[string]*webhooks.SandboxWebhook{
+		"index":      {Cache: withIndex, APIReader: withIndex, ClaimUIDIndex: index},
+		"label":      {Cache: plain, APIReader: plain},
+		"API server": {Cache: plain, APIReader: plain, ClaimUIDIndex: "an index the cache lacks"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w.OperatorUser = operatorUser
+			_, err := w.ValidateUpdate(request(operatorUser, admissionv1.Update), f.member, boundTo(f.member, claim, true, true))
+			if code(err) != 403 || !strings.Contains(err.Error(), "bound to Sandbox first already") {
+				t.Fatalf("got %d %v, want 403: the claim is bound to Sandbox first already", code(err), err)
+			}
+		})
+	}
+}

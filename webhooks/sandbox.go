@@ -51,6 +51,10 @@ type SandboxWebhook struct {
 	APIReader client.Reader
 	// OperatorUser is the operator's user name, the only one allowed to bind.
 	OperatorUser string
+	// ClaimUIDIndex names a field index of Cache that maps Sandboxes to their
+	// agents.x-k8s.io/claim-uid label (see Options.ClaimUIDIndex); "" lists by label instead,
+	// which reads every Sandbox of the namespace.
+	ClaimUIDIndex string
 }
 
 var (
@@ -225,21 +229,39 @@ func (w *SandboxWebhook) claimUnbound(ctx context.Context, sb *agentsv1beta1.San
 	if other := claim.Status.Sandbox.Name; other != "" && other != sb.Name {
 		return w.denyFor(sb, claim, "the claim is bound to Sandbox %s already", other)
 	}
-	if w.Cache == nil {
-		return nil
+	others, err := w.sandboxesOfClaim(ctx, sb.Namespace, claim.UID)
+	if err != nil {
+		return apierrors.NewInternalError(fmt.Errorf("listing the Sandboxes of claim %s: %w", claim.Name, err))
 	}
-	var list agentsv1beta1.SandboxList
-	if err := w.Cache.List(ctx, &list, client.InNamespace(sb.Namespace),
-		client.MatchingLabels{agentsv1beta1.LabelClaimUID: string(claim.UID)}); err != nil {
-		return nil // a namespace or kind the cache does not cover: the status check stands alone
-	}
-	for i := range list.Items {
-		if other := &list.Items[i]; other.Name != sb.Name && other.DeletionTimestamp.IsZero() &&
+	for i := range others {
+		if other := &others[i]; other.Name != sb.Name && other.DeletionTimestamp.IsZero() &&
 			policy.IsControlledBy(other, policy.ClaimKind, claim.UID) {
 			return w.denyFor(sb, claim, "the claim is bound to Sandbox %s already", other.Name)
 		}
 	}
 	return nil
+}
+
+// sandboxesOfClaim lists the Sandboxes of namespace ns labelled with claim uid: through the
+// cache's claim-uid index when there is one (a lookup, not a scan of the namespace on every
+// binding), by label from the cache otherwise, and from the API server when the cache cannot
+// answer (a namespace it does not cover).
+func (w *SandboxWebhook) sandboxesOfClaim(ctx context.Context, ns string, uid types.UID) ([]agentsv1beta1.Sandbox, error) {
+	byLabel := client.MatchingLabels{agentsv1beta1.LabelClaimUID: string(uid)}
+	var list agentsv1beta1.SandboxList
+	if w.Cache != nil {
+		var match client.ListOption = byLabel
+		if w.ClaimUIDIndex != "" {
+			match = client.MatchingFields{w.ClaimUIDIndex: string(uid)}
+		}
+		if err := w.Cache.List(ctx, &list, client.InNamespace(ns), match); err == nil {
+			return list.Items, nil
+		}
+	}
+	if err := w.APIReader.List(ctx, &list, client.InNamespace(ns), byLabel); err != nil {
+		return nil, err
+	}
+	return list.Items, nil
 }
 
 // guardWarmBinding admits the binding of a pool member: an unused member of the claim's own

@@ -56,6 +56,11 @@ type Options struct {
 	OperatorUser string
 	// Now is the clock of the claims' webhook-first-observed-at; nil means time.Now.
 	Now func() time.Time
+	// ClaimUIDIndex names a field index of the manager's cache that maps Sandboxes to their
+	// agents.x-k8s.io/claim-uid label (reconcilers.IndexSandboxClaimUID, which the claim
+	// controller registers): the binding guard looks a claim's Sandboxes up in it. "" lists
+	// them by label, which reads every Sandbox of the namespace on each binding.
+	ClaimUIDIndex string
 }
 
 // Setup registers every webhook with the manager's webhook server (the conversion webhook at
@@ -66,7 +71,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		opts.OperatorUser = DefaultOperatorUser
 	}
 	claims := &ClaimWebhook{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), OperatorUser: opts.OperatorUser, Now: opts.Now}
-	sandboxes := &SandboxWebhook{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), OperatorUser: opts.OperatorUser}
+	sandboxes := &SandboxWebhook{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), OperatorUser: opts.OperatorUser, ClaimUIDIndex: opts.ClaimUIDIndex}
 	for _, err := range []error{
 		wrap("SandboxClaim (stamping, validation)", register(mgr, &extv1beta1.SandboxClaim{}, claims, claims)),
 		wrap("Sandbox (defaulting, binding guard)", register(mgr, &agentsv1beta1.Sandbox{}, sandboxes, sandboxes)),

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/sandgate-dev/sandgate/certs"
+	"github.com/sandgate-dev/sandgate/reconcilers"
 	"github.com/sandgate-dev/sandgate/webhooks"
 )
 
@@ -67,7 +68,11 @@ func setupWebhooks(mgr ctrl.Manager, opts options, watcher *certs.Watcher) error
 	if err := mgr.Add(watcher); err != nil {
 		return fmt.Errorf("adding the certificate watcher: %w", err)
 	}
-	if err := webhooks.Setup(mgr, webhooks.Options{OperatorUser: opts.operatorUser}); err != nil {
+	wopts := webhooks.Options{OperatorUser: opts.operatorUser}
+	if opts.extensions {
+		wopts.ClaimUIDIndex = reconcilers.IndexSandboxClaimUID // registered with the claim controller
+	}
+	if err := webhooks.Setup(mgr, wopts); err != nil {
 		return fmt.Errorf("setting up webhooks: %w", err)
 	}
 	if err := mgr.AddReadyzCheck("webhook-server", mgr.GetWebhookServer().StartedChecker()); err != nil {

@@ -99,7 +99,7 @@ func (c *Cluster) StartManager(t testing.TB, opts ManagerOptions) *Manager {
 		t.Fatalf("creating manager: %v", err)
 	}
 	if opts.Webhooks {
-		if err := setupWebhooks(mgr, certWatcher); err != nil {
+		if err := setupWebhooks(mgr, certWatcher, opts.Extensions); err != nil {
 			t.Fatalf("setting up webhooks: %v", err)
 		}
 	}

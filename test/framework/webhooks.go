@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/sandgate-dev/sandgate/certs"
+	"github.com/sandgate-dev/sandgate/reconcilers"
 	"github.com/sandgate-dev/sandgate/webhooks"
 )
 
@@ -34,12 +35,17 @@ func (c *Cluster) webhookServer(t testing.TB) (webhook.Server, *certs.Watcher) {
 	}), w
 }
 
-// setupWebhooks registers the webhooks and the certificate watcher with mgr.
-func setupWebhooks(mgr manager.Manager, w *certs.Watcher) error {
+// setupWebhooks registers the webhooks and the certificate watcher with mgr; with extensions
+// the binding guard uses the claim controller's claim-uid index, as the operator does.
+func setupWebhooks(mgr manager.Manager, w *certs.Watcher, extensions bool) error {
 	if err := mgr.Add(w); err != nil {
 		return fmt.Errorf("adding the certificate watcher: %w", err)
 	}
-	return webhooks.Setup(mgr, webhooks.Options{})
+	var opts webhooks.Options
+	if extensions {
+		opts.ClaimUIDIndex = reconcilers.IndexSandboxClaimUID
+	}
+	return webhooks.Setup(mgr, opts)
 }
 
 // waitForWebhookServer returns once the webhook server completes TLS handshakes: only then
