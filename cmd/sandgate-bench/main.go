@@ -78,6 +78,7 @@ type options struct {
 	profile        string
 	jsonPath       string
 	webhooks       bool
+	serveV1alpha1  bool
 	cpuProfile     string
 	profileSeconds int
 	floor          bool
@@ -115,6 +116,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.nodes, "nodes", 0, "simulated nodes of the local cluster (default: enough for the pool and the claims)")
 	fs.StringVar(&o.profile, "profile", string(controlplane.ProfileFast), "how the local cluster's pods become Ready: fast or kubelet")
 	fs.BoolVar(&o.webhooks, "webhooks", true, "install config/webhook in the local cluster; --webhooks=false for an operator that serves none")
+	fs.BoolVar(&o.serveV1alpha1, "serve-v1alpha1", true, "serve the deprecated v1alpha1 of the CRDs in the local cluster, as config/default does; --serve-v1alpha1=false serves v1beta1 only, as config/v1beta1-only does")
 	fs.StringVar(&o.cpuProfile, "apiserver-profile", "", "write a CPU profile of kube-apiserver over the start of the run to this file (go tool pprof reads it)")
 	fs.IntVar(&o.profileSeconds, "apiserver-profile-seconds", 10, "length of the --apiserver-profile")
 	fs.BoolVar(&o.floor, "floor", false, "measure the API server's floor instead of the operator: the operator fills the pool and is stopped, its webhooks removed, and the load generator makes each claim's three writes itself (local cluster only)")
@@ -207,6 +209,7 @@ func runOnce(ctx context.Context, o options, podSpec corev1.PodSpec, templateNam
 		Profile:         controlplane.Profile(o.profile),
 		OperatorCommand: o.operatorCmd,
 		NoWebhooks:      !o.webhooks,
+		V1beta1Only:     !o.serveV1alpha1,
 		Log:             progress,
 	})
 	if err != nil {
@@ -232,6 +235,9 @@ func runOnce(ctx context.Context, o options, podSpec corev1.PodSpec, templateNam
 		params.Profile, params.Nodes = string(env.Cluster.Profile), len(env.Cluster.NodeNames)
 		if !env.Webhooks {
 			params.Cluster += " without webhooks"
+		}
+		if !o.serveV1alpha1 {
+			params.Cluster += ", v1beta1 served only"
 		}
 		probes.APIServerCPU = env.APIServerCPU
 	} else {

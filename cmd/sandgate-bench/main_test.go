@@ -48,8 +48,8 @@ func TestSelectScenarios(t *testing.T) {
 		want      []string
 		wantErr   bool
 	}{
-		{name: "all in order", list: "all", scalePool: 5000, want: []string{"serial", "burst-100", "burst", "kubelet", "scale-50", "scale-5000"}},
-		{name: "shrunk large pool", list: "all", scalePool: 2000, want: []string{"serial", "burst-100", "burst", "kubelet", "scale-50", "scale-2000"}},
+		{name: "all in order", list: "all", scalePool: 5000, want: []string{"serial", "burst-100", "burst", "burst-v1beta1", "kubelet", "scale-50", "scale-5000"}},
+		{name: "shrunk large pool", list: "all", scalePool: 2000, want: []string{"serial", "burst-100", "burst", "burst-v1beta1", "kubelet", "scale-50", "scale-2000"}},
 		{name: "scale-large alias", list: "scale-50, scale-large", scalePool: 3000, want: []string{"scale-50", "scale-3000"}},
 		{name: "unknown", list: "serial,nope", scalePool: 5000, wantErr: true},
 	}

@@ -5,6 +5,7 @@ package install_test
 import (
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	"github.com/sandgate-dev/sandgate/webhooks"
@@ -41,5 +42,36 @@ func TestCRDsConvertThroughTheWebhookService(t *testing.T) {
 		if !served["v1alpha1"] || !served["v1beta1"] {
 			t.Errorf("%s: served versions %v, want v1alpha1 and v1beta1", crd.Name, served)
 		}
+	}
+}
+
+// config/v1beta1-only is config/default with v1alpha1 no longer served by any CRD: every other
+// object, and every other field of the CRDs, is the same.
+func TestV1beta1OnlyStopsServingV1alpha1(t *testing.T) {
+	def, only := render(t), renderDir(t, "v1beta1-only")
+	if len(only.crds) != 4 || len(only.crds) != len(def.crds) {
+		t.Fatalf("want the 4 CRDs of config/default, got %d", len(only.crds))
+	}
+	for i, crd := range only.crds {
+		want := def.crds[i].DeepCopy()
+		for j := range want.Spec.Versions {
+			if want.Spec.Versions[j].Name == "v1alpha1" {
+				want.Spec.Versions[j].Served = false
+			}
+		}
+		if diff := cmp.Diff(want, &crd); diff != "" {
+			t.Errorf("%s: want config/default's CRD with v1alpha1 not served (-want +got):\n%s", crd.Name, diff)
+		}
+		for _, v := range crd.Spec.Versions {
+			if v.Served != v.Storage {
+				t.Errorf("%s: version %s served %t, storage %t: want only the storage version served", crd.Name, v.Name, v.Served, v.Storage)
+			}
+		}
+	}
+	if diff := cmp.Diff(def.deployments, only.deployments); diff != "" {
+		t.Errorf("the manager differs from config/default's (-default +v1beta1-only):\n%s", diff)
+	}
+	if diff := cmp.Diff(def.mutating, only.mutating); diff != "" {
+		t.Errorf("the webhooks differ from config/default's (-default +v1beta1-only):\n%s", diff)
 	}
 }

@@ -67,17 +67,24 @@ func kubectl(t *testing.T) string {
 	return path
 }
 
+// render renders config/default.
 func render(t *testing.T) *rendered {
+	t.Helper()
+	return renderDir(t, "default")
+}
+
+// renderDir renders config/<dir>.
+func renderDir(t *testing.T, dir string) *rendered {
 	t.Helper()
 	root, err := controlplane.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(kubectl(t), "kustomize", filepath.Join(root, "config", "default"))
+	cmd := exec.Command(kubectl(t), "kustomize", filepath.Join(root, "config", dir))
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("kubectl kustomize config/default: %v\n%s", err, stderr.String())
+		t.Fatalf("kubectl kustomize config/%s: %v\n%s", dir, err, stderr.String())
 	}
 	r := &rendered{}
 	for _, doc := range strings.Split(stdout.String(), "\n---\n") {

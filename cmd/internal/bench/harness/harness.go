@@ -19,9 +19,11 @@ import (
 	"sync"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
 
 	"github.com/sandgate-dev/sandgate/cmd/controlplane"
 	"github.com/sandgate-dev/sandgate/cmd/internal/bench/proc"
@@ -46,6 +48,11 @@ type Options struct {
 	// NoWebhooks leaves config/webhook uninstalled in a local cluster: for an operator that
 	// serves no webhooks, such as another implementation of the API.
 	NoWebhooks bool
+	// V1beta1Only serves only the storage version of the sandgate CRDs in a local cluster, as an
+	// install with config/v1beta1-only does: no v1alpha1, so no conversion webhook call for
+	// every write (the API server keeps a watch cache per served version and converts each
+	// event into it).
+	V1beta1Only bool
 	// Log receives progress lines.
 	Log io.Writer
 }
@@ -206,12 +213,57 @@ func (e *Env) startLocal(ctx context.Context, opts Options) error {
 	default:
 		e.logf("warning: no webhook configurations in %s: running without admission webhooks", webhookDir)
 	}
+	if opts.V1beta1Only {
+		dir, err := storageVersionOnlyCRDs(filepath.Join(root, "config", "crd", "bases"))
+		if err != nil {
+			return err
+		}
+		defer func() { _ = os.RemoveAll(dir) }() // installed by the time Start returns
+		fopts.CRDDirectoryPaths = []string{dir}
+		e.logf("v1alpha1 not served: the CRDs serve their storage version v1beta1 only")
+	}
 	cluster, err := controlplane.Start(ctx, fopts)
 	if err != nil {
 		return fmt.Errorf("starting the local cluster: %w", err)
 	}
 	e.Cluster, e.Config, e.dir = cluster, cluster.Config, cluster.Dir
 	return nil
+}
+
+// storageVersionOnlyCRDs writes the CRDs of dir into a new temporary directory with every
+// version but the storage version no longer served, and returns that directory.
+func storageVersionOnlyCRDs(dir string) (string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "", fmt.Errorf("reading the CRDs: %w", err)
+	}
+	out, err := os.MkdirTemp("", "sandgate-crds-")
+	if err != nil {
+		return "", fmt.Errorf("creating a directory for the CRDs: %w", err)
+	}
+	for _, entry := range entries {
+		if filepath.Ext(entry.Name()) != ".yaml" {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, entry.Name()))
+		if err != nil {
+			return "", errors.Join(fmt.Errorf("reading CRD %s: %w", entry.Name(), err), os.RemoveAll(out))
+		}
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := yaml.UnmarshalStrict(data, &crd); err != nil {
+			return "", errors.Join(fmt.Errorf("decoding CRD %s: %w", entry.Name(), err), os.RemoveAll(out))
+		}
+		for i := range crd.Spec.Versions {
+			crd.Spec.Versions[i].Served = crd.Spec.Versions[i].Storage
+		}
+		if data, err = yaml.Marshal(&crd); err == nil {
+			err = os.WriteFile(filepath.Join(out, entry.Name()), data, 0o600)
+		}
+		if err != nil {
+			return "", errors.Join(fmt.Errorf("writing CRD %s: %w", entry.Name(), err), os.RemoveAll(out))
+		}
+	}
+	return out, nil
 }
 
 // hasWebhookConfigurations reports whether dir has a manifest of a webhook configuration.
