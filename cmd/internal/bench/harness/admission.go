@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
+	"strconv"
 	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
@@ -14,10 +16,13 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
 
 	"github.com/sandgate-dev/sandgate/api"
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/webhooks"
 )
 
 // admissionWait bounds the wait for the API server to reach the webhooks.
@@ -130,6 +135,13 @@ func waitForAdmission(ctx context.Context, cfg *rest.Config) error {
 // webhook configurations through an informer, a moment after the delete). The API server,
 // etcd, the scheduler, kwok and the garbage collector keep running as they were. The floor
 // run (load.Config.Floor) calls it once the operator has filled the pool.
+//
+// While the CRDs serve v1alpha1, the harness itself then answers their conversion webhook
+// where the operator did, with sandgate's conversion (webhooks.ConversionHandler): converting
+// is part of serving the API, not of the controller. The API server converts every write of
+// every client into each served version's watch cache, so a floor whose conversion webhook
+// is gone would be an API server failing to serve v1alpha1, not the same API without a
+// controller. Admission webhooks are gone either way.
 func (e *Env) DetachOperator(ctx context.Context) error {
 	if e.Cluster == nil {
 		return errors.New("the floor needs the harness's own cluster: it deletes the webhook configurations")
@@ -140,6 +152,11 @@ func (e *Env) DetachOperator(ctx context.Context) error {
 		}
 		e.logf("operator stopped (log %s)", e.Operator.LogPath)
 		e.Operator = nil
+	}
+	if !e.v1beta1Only {
+		if err := e.serveConversion(ctx); err != nil {
+			return err
+		}
 	}
 	c, err := client.New(e.Config, client.Options{Scheme: api.NewScheme()})
 	if err != nil {
@@ -178,6 +195,46 @@ func waitForNoAdmission(ctx context.Context, c client.Client) error {
 		case <-ctx.Done():
 			return fmt.Errorf("the API server still called webhooks %s after their configurations were deleted: %w", admissionWait, err)
 		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// serveConversion answers the CRDs' conversion webhook at the operator's webhook address and
+// certificate, in this process, until Stop.
+func (e *Env) serveConversion(ctx context.Context) error {
+	scheme := api.NewScheme()
+	h, err := webhooks.ConversionHandler(scheme, conversion.NewRegistry())
+	if err != nil {
+		return err
+	}
+	srv := webhook.NewServer(webhook.Options{Host: e.webhook.webhookHost, Port: e.webhook.webhookPort, CertDir: e.webhook.webhookCertDir})
+	srv.Register(webhooks.ConvertPath, h)
+	serveCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Start(serveCtx) }()
+	e.stopConversion = func() {
+		cancel()
+		<-done
+	}
+	addr := net.JoinHostPort(e.webhook.webhookHost, strconv.Itoa(e.webhook.webhookPort))
+	deadline := time.Now().Add(admissionWait)
+	started := srv.StartedChecker()
+	for {
+		err := started(nil)
+		if err == nil {
+			e.logf("conversion webhook served by the harness at %s (the CRDs serve v1alpha1)", addr)
+			return nil
+		}
+		select {
+		case err := <-done:
+			e.stopConversion = cancel // the server is gone already
+			return fmt.Errorf("serving the conversion webhook at %s: %w", addr, err)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the conversion webhook at %s did not answer within %s: %w", addr, admissionWait, err)
 		}
 	}
 }

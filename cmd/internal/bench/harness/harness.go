@@ -72,6 +72,13 @@ type Env struct {
 	dir string
 	log io.Writer
 
+	// webhook is where the operator serves its webhooks; v1beta1Only: the CRDs serve no
+	// v1alpha1, so nothing calls the conversion webhook.
+	webhook     endpoints
+	v1beta1Only bool
+	// stopConversion stops the conversion webhook the harness serves for a floor run.
+	stopConversion context.CancelFunc
+
 	// apiserverPID caches kube-apiserver's process id for APIServerCPU.
 	mu           sync.Mutex
 	apiserverPID int
@@ -160,6 +167,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, retErr error) {
 		}
 		*p = port
 	}
+	e.webhook, e.v1beta1Only = ep, opts.V1beta1Only
 	start := time.Now()
 	op, err := startOperator(ctx, opts.OperatorCommand, ep, filepath.Join(e.dir, "operator.log"))
 	if err != nil {
@@ -387,6 +395,9 @@ func (e *Env) APIServerCPU() (float64, error) {
 // Stop ends the operator, then the cluster, and removes the temporary directories.
 func (e *Env) Stop() error {
 	var errs []error
+	if e.stopConversion != nil {
+		e.stopConversion()
+	}
 	if e.Operator != nil {
 		if err := e.Operator.Stop(); err != nil {
 			errs = append(errs, err)
