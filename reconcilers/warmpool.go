@@ -450,8 +450,13 @@ func (r *warmPoolReconciler) createMembers(ctx context.Context, pool *extv1beta1
 		n -= size
 		members := make([]*agentsv1beta1.Sandbox, size)
 		items := make([]string, size)
+		used := map[string]bool{}
 		for i := range members {
 			members[i] = newPoolMember(pool, tmpl)
+			for attempt := 1; attempt < maxNameAttempts && r.nameTaken(ctx, members[i], used); attempt++ {
+				members[i] = newPoolMember(pool, tmpl)
+			}
+			used[members[i].Name] = true
 			items[i] = createItem(sandboxKind, members[i].Name)
 		}
 		r.expected.expect(key, items...)
@@ -473,11 +478,26 @@ func (r *warmPoolReconciler) createMembers(ctx context.Context, pool *extv1beta1
 	return nil
 }
 
+// maxNameAttempts bounds the names createMembers tries for one member before it sends the
+// last one anyway (the create then fails with 409 and the next reconcile makes another).
+const maxNameAttempts = 8
+
+// nameTaken reports whether sb's name is one the cache has a Sandbox of, or one of used. Five
+// random characters collide once in 14 million per pair: a pool of hundreds refilling beside
+// its used members would otherwise hit one every few dozen refills, each a 409 (the API
+// server retries collisions of names it generates; these it does not generate).
+func (r *warmPoolReconciler) nameTaken(ctx context.Context, sb *agentsv1beta1.Sandbox, used map[string]bool) bool {
+	if used[sb.Name] {
+		return true
+	}
+	err := r.Client.Get(ctx, client.ObjectKeyFromObject(sb), &agentsv1beta1.Sandbox{})
+	return err == nil
+}
+
 // newPoolMember is a new member of pool built from tmpl, named <pool>-<random> as GenerateName
 // would name it. The name is chosen here rather than by the API server so that the pool's
-// expectations know it before the create is sent (its watch event may come first); a
-// collision (one in 14 million per pair) fails the create, and the next reconcile makes
-// another.
+// expectations know it before the create is sent (its watch event may come first);
+// createMembers picks one the namespace does not have yet (nameTaken).
 func newPoolMember(pool *extv1beta1.SandboxWarmPool, tmpl *extv1beta1.SandboxTemplate) *agentsv1beta1.Sandbox {
 	// The member's blueprint is policy.TemplateBlueprint verbatim, so that what it is hashes to
 	// its label, which is what the binding guard checks against a claim's stamp.

@@ -1,6 +1,7 @@
 package reconcilers
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"sort"
@@ -219,5 +220,22 @@ func TestMapPatch(t *testing.T) {
 	want := map[string]any{"keep": "2", "gone": nil, "new": "y"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("mapPatch (-want +got):\n%s", diff)
+	}
+}
+
+// A new member's name is one the namespace does not have yet, nor the batch being created:
+// the API server would refuse a taken one with 409.
+func TestMemberNameTaken(t *testing.T) {
+	existing := sandbox()
+	existing.Name, existing.Namespace = "pool-abcde", "ns"
+	r := &warmPoolReconciler{Client: newFakeAPI(t, existing)}
+	named := func(name string) *agentsv1beta1.Sandbox {
+		return &agentsv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"}}
+	}
+	used := map[string]bool{"pool-fghij": true}
+	for name, want := range map[string]bool{"pool-abcde": true, "pool-fghij": true, "pool-klmno": false} {
+		if got := r.nameTaken(context.Background(), named(name), used); got != want {
+			t.Errorf("nameTaken(%s) = %t, want %t", name, got, want)
+		}
 	}
 }
