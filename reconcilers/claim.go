@@ -315,6 +315,7 @@ func (r *claimReconciler) recordSandboxName(ctx context.Context, s *claimStep, s
 		if err := r.annotateClaim(ctx, claim, agentsv1beta1.AnnotationSandboxName, sb.Name); err != nil {
 			return 0, fmt.Errorf("recording the sandbox name: %w", err)
 		}
+		r.Metrics.claimBookkeepingWrite()
 	}
 	if s.mem.adopted != "" {
 		r.eventf(s, corev1.EventTypeNormal, extv1beta1.EventSandboxAdopted, "Bind", "Adopted warm sandbox %s", s.mem.adopted)

@@ -42,6 +42,11 @@ func (m *Metrics) initClaimMetrics() {
 		Help: "Bind attempts that lost, by reason: conflict (409, the member changed), denied (403, the binding guard), gone (404).",
 	}, []string{"reason"})
 
+	m.claimBookkeeping = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: MetricClaimBookkeepingWrites,
+		Help: "Writes to claims off their path: the agents.x-k8s.io/sandbox-name annotation, written after the claim was reported Ready, once claims pause.",
+	})
+
 	m.claimPhases = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: MetricClaimPhase,
 		Help: "Seconds a claim spends in each phase of its path, as the operator sees it: " +
@@ -51,6 +56,10 @@ func (m *Metrics) initClaimMetrics() {
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16), // 0.5 ms to 16 s
 	}, []string{"phase"})
 }
+
+// MetricClaimBookkeepingWrites counts the claim writes made after a claim was reported Ready
+// (its sandbox-name annotation): part of sandgate_api_writes_total, not of the claim's path.
+const MetricClaimBookkeepingWrites = "sandgate_claim_bookkeeping_writes_total"
 
 // MetricClaimPhase is the histogram of the phases of a claim's path.
 const MetricClaimPhase = "sandgate_claim_phase_seconds"
@@ -78,6 +87,7 @@ func (m *Metrics) ClaimPhase(phase string) (count uint64, sum time.Duration) {
 }
 
 func (m *Metrics) warmHit()               { m.warmHits.Inc() }
+func (m *Metrics) claimBookkeepingWrite() { m.claimBookkeeping.Inc() }
 func (m *Metrics) coldStart()             { m.coldStarts.Inc() }
 func (m *Metrics) bindLost(reason string) { m.bindsLost.WithLabelValues(reason).Inc() }
 
@@ -97,6 +107,9 @@ func (m *Metrics) WarmHits() float64 { return testutil.ToFloat64(m.warmHits) }
 
 // ColdStarts is the number of Sandboxes cold-started for claims.
 func (m *Metrics) ColdStarts() float64 { return testutil.ToFloat64(m.coldStarts) }
+
+// ClaimBookkeepingWrites returns the count of writes to claims after they were reported Ready.
+func (m *Metrics) ClaimBookkeepingWrites() float64 { return testutil.ToFloat64(m.claimBookkeeping) }
 
 // BindConflicts is the number of bind attempts that lost (409, 403 or 404 on the bind
 // patch); each made the claim try the next member.

@@ -263,6 +263,9 @@ func TestClaimReconcileWarm(t *testing.T) {
 			if diff := cmp.Diff(wantBookkeeping, a.Journal()); diff != "" {
 				t.Errorf("a second reconcile of the served claim wrote (-want +got):\n%s", diff)
 			}
+			if n, want := r.Metrics.ClaimBookkeepingWrites(), float64(min(len(wantBookkeeping), 1)); n != want {
+				t.Errorf("bookkeeping writes counted %v, want %v (the sandbox-name annotation, apart from the claim's path)", n, want)
+			}
 			reconcileClaim(t, r)
 			if diff := cmp.Diff([]string(nil), a.Journal()); diff != "" {
 				t.Errorf("a third reconcile of the served claim wrote (-want +got):\n%s", diff)

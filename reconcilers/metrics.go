@@ -42,6 +42,7 @@ type Metrics struct {
 	coldStarts             prometheus.Counter
 	bindsLost              *prometheus.CounterVec
 	claimPhases            *prometheus.HistogramVec
+	claimBookkeeping       prometheus.Counter
 
 	mu sync.Mutex
 	// sinceNotReady counts the reconciles of each Sandbox since it was created or last left
@@ -75,7 +76,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m.initClaimMetrics()
 	for _, c := range []prometheus.Collector{
 		m.reconciles, m.reconcilesToReady, m.wakeups, m.writes,
-		m.claimStartup, m.claimControllerStartup, m.warmHits, m.coldStarts, m.bindsLost, m.claimPhases,
+		m.claimStartup, m.claimControllerStartup, m.warmHits, m.coldStarts, m.bindsLost, m.claimPhases, m.claimBookkeeping,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

@@ -93,10 +93,13 @@ func operatorFigures(delta scrape.Snapshot, claims int) report.Operator {
 	if claims > 0 {
 		out.SandboxReconcilesPerClaim = round2(sandbox / float64(claims))
 		out.WritesPerClaim = round2(delta.Sum("sandgate_api_writes_total", nil) / float64(claims))
+		bookkeeping := delta.Sum("sandgate_claim_bookkeeping_writes_total", nil)
 		claimPath := delta.Sum("sandgate_api_writes_total", map[string]string{"resource": "sandboxclaims"}) +
 			delta.Sum("sandgate_api_writes_total", map[string]string{"resource": "sandboxclaims/status"}) +
-			delta.Sum("sandgate_api_writes_total", map[string]string{"resource": "sandboxes", "verb": "patch"})
+			delta.Sum("sandgate_api_writes_total", map[string]string{"resource": "sandboxes", "verb": "patch"}) -
+			bookkeeping
 		out.ClaimPathWritesPerClaim = round2(claimPath / float64(claims))
+		out.ClaimBookkeepingWritesPerClaim = round2(bookkeeping / float64(claims))
 	}
 	return out
 }

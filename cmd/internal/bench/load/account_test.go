@@ -79,6 +79,9 @@ controller_runtime_reconcile_total{controller="sandboxwarmpool",result="success"
 sandgate_api_writes_total{resource="sandboxes",result="success",verb="patch"} 60
 sandgate_api_writes_total{resource="sandboxclaims/status",result="success",verb="patch"} 10
 sandgate_api_writes_total{resource="sandboxes",result="conflict",verb="patch"} 1
+sandgate_api_writes_total{resource="sandboxclaims",result="success",verb="patch"} 10
+# TYPE sandgate_claim_bookkeeping_writes_total counter
+sandgate_claim_bookkeeping_writes_total 10
 # TYPE sandgate_sandbox_reconciles_to_ready histogram
 sandgate_sandbox_reconciles_to_ready_bucket{le="+Inf"} 70
 sandgate_sandbox_reconciles_to_ready_sum 135
@@ -122,12 +125,15 @@ sandgate_claim_phase_seconds_count{phase="admission_to_reconcile"} 0
 		ReconcilesToReady:         1.5,
 		SandboxesBecameReady:      10,
 		Writes: []scrape.Count{
+			{Key: "patch sandboxclaims success", Count: 10},
 			{Key: "patch sandboxclaims/status success", Count: 10},
 			{Key: "patch sandboxes success", Count: 10},
 			{Key: "patch sandboxes conflict", Count: 1},
 		},
-		WritesPerClaim:          2.1,
-		ClaimPathWritesPerClaim: 2.1,
+		WritesPerClaim: 3.1,
+		// The claim metadata patches are the sandbox-name annotations, written after Ready.
+		ClaimPathWritesPerClaim:        2.1,
+		ClaimBookkeepingWritesPerClaim: 1,
 		WarmHits:                9,
 		ColdStarts:              1,
 		BindConflicts:           []scrape.Count{{Key: "conflict", Count: 1}},

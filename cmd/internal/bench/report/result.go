@@ -158,9 +158,14 @@ type Operator struct {
 	Writes         []scrape.Count `json:"writes"`
 	WritesPerClaim float64        `json:"writesPerClaim"`
 	// ClaimPathWritesPerClaim counts the operator's writes to claims (metadata and status)
-	// and its non-status writes to Sandboxes (the binding), per claim: the writes a claim
-	// waits for. Pool refill and pod metadata propagation are left out.
+	// and its non-status writes to Sandboxes (the binding), per claim, but for the
+	// bookkeeping written after a claim was reported Ready: the writes a claim waits for.
+	// Pool refill and pod metadata propagation are left out.
 	ClaimPathWritesPerClaim float64 `json:"claimPathWritesPerClaim"`
+	// ClaimBookkeepingWritesPerClaim counts, per claim, the claim writes made after the claim
+	// was reported Ready, once claims paused (sandgate_claim_bookkeeping_writes_total: the
+	// sandbox-name annotation).
+	ClaimBookkeepingWritesPerClaim float64 `json:"claimBookkeepingWritesPerClaim"`
 	// WarmHits, ColdStarts and BindConflicts (by reason) are the operator's own claim counters
 	// (sandgate_claim_*_total).
 	WarmHits      float64        `json:"warmHits"`

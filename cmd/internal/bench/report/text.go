@@ -84,7 +84,8 @@ func WriteText(w io.Writer, r *Result) error {
 	o := r.Operator
 	if o.Measured {
 		pf("operator writes\t%.0f\t%.2f per claim\n", sum(o.Writes), o.WritesPerClaim)
-		pf("operator writes on the claim path\t%.2f per claim\t(claims, claim status, Sandbox binding)\n", o.ClaimPathWritesPerClaim)
+		pf("operator writes on the claim path\t%.2f per claim\t(claims, claim status, Sandbox binding, before Ready)\n", o.ClaimPathWritesPerClaim)
+		pf("claim writes after Ready\t%.2f per claim\t(the sandbox-name annotation, once claims pause)\n", o.ClaimBookkeepingWritesPerClaim)
 		for _, row := range o.Writes {
 			pf("  %s\t%.0f\n", row.Key, row.Count)
 		}
