@@ -134,12 +134,12 @@ sandgate_claim_phase_seconds_count{phase="admission_to_reconcile"} 0
 		// The claim metadata patches are the sandbox-name annotations, written after Ready.
 		ClaimPathWritesPerClaim:        2.1,
 		ClaimBookkeepingWritesPerClaim: 1,
-		WarmHits:                9,
-		ColdStarts:              1,
-		BindConflicts:           []scrape.Count{{Key: "conflict", Count: 1}},
-		StartupMeanMs:           150,
-		StartupP50AtMostMs:      100,
-		StartupP99AtMostMs:      -1,
+		WarmHits:                       9,
+		ColdStarts:                     1,
+		BindConflicts:                  []scrape.Count{{Key: "conflict", Count: 1}},
+		StartupMeanMs:                  150,
+		StartupP50AtMostMs:             100,
+		StartupP99AtMostMs:             -1,
 		// Phases that saw no claim are left out, as a run without them shows nothing.
 		Phases: []report.Phase{{Name: "bind", Count: 10, MeanMs: 5}, {Name: "status", Count: 10, MeanMs: 4}},
 	}
