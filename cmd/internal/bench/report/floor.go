@@ -177,7 +177,7 @@ func writeFloor(p func(string, ...any), results []*Result) {
 	p("")
 	p("The floor of a scenario is the same claims against the same kind of cluster, started the")
 	p("same way in the same `make bench` invocation (a fresh control plane each), with no operator")
-	p("and no webhooks while the claims run: the pool is filled by the operator, which is then")
+	p("and no admission webhooks while the claims run: the pool is filled by the operator, which is then")
 	p("stopped and its webhook configurations deleted, so that both runs bind the very same kind of")
 	p("pool members; the load generator then makes each claim's three writes itself (POST the claim,")
 	p("merge-patch a ready member to bind it with its resourceVersion as precondition, patch the")
