@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 )
 
 // The figures of this file set sandgate beside the floor of the same scenario: the API server
@@ -211,6 +212,18 @@ func writeFloor(p func(string, ...any), results []*Result) {
 			share(f.OtherWork), share(r.OtherWork), f.LoadAverage, r.LoadAverage)
 	}
 	p("")
+	for _, r := range results {
+		if len(r.Rounds) < 2 {
+			continue
+		}
+		var each []string
+		for _, round := range r.Rounds {
+			each = append(each, fmt.Sprintf("%.1f ÷ %.1f = %.2f", round.P50Ms, round.FloorP50Ms, round.Ratio()))
+		}
+		p("**%s** was measured in %d rounds, each a floor and a sandgate run on fresh clusters; the table", r.Scenario, len(r.Rounds))
+		p("shows the round with the median p50 ratio. p50 sandgate ÷ floor (ms), in run order: %s.", strings.Join(each, "; "))
+		p("")
+	}
 	p("Other work: the CPU the machine spent outside the run's own processes (load generator,")
 	p("operator, control plane) between the first claim and the last Ready, as a share of all its")
 	p("CPUs, from /proc/stat: unlike the load average (a one-minute mean when the claims were")

@@ -183,3 +183,29 @@ func TestOtherWorkShare(t *testing.T) {
 		})
 	}
 }
+
+// A scenario measured in rounds reports the round with the median p50 ratio, and lists every
+// round's ratio.
+func TestRounds(t *testing.T) {
+	rounds := []Round{{FloorP50Ms: 10, P50Ms: 20}, {FloorP50Ms: 10, P50Ms: 13}, {FloorP50Ms: 20, P50Ms: 30}}
+	if got := MedianRound(rounds); got != 2 {
+		t.Errorf("median round = %d, want 2 (ratios 2.00, 1.30, 1.50)", got)
+	}
+	if got := MedianRound(rounds[:2]); got != 1 {
+		t.Errorf("median of two rounds = %d, want 1, the lower ratio", got)
+	}
+	if got := MedianRound(nil); got != -1 {
+		t.Errorf("median of no rounds = %d, want -1", got)
+	}
+
+	r := serialWithFloor()
+	r.Rounds = rounds
+	var b strings.Builder
+	if err := WriteMarkdown(&b, Machine{CPUs: 2}, []*Result{r}, "make bench"); err != nil {
+		t.Fatalf("WriteMarkdown: %v", err)
+	}
+	want := "p50 sandgate ÷ floor (ms), in run order: 20.0 ÷ 10.0 = 2.00; 13.0 ÷ 10.0 = 1.30; 30.0 ÷ 20.0 = 1.50."
+	if got := b.String(); !strings.Contains(got, "**serial** was measured in 3 rounds") || !strings.Contains(got, want) {
+		t.Errorf("report lacks the rounds line %q; report:\n%s", want, got)
+	}
+}

@@ -4,9 +4,11 @@
 package report
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/sandgate-dev/sandgate/cmd/internal/bench/scrape"
@@ -245,8 +247,35 @@ type Result struct {
 	// Floor is the floor of the same scenario, measured in the same invocation on a fresh
 	// cluster started the same way; nil when not measured.
 	Floor *Result `json:"floor,omitempty"`
+	// Rounds are every (floor, sandgate) pair of a scenario measured more than once, in run
+	// order; the result itself is the round with the median p50 ratio.
+	Rounds []Round `json:"rounds,omitempty"`
 	// Errors are the first problems seen (create failures, scrape failures).
 	Errors []string `json:"errors,omitempty"`
+}
+
+// Round is one (floor, sandgate) pair of a scenario run several times: client p50 of each, in
+// milliseconds.
+type Round struct {
+	FloorP50Ms float64 `json:"floorP50Ms"`
+	P50Ms      float64 `json:"p50Ms"`
+}
+
+// Ratio is sandgate ÷ floor of the round's p50 (0 when either is missing).
+func (r Round) Ratio() float64 { return ratio(r.P50Ms, r.FloorP50Ms) }
+
+// MedianRound returns the index of the round whose p50 ratio is the median (the lower one
+// of the middle two for an even count), or -1 without rounds.
+func MedianRound(rounds []Round) int {
+	if len(rounds) == 0 {
+		return -1
+	}
+	idx := make([]int, len(rounds))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(rounds[a].Ratio(), rounds[b].Ratio()) })
+	return idx[(len(idx)-1)/2]
 }
 
 // OK reports whether every claim became Ready on a Sandbox of its stamped template.
