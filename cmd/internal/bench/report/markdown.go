@@ -234,11 +234,7 @@ func WriteMarkdown(w io.Writer, m Machine, results []*Result, command string) er
 	for _, r := range results {
 		p("### %s", r.Scenario)
 		p("")
-		p("| request (verb resource code) | count | per claim |")
-		p("|---|---:|---:|")
-		for _, row := range r.API.ByVerbResourceCode {
-			p("| %s | %.0f | %s |", row.Key, row.Count, perClaim(row.Count, r.Claims.Created))
-		}
+		writeRequestTable(p, r)
 		if len(r.API.ReadsByVerbResource) > 0 {
 			p("")
 			p("Reads (verb resource): %s.", keys(r.API.ReadsByVerbResource))
@@ -248,12 +244,8 @@ func WriteMarkdown(w io.Writer, m Machine, results []*Result, command string) er
 			p("Operator writes (verb resource result): %s.", keys(r.Operator.Writes))
 		}
 		if len(r.Components) > 0 {
-			parts := make([]string, len(r.Components))
-			for i, c := range r.Components {
-				parts[i] = fmt.Sprintf("%s %.2f s", c.Name, c.CPUSeconds)
-			}
 			p("")
-			p("Control-plane CPU during the run: %s.", strings.Join(parts, ", "))
+			p("Control-plane CPU during the run: %s.", componentCPU(r.Components))
 		}
 		if len(r.Errors) > 0 {
 			p("")
@@ -369,23 +361,33 @@ func shorten(cmd string) string {
 	return strings.TrimSpace(bin + " " + rest)
 }
 
+// writeRequestTable writes the mutating requests of a run, by verb, resource and code.
+func writeRequestTable(p func(string, ...any), r *Result) {
+	p("| request (verb resource code) | count | per claim |")
+	p("|---|---:|---:|")
+	for _, row := range r.API.ByVerbResourceCode {
+		p("| %s | %.0f | %s |", row.Key, row.Count, perClaim(row.Count, r.Claims.Created))
+	}
+}
+
+// componentCPU lists the CPU each control-plane component spent, "name 1.23 s, ...".
+func componentCPU(cs []Component) string {
+	parts := make([]string, len(cs))
+	for i, c := range cs {
+		parts[i] = fmt.Sprintf("%s %.2f s", c.Name, c.CPUSeconds)
+	}
+	return strings.Join(parts, ", ")
+}
+
 // writeFloorRequests writes what the floor run of a scenario asked of the API server.
 func writeFloorRequests(p func(string, ...any), f *Result) {
 	p("Its floor (%d claims, %d Ready, load average %.1f; requests between just before the first", f.Claims.Created, f.Claims.Ready, f.LoadAverage)
 	p("claim and a second after the last Ready, all clients):")
 	p("")
-	p("| request (verb resource code) | count | per claim |")
-	p("|---|---:|---:|")
-	for _, row := range f.API.ByVerbResourceCode {
-		p("| %s | %.0f | %s |", row.Key, row.Count, perClaim(row.Count, f.Claims.Created))
-	}
+	writeRequestTable(p, f)
 	if len(f.Components) > 0 {
-		parts := make([]string, len(f.Components))
-		for i, c := range f.Components {
-			parts[i] = fmt.Sprintf("%s %.2f s", c.Name, c.CPUSeconds)
-		}
 		p("")
-		p("Control-plane CPU during the floor run: %s.", strings.Join(parts, ", "))
+		p("Control-plane CPU during the floor run: %s.", componentCPU(f.Components))
 	}
 	if len(f.Errors) > 0 {
 		p("")
