@@ -217,7 +217,8 @@ func (e *Env) serveConversion(ctx context.Context) error {
 		<-done
 	}
 	addr := net.JoinHostPort(e.webhook.webhookHost, strconv.Itoa(e.webhook.webhookPort))
-	deadline := time.Now().Add(admissionWait)
+	ctx, cancelWait := context.WithTimeout(ctx, admissionWait)
+	defer cancelWait()
 	started := srv.StartedChecker()
 	for {
 		err := started(nil)
@@ -230,11 +231,8 @@ func (e *Env) serveConversion(ctx context.Context) error {
 			e.stopConversion = cancel // the server is gone already
 			return fmt.Errorf("serving the conversion webhook at %s: %w", addr, err)
 		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
 			return fmt.Errorf("the conversion webhook at %s did not answer within %s: %w", addr, admissionWait, err)
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }
