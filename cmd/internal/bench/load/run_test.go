@@ -23,19 +23,7 @@ import (
 func TestRunMeasuresTheOperator(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	log := io.Writer(io.Discard)
-	if testing.Verbose() {
-		log = os.Stderr
-	}
-	env, err := harness.Start(ctx, harness.Options{Profile: controlplane.ProfileFast, Log: log})
-	if err != nil {
-		t.Fatalf("starting the harness: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stopping the harness: %v", err)
-		}
-	})
+	env := startHarness(ctx, t)
 	if !env.Webhooks || env.Operator == nil || env.Operator.MetricsURL == "" {
 		t.Fatalf("harness without webhooks (%v) or a scrapeable operator (%+v)", env.Webhooks, env.Operator)
 	}
@@ -51,7 +39,7 @@ func TestRunMeasuresTheOperator(t *testing.T) {
 		PoolCreateWait: 2 * time.Minute,
 		Timeout:        time.Minute,
 		RefillWait:     time.Minute,
-		Progress:       log,
+		Progress:       progress(),
 	}, load.Probes{
 		OperatorMetrics: env.Operator.Metrics,
 		OperatorUsage:   env.Operator.Usage,
@@ -110,23 +98,11 @@ func TestRunMeasuresTheOperator(t *testing.T) {
 // TestRunMeasuresTheFloor runs the floor of a small load: the operator fills the pool, is
 // stopped and its webhooks removed, and the load generator makes each claim's three writes
 // itself. Every claim is bound to one of the operator's members, the API server sees exactly
-// those writes and calls no webhook.
+// those writes and calls no admission webhook.
 func TestRunMeasuresTheFloor(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	log := io.Writer(io.Discard)
-	if testing.Verbose() {
-		log = os.Stderr
-	}
-	env, err := harness.Start(ctx, harness.Options{Profile: controlplane.ProfileFast, Log: log})
-	if err != nil {
-		t.Fatalf("starting the harness: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stopping the harness: %v", err)
-		}
-	})
+	env := startHarness(ctx, t)
 
 	const claims = 6
 	res, err := load.Run(ctx, env.Config, load.Config{
@@ -139,7 +115,7 @@ func TestRunMeasuresTheFloor(t *testing.T) {
 		PoolCreateWait: 2 * time.Minute,
 		Timeout:        time.Minute,
 		RefillWait:     time.Minute,
-		Progress:       log,
+		Progress:       progress(),
 		Floor:          true,
 	}, load.Probes{
 		ComponentUsage: env.ComponentUsage,
@@ -187,4 +163,29 @@ func TestRunMeasuresTheFloor(t *testing.T) {
 	if res.OtherWork == nil {
 		t.Errorf("the machine's other work during the claims not measured")
 	}
+}
+
+// progress is where the harness and the load report progress: stderr with -v, nowhere
+// otherwise.
+func progress() io.Writer {
+	if testing.Verbose() {
+		return os.Stderr
+	}
+	return io.Discard
+}
+
+// startHarness starts a local cluster with the operator built from this repository, as
+// `make bench` does, and stops it when the test ends.
+func startHarness(ctx context.Context, t *testing.T) *harness.Env {
+	t.Helper()
+	env, err := harness.Start(ctx, harness.Options{Profile: controlplane.ProfileFast, Log: progress()})
+	if err != nil {
+		t.Fatalf("starting the harness: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("stopping the harness: %v", err)
+		}
+	})
+	return env
 }
