@@ -11,6 +11,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -54,11 +55,15 @@ func review(b *testing.B, op admissionv1.Operation, user string, obj, old runtim
 		}
 		return runtime.RawExtension{Raw: data}
 	}
+	gvk, err := apiutil.GVKForObject(obj, api.NewScheme())
+	if err != nil {
+		b.Fatal(err)
+	}
 	data, err := json.Marshal(admissionv1.AdmissionReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
 		Request: &admissionv1.AdmissionRequest{
 			UID: "1", Operation: op, Namespace: "ns", Name: "claim",
-			Kind:     metav1.GroupVersionKind{Group: obj.GetObjectKind().GroupVersionKind().Group, Version: "v1beta1", Kind: obj.GetObjectKind().GroupVersionKind().Kind},
+			Kind:     metav1.GroupVersionKind(gvk),
 			UserInfo: authenticationv1.UserInfo{Username: user},
 			Object:   raw(obj), OldObject: raw(old),
 		},
