@@ -82,6 +82,7 @@ type options struct {
 	cpuProfile     string
 	profileSeconds int
 	floor          bool
+	floorAdmission bool
 
 	scenarios  string
 	scalePool  int
@@ -120,6 +121,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.cpuProfile, "apiserver-profile", "", "write a CPU profile of kube-apiserver over the start of the run to this file (go tool pprof reads it)")
 	fs.IntVar(&o.profileSeconds, "apiserver-profile-seconds", 10, "length of the --apiserver-profile")
 	fs.BoolVar(&o.floor, "floor", false, "measure the API server's floor instead of the operator: the operator fills the pool and is stopped, its webhooks removed, and the load generator makes each claim's three writes itself (local cluster only)")
+	fs.BoolVar(&o.floorAdmission, "floor-admission", false, "with --floor: keep the operator's webhook configurations and answer every admission call at once from the load generator, allowing it (a claim's create gets webhook-first-observed-at): the floor of an API guarded by admission webhooks, their round trips included, no decision in them")
 	fs.StringVar(&o.jsonPath, "json", "", "also write the result as JSON to this file")
 	fs.StringVar(&o.scenarios, "scenarios", "", "run canonical scenarios instead (each on a fresh local cluster): all, or a comma-separated list of "+strings.Join(scenarioNames(), ", "))
 	fs.IntVar(&o.scalePool, "scale-pool", 5000, "pool size of the large scale scenario")
@@ -154,6 +156,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.scenarios != "" && o.kubeconfig != "" {
 		errs = append(errs, errors.New("--scenarios runs on fresh local clusters; it does not take --kubeconfig"))
+	}
+	if o.floorAdmission && !o.floor {
+		errs = append(errs, errors.New("--floor-admission needs --floor"))
 	}
 	if o.floor && (o.kubeconfig != "" || o.operatorCmd == "none" || !o.webhooks || o.scenarios != "") {
 		errs = append(errs, errors.New("--floor needs the local cluster with an operator filling the pool and its webhooks installed (no --kubeconfig, --operator-cmd none, --webhooks=false or --scenarios: scenarios measure their floors themselves)"))
@@ -210,6 +215,7 @@ func runOnce(ctx context.Context, o options, podSpec corev1.PodSpec, templateNam
 		OperatorCommand: o.operatorCmd,
 		NoWebhooks:      !o.webhooks,
 		V1beta1Only:     !o.serveV1alpha1,
+		FloorAdmission:  o.floorAdmission,
 		Log:             progress,
 	})
 	if err != nil {
@@ -229,6 +235,7 @@ func runOnce(ctx context.Context, o options, podSpec corev1.PodSpec, templateNam
 	params := report.Parameters{
 		BurstSize: o.burstSize, QPS: o.qps, TotalBursts: o.totalBursts, WarmPoolSize: int32(o.warmPoolSize),
 		Namespace: ns, Template: templateName, TimeoutSeconds: o.timeout.Seconds(), Floor: o.floor,
+		FloorAdmission: o.floorAdmission,
 	}
 	if env.Cluster != nil {
 		params.Cluster = "local control plane " + controlplane.KubernetesVersion

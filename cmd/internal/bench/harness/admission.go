@@ -2,25 +2,35 @@ package harness
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/url"
 	"os"
+	pathpkg "path"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
+	admissionapi "k8s.io/api/admission/v1"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
 
 	"github.com/sandgate-dev/sandgate/api"
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/webhooks"
 )
@@ -141,7 +151,11 @@ func waitForAdmission(ctx context.Context, cfg *rest.Config) error {
 // is part of serving the API, not of the controller. The API server converts every write of
 // every client into each served version's watch cache, so a floor whose conversion webhook
 // is gone would be an API server failing to serve v1alpha1, not the same API without a
-// controller. Admission webhooks are gone either way.
+// controller.
+//
+// With Options.FloorAdmission the webhook configurations stay, and the harness answers every
+// admission call at once where the operator did (answerAtOnce): the floor of an API guarded
+// by admission webhooks, their round trips included and no decision in them.
 func (e *Env) DetachOperator(ctx context.Context) error {
 	if e.Cluster == nil {
 		return errors.New("the floor needs the harness's own cluster: it deletes the webhook configurations")
@@ -153,14 +167,24 @@ func (e *Env) DetachOperator(ctx context.Context) error {
 		e.logf("operator stopped (log %s)", e.Operator.LogPath)
 		e.Operator = nil
 	}
-	if !e.v1beta1Only {
-		if err := e.serveConversion(ctx); err != nil {
-			return err
-		}
-	}
 	c, err := client.New(e.Config, client.Options{Scheme: api.NewScheme()})
 	if err != nil {
 		return fmt.Errorf("creating client: %w", err)
+	}
+	if e.floorAdmission {
+		paths, err := admissionPaths(ctx, c)
+		if err != nil {
+			return err
+		}
+		if err := e.serveWebhooks(ctx, paths); err != nil {
+			return err
+		}
+		return waitForAdmission(ctx, e.Config)
+	}
+	if !e.v1beta1Only {
+		if err := e.serveWebhooks(ctx, nil); err != nil {
+			return err
+		}
 	}
 	if err := c.DeleteAllOf(ctx, &admissionv1.MutatingWebhookConfiguration{}); err != nil {
 		return fmt.Errorf("deleting mutating webhook configurations: %w", err)
@@ -170,6 +194,89 @@ func (e *Env) DetachOperator(ctx context.Context) error {
 	}
 	e.Webhooks = false
 	return waitForNoAdmission(ctx, c)
+}
+
+// admissionPaths returns the URL path of every webhook of the cluster's webhook
+// configurations.
+func admissionPaths(ctx context.Context, c client.Client) ([]string, error) {
+	var mutating admissionv1.MutatingWebhookConfigurationList
+	if err := c.List(ctx, &mutating); err != nil {
+		return nil, fmt.Errorf("listing mutating webhook configurations: %w", err)
+	}
+	var validating admissionv1.ValidatingWebhookConfigurationList
+	if err := c.List(ctx, &validating); err != nil {
+		return nil, fmt.Errorf("listing validating webhook configurations: %w", err)
+	}
+	var configs []admissionv1.WebhookClientConfig
+	for _, cfg := range mutating.Items {
+		for _, w := range cfg.Webhooks {
+			configs = append(configs, w.ClientConfig)
+		}
+	}
+	for _, cfg := range validating.Items {
+		for _, w := range cfg.Webhooks {
+			configs = append(configs, w.ClientConfig)
+		}
+	}
+	var paths []string
+	for _, cc := range configs {
+		path := ""
+		switch {
+		case cc.URL != nil:
+			u, err := url.Parse(*cc.URL)
+			if err != nil {
+				return nil, fmt.Errorf("webhook URL %q: %w", *cc.URL, err)
+			}
+			path = u.Path
+		case cc.Service != nil && cc.Service.Path != nil:
+			path = *cc.Service.Path
+		}
+		if path == "" {
+			continue
+		}
+		// As the operator's server registers it (envtest's URLs start with "//").
+		path = pathpkg.Clean("/" + path)
+		if !slices.Contains(paths, path) {
+			paths = append(paths, path)
+		}
+	}
+	if len(paths) == 0 {
+		return nil, errors.New("no admission webhook to answer: the cluster has no webhook configurations")
+	}
+	return paths, nil
+}
+
+// answerAtOnce answers an admission call without deciding anything: it allows the request,
+// and stamps a claim's CREATE with webhook-first-observed-at, the admission time the
+// server-side latency view starts from (as sandgate's stamping webhook does).
+func answerAtOnce(now func() time.Time) admission.Handler {
+	return admission.HandlerFunc(func(_ context.Context, req admission.Request) admission.Response {
+		resp := admission.Allowed("")
+		if req.Operation != admissionapi.Create || (schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind}) != policy.ClaimKind {
+			return resp
+		}
+		var obj struct {
+			Metadata struct {
+				Annotations map[string]string `json:"annotations"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(req.Object.Raw, &obj); err != nil {
+			return admission.Errored(http.StatusBadRequest, err)
+		}
+		at := now().UTC().Format(time.RFC3339Nano)
+		op := map[string]any{"op": "add", "path": "/metadata/annotations", "value": map[string]string{agentsv1beta1.AnnotationWebhookFirstObservedAt: at}}
+		if obj.Metadata.Annotations != nil {
+			key := strings.NewReplacer("~", "~0", "/", "~1").Replace(agentsv1beta1.AnnotationWebhookFirstObservedAt)
+			op = map[string]any{"op": "add", "path": "/metadata/annotations/" + key, "value": at}
+		}
+		patch, err := json.Marshal([]any{op})
+		if err != nil {
+			return admission.Errored(http.StatusInternalServerError, err)
+		}
+		pt := admissionapi.PatchTypeJSONPatch
+		resp.Patch, resp.PatchType = patch, &pt
+		return resp
+	})
 }
 
 // waitForNoAdmission waits until a dry-run create of a claim succeeds unstamped: with the
@@ -199,20 +306,30 @@ func waitForNoAdmission(ctx context.Context, c client.Client) error {
 	}
 }
 
-// serveConversion answers the CRDs' conversion webhook at the operator's webhook address and
-// certificate, in this process, until Stop.
-func (e *Env) serveConversion(ctx context.Context) error {
-	scheme := api.NewScheme()
-	h, err := webhooks.ConversionHandler(scheme, conversion.NewRegistry())
-	if err != nil {
-		return err
-	}
+// serveWebhooks serves, at the operator's webhook address and certificate, in this process
+// until Stop: the CRDs' conversion webhook while they serve v1alpha1, and answerAtOnce at each
+// of admission.
+func (e *Env) serveWebhooks(ctx context.Context, admissionPaths []string) error {
 	srv := webhook.NewServer(webhook.Options{Host: e.webhook.webhookHost, Port: e.webhook.webhookPort, CertDir: e.webhook.webhookCertDir})
-	srv.Register(webhooks.ConvertPath, h)
+	var what []string
+	if !e.v1beta1Only {
+		h, err := webhooks.ConversionHandler(api.NewScheme(), conversion.NewRegistry())
+		if err != nil {
+			return err
+		}
+		srv.Register(webhooks.ConvertPath, h)
+		what = append(what, "conversion (the CRDs serve v1alpha1)")
+	}
+	for _, p := range admissionPaths {
+		srv.Register(p, &admission.Webhook{Handler: answerAtOnce(time.Now)})
+	}
+	if len(admissionPaths) > 0 {
+		what = append(what, fmt.Sprintf("%d admission webhooks, each allowing at once", len(admissionPaths)))
+	}
 	serveCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Start(serveCtx) }()
-	e.stopConversion = func() {
+	e.stopWebhooks = func() {
 		cancel()
 		<-done
 	}
@@ -223,15 +340,15 @@ func (e *Env) serveConversion(ctx context.Context) error {
 	for {
 		err := started(nil)
 		if err == nil {
-			e.logf("conversion webhook served by the harness at %s (the CRDs serve v1alpha1)", addr)
+			e.logf("webhooks served by the harness at %s: %s", addr, strings.Join(what, "; "))
 			return nil
 		}
 		select {
 		case err := <-done:
-			e.stopConversion = cancel // the server is gone already
-			return fmt.Errorf("serving the conversion webhook at %s: %w", addr, err)
+			e.stopWebhooks = cancel // the server is gone already
+			return fmt.Errorf("serving webhooks at %s: %w", addr, err)
 		case <-ctx.Done():
-			return fmt.Errorf("the conversion webhook at %s did not answer within %s: %w", addr, admissionWait, err)
+			return fmt.Errorf("the webhook server at %s did not answer within %s: %w", addr, admissionWait, err)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

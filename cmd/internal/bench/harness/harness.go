@@ -53,6 +53,9 @@ type Options struct {
 	// every write (the API server keeps a watch cache per served version and converts each
 	// event into it).
 	V1beta1Only bool
+	// FloorAdmission keeps the webhook configurations in a floor run: DetachOperator stops the
+	// operator and the harness answers every admission call at once (see DetachOperator).
+	FloorAdmission bool
 	// Log receives progress lines.
 	Log io.Writer
 }
@@ -74,10 +77,11 @@ type Env struct {
 
 	// webhook is where the operator serves its webhooks; v1beta1Only: the CRDs serve no
 	// v1alpha1, so nothing calls the conversion webhook.
-	webhook     endpoints
-	v1beta1Only bool
-	// stopConversion stops the conversion webhook the harness serves for a floor run.
-	stopConversion context.CancelFunc
+	webhook        endpoints
+	v1beta1Only    bool
+	floorAdmission bool
+	// stopWebhooks stops the webhook server the harness runs for a floor run.
+	stopWebhooks context.CancelFunc
 
 	// apiserverPID caches kube-apiserver's process id for APIServerCPU.
 	mu           sync.Mutex
@@ -167,7 +171,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, retErr error) {
 		}
 		*p = port
 	}
-	e.webhook, e.v1beta1Only = ep, opts.V1beta1Only
+	e.webhook, e.v1beta1Only, e.floorAdmission = ep, opts.V1beta1Only, opts.FloorAdmission
 	start := time.Now()
 	op, err := startOperator(ctx, opts.OperatorCommand, ep, filepath.Join(e.dir, "operator.log"))
 	if err != nil {
@@ -395,8 +399,8 @@ func (e *Env) APIServerCPU() (float64, error) {
 // Stop ends the operator, then the cluster, and removes the temporary directories.
 func (e *Env) Stop() error {
 	var errs []error
-	if e.stopConversion != nil {
-		e.stopConversion()
+	if e.stopWebhooks != nil {
+		e.stopWebhooks()
 	}
 	if e.Operator != nil {
 		if err := e.Operator.Stop(); err != nil {

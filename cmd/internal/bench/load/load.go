@@ -63,8 +63,9 @@ type Config struct {
 	APIServerProfile string
 	ProfileSeconds   int
 	// Floor runs the API server's floor instead of measuring the operator: once the pool is
-	// full, Probes.DetachOperator stops the operator and removes its webhooks, and the load
-	// generator makes each claim's writes itself (see floor.go). Nothing refills the pool.
+	// full, Probes.DetachOperator stops the operator and removes its admission webhooks (or
+	// has them answered at once), and the load generator makes each claim's writes itself
+	// (see floor.go). Nothing refills the pool.
 	Floor bool
 }
 
@@ -78,8 +79,8 @@ type Probes struct {
 	ComponentUsage func() map[string]proc.Usage
 	// Healthy reports a process of the environment that died; nil means always healthy.
 	Healthy func() error
-	// DetachOperator stops the operator and removes its admission webhooks; a floor run
-	// calls it once the pool is full.
+	// DetachOperator stops the operator and removes its admission webhooks, or has them
+	// answered at once without a decision; a floor run calls it once the pool is full.
 	DetachOperator func(context.Context) error
 	// APIServerCPU reads kube-apiserver's CPU seconds so far, cheaply enough to be called at
 	// every claim's Ready event; nil reads process_cpu_seconds_total from its /metrics
@@ -236,7 +237,7 @@ func (r *runner) detach(ctx context.Context) error {
 		return fmt.Errorf("the floor needs %d ready pool members, the pool has %d", want, len(pool.members))
 	}
 	r.floor = pool
-	r.progressf("floor: operator stopped, webhooks removed, %d ready members to bind", len(pool.members))
+	r.progressf("floor: operator stopped, %d ready members to bind", len(pool.members))
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,7 +24,7 @@ import (
 func TestRunMeasuresTheOperator(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	env := startHarness(ctx, t)
+	env := startHarness(ctx, t, harness.Options{})
 	if !env.Webhooks || env.Operator == nil || env.Operator.MetricsURL == "" {
 		t.Fatalf("harness without webhooks (%v) or a scrapeable operator (%+v)", env.Webhooks, env.Operator)
 	}
@@ -95,73 +96,101 @@ func TestRunMeasuresTheOperator(t *testing.T) {
 	}
 }
 
-// TestRunMeasuresTheFloor runs the floor of a small load: the operator fills the pool, is
-// stopped and its webhooks removed, and the load generator makes each claim's three writes
-// itself. Every claim is bound to one of the operator's members, the API server sees exactly
-// those writes and calls no admission webhook.
+// TestRunMeasuresTheFloor runs the floor of a small load: the operator fills the pool and is
+// stopped, and the load generator makes each claim's three writes itself. Every claim is bound
+// to one of the operator's members and the API server sees exactly those writes. Without
+// admission the webhook configurations are removed and no webhook is called; with
+// FloorAdmission they stay and the harness answers each call at once, so that every claim's
+// create and binding makes its admission round trip, and the claim carries the admission time.
 func TestRunMeasuresTheFloor(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	env := startHarness(ctx, t)
+	for _, tc := range []struct {
+		name      string
+		admission bool
+	}{
+		{name: "no admission webhooks"},
+		{name: "admission webhooks answered at once", admission: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			env := startHarness(ctx, t, harness.Options{FloorAdmission: tc.admission})
 
-	const claims = 6
-	res, err := load.Run(ctx, env.Config, load.Config{
-		Namespace:      "bench-floor",
-		PodSpec:        load.DefaultPodSpec(),
-		WarmPoolSize:   claims + 2,
-		BurstSize:      claims / 2,
-		TotalBursts:    2,
-		QPS:            20,
-		PoolCreateWait: 2 * time.Minute,
-		Timeout:        time.Minute,
-		RefillWait:     time.Minute,
-		Progress:       progress(),
-		Floor:          true,
-	}, load.Probes{
-		ComponentUsage: env.ComponentUsage,
-		Healthy:        env.Err,
-		DetachOperator: env.DetachOperator,
-		APIServerCPU:   env.APIServerCPU,
-	})
-	if err != nil {
-		t.Fatalf("running the floor: %v", err)
-	}
-	if !res.OK() || len(res.Errors) > 0 {
-		t.Errorf("floor run not OK: claims %+v, errors %v", res.Claims, res.Errors)
-	}
-	if env.Operator != nil || env.Webhooks {
-		t.Errorf("the operator (%v) or its webhooks (%v) were left in place", env.Operator, env.Webhooks)
-	}
-	if res.Claims.WarmHits != claims {
-		t.Errorf("claims bound to warm members = %d, want %d", res.Claims.WarmHits, claims)
-	}
-	writes := map[string]float64{}
-	for _, row := range res.API.ByVerbResourceCode {
-		writes[row.Key] = row.Count
-	}
-	for _, key := range []string{"POST sandboxclaims 201", "PATCH sandboxes 200", "PATCH sandboxclaims/status 200"} {
-		if writes[key] != claims {
-			t.Errorf("%s: %v, want one per claim (all writes: %v)", key, writes[key], res.API.ByVerbResourceCode)
-		}
-	}
-	for _, key := range []string{"POST sandboxes 201", "POST pods 201", "POST events 201"} {
-		if writes[key] != 0 {
-			t.Errorf("%s: %v during the floor, want none: nothing refills or reports", key, writes[key])
-		}
-	}
-	for _, w := range res.Webhooks {
-		if w.Calls > 0 {
-			t.Errorf("webhook %s called %v times during the floor, want never", w.Name, w.Calls)
-		}
-	}
-	if p := res.ClientPath; p == nil || p.Bind.Count != claims || p.Status.Count != claims || p.WatchDelivery.Count != claims {
-		t.Errorf("client path not timed for every claim: %+v", p)
-	}
-	if res.API.ClaimsCPUSeconds < 0 {
-		t.Errorf("kube-apiserver CPU between the first claim and the last Ready not read")
-	}
-	if res.OtherWork == nil {
-		t.Errorf("the machine's other work during the claims not measured")
+			const claims = 6
+			res, err := load.Run(ctx, env.Config, load.Config{
+				Namespace:      "bench-floor",
+				PodSpec:        load.DefaultPodSpec(),
+				WarmPoolSize:   claims + 2,
+				BurstSize:      claims / 2,
+				TotalBursts:    2,
+				QPS:            20,
+				PoolCreateWait: 2 * time.Minute,
+				Timeout:        time.Minute,
+				RefillWait:     time.Minute,
+				Progress:       progress(),
+				Floor:          true,
+			}, load.Probes{
+				ComponentUsage: env.ComponentUsage,
+				Healthy:        env.Err,
+				DetachOperator: env.DetachOperator,
+				APIServerCPU:   env.APIServerCPU,
+			})
+			if err != nil {
+				t.Fatalf("running the floor: %v", err)
+			}
+			if !res.OK() || len(res.Errors) > 0 {
+				t.Errorf("floor run not OK: claims %+v, errors %v", res.Claims, res.Errors)
+			}
+			if env.Operator != nil || env.Webhooks != tc.admission {
+				t.Errorf("after the detach: operator %v, webhook configurations installed %v; want no operator and webhooks %v", env.Operator, env.Webhooks, tc.admission)
+			}
+			if res.Claims.WarmHits != claims {
+				t.Errorf("claims bound to warm members = %d, want %d", res.Claims.WarmHits, claims)
+			}
+			writes := map[string]float64{}
+			for _, row := range res.API.ByVerbResourceCode {
+				writes[row.Key] = row.Count
+			}
+			for _, key := range []string{"POST sandboxclaims 201", "PATCH sandboxes 200", "PATCH sandboxclaims/status 200"} {
+				if writes[key] != claims {
+					t.Errorf("%s: %v, want one per claim (all writes: %v)", key, writes[key], res.API.ByVerbResourceCode)
+				}
+			}
+			for _, key := range []string{"POST sandboxes 201", "POST pods 201", "POST events 201"} {
+				if writes[key] != 0 {
+					t.Errorf("%s: %v during the floor, want none: nothing refills or reports", key, writes[key])
+				}
+			}
+			calls := map[string]float64{}
+			for _, w := range res.Webhooks {
+				calls[w.Type+" "+w.Operation+" "+strings.Join(w.Resources, ",")] += w.Calls
+				if w.Rejected > 0 {
+					t.Errorf("webhook %s rejected %v calls, want none", w.Name, w.Rejected)
+				}
+			}
+			want := map[string]float64{}
+			if tc.admission {
+				want["mutating CREATE sandboxclaims"] = claims // the stamp, on each create
+				want["validating UPDATE sandboxes"] = claims   // the binding guard, on each bind
+				want["validating UPDATE sandboxclaims"] = 0    // skipped by matchConditions
+				if res.Latency.Server.Count != claims {
+					t.Errorf("claims with an admission time: %d, want %d", res.Latency.Server.Count, claims)
+				}
+			}
+			for key, n := range calls {
+				if n != want[key] {
+					t.Errorf("webhook calls %s: %v, want %v (all: %v)", key, n, want[key], calls)
+				}
+			}
+			if p := res.ClientPath; p == nil || p.Bind.Count != claims || p.Status.Count != claims || p.WatchDelivery.Count != claims {
+				t.Errorf("client path not timed for every claim: %+v", p)
+			}
+			if res.API.ClaimsCPUSeconds < 0 {
+				t.Errorf("kube-apiserver CPU between the first claim and the last Ready not read")
+			}
+			if res.OtherWork == nil {
+				t.Errorf("the machine's other work during the claims not measured")
+			}
+		})
 	}
 }
 
@@ -176,9 +205,10 @@ func progress() io.Writer {
 
 // startHarness starts a local cluster with the operator built from this repository, as
 // `make bench` does, and stops it when the test ends.
-func startHarness(ctx context.Context, t *testing.T) *harness.Env {
+func startHarness(ctx context.Context, t *testing.T, opts harness.Options) *harness.Env {
 	t.Helper()
-	env, err := harness.Start(ctx, harness.Options{Profile: controlplane.ProfileFast, Log: progress()})
+	opts.Profile, opts.Log = controlplane.ProfileFast, progress()
+	env, err := harness.Start(ctx, opts)
 	if err != nil {
 		t.Fatalf("starting the harness: %v", err)
 	}

@@ -31,6 +31,9 @@ type Parameters struct {
 	// Floor marks a run of the API server's floor: no operator and no webhooks during the
 	// claims; the load generator made each claim's writes itself (see load.Config.Floor).
 	Floor bool `json:"floor,omitempty"`
+	// FloorAdmission marks a floor run whose admission webhooks stayed, answered at once by
+	// the load generator (sandgate-bench --floor-admission).
+	FloorAdmission bool `json:"floorAdmission,omitempty"`
 }
 
 // Claims are the claims' fates.

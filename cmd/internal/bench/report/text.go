@@ -25,7 +25,10 @@ func WriteText(w io.Writer, r *Result) error {
 	if p.BurstSize == 1 {
 		what = fmt.Sprintf("%d claims one at a time", p.TotalBursts)
 	}
-	if p.Floor {
+	switch {
+	case p.FloorAdmission:
+		title += " (floor: no operator; admission webhooks answered at once by the load generator, which writes)"
+	case p.Floor:
 		title += " (floor: no operator, no webhooks; the load generator writes)"
 	}
 	pf("\n== %s: %s into a pool of %d (%s)\n", title, what, p.WarmPoolSize, p.Cluster)
