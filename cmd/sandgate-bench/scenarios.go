@@ -56,7 +56,7 @@ func scenarios(scalePool int) []scenario {
 	return []scenario{
 		{
 			name: "serial", description: "50 claims one at a time", burstSize: 1, totalBursts: 50, qps: 1000, pool: 60,
-			rounds: 3, targets: serialTargets,
+			rounds: 5, targets: serialTargets,
 		},
 		{
 			name: "burst-100", description: "100 claims at 100 QPS", burstSize: 100, totalBursts: 1, qps: 100, pool: 150,
