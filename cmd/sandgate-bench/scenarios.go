@@ -33,8 +33,11 @@ type scenario struct {
 	// rounds measures the (floor, sandgate) pair this many times and reports the round with
 	// the median p50 ratio: a serial claim takes milliseconds, and the machine's speed varies
 	// from one fresh cluster to the next by more than the target's margin.
-	rounds  int
-	targets report.Targets
+	rounds int
+	// admissionFloor measures, in each round, the admission floor too (--floor-admission):
+	// what the admission round trips of a claim's writes cost without a decision in them.
+	admissionFloor bool
+	targets        report.Targets
 }
 
 // serialTargets are the goals of serial warm claims: the architecture document's "serial p50
@@ -56,7 +59,7 @@ func scenarios(scalePool int) []scenario {
 	return []scenario{
 		{
 			name: "serial", description: "50 claims one at a time", burstSize: 1, totalBursts: 50, qps: 1000, pool: 60,
-			rounds: 5, targets: serialTargets,
+			rounds: 5, admissionFloor: true, targets: serialTargets,
 		},
 		{
 			name: "burst-100", description: "100 claims at 100 QPS", burstSize: 100, totalBursts: 1, qps: 100, pool: 150,
@@ -181,7 +184,11 @@ func runScenarios(ctx context.Context, o options, stdout, stderr io.Writer) erro
 					if r.Floor != nil {
 						floorP50 = r.Floor.Latency.Client.P50
 					}
-					all = append(all, report.Round{FloorP50Ms: floorP50, P50Ms: r.Latency.Client.P50})
+					round := report.Round{FloorP50Ms: floorP50, P50Ms: r.Latency.Client.P50}
+					if r.AdmissionFloor != nil {
+						round.AdmissionFloorP50Ms = r.AdmissionFloor.Latency.Client.P50
+					}
+					all = append(all, round)
 				}
 				res = results[report.MedianRound(all)]
 				res.Rounds = all
@@ -202,32 +209,21 @@ func runScenarios(ctx context.Context, o options, stdout, stderr io.Writer) erro
 	return nil
 }
 
-// runRound measures scenario sc once: its floor (unless so.skipFloor), then sandgate, each on a
-// fresh cluster. It returns the result with its floor (nil when the sandgate run failed), and
-// what failed; an error only when ctx ends.
+// runRound measures scenario sc once: its floor and, for sc.admissionFloor, its admission
+// floor (unless so.skipFloor), then sandgate, each on a fresh cluster. It returns the result
+// with its floors (nil when the sandgate run failed), and what failed; an error only when ctx
+// ends.
 func runRound(ctx context.Context, so options, sc scenario, which string, stdout, stderr io.Writer) (*report.Result, []string, error) {
 	var failed []string
-	var floor *report.Result
+	var floor, admissionFloor *report.Result
 	if !so.skipFloor {
-		fo := so
-		fo.floor = true
-		logf(stderr, "\n=== scenario %s: %s, its floor first (no operator, no admission webhooks while the claims run)\n", which, sc.name)
-		f, err := runOnce(ctx, fo, load.DefaultPodSpec(), "built-in", stderr)
-		switch {
-		case err != nil && ctx.Err() != nil:
+		var err error
+		if floor, failed, err = runFloor(ctx, so, sc, which, false, failed, stdout, stderr); err != nil {
 			return nil, nil, err
-		case err != nil:
-			failed = append(failed, fmt.Sprintf("%s (floor): %v", sc.name, err))
-			logf(stderr, "floor of scenario %s failed: %v\n", sc.name, err)
-		default:
-			floor = f
-			floor.Scenario, floor.Description = sc.name, sc.description
-			if err := report.WriteText(stdout, floor); err != nil {
+		}
+		if sc.admissionFloor {
+			if admissionFloor, failed, err = runFloor(ctx, so, sc, which, true, failed, stdout, stderr); err != nil {
 				return nil, nil, err
-			}
-			if !floor.OK() {
-				failed = append(failed, fmt.Sprintf("%s (floor): %d claims never Ready, %d create errors",
-					sc.name, floor.Claims.NeverReady, floor.Claims.CreateErrors))
 			}
 		}
 		logf(stderr, "\n=== scenario %s: %s, sandgate\n", which, sc.name)
@@ -241,7 +237,7 @@ func runRound(ctx context.Context, so options, sc scenario, which string, stdout
 		return nil, append(failed, fmt.Sprintf("%s: %v", sc.name, err)), nil
 	}
 	res.Scenario, res.Description, res.Targets = sc.name, sc.description, ptr.To(sc.targets)
-	res.Floor = floor
+	res.Floor, res.AdmissionFloor = floor, admissionFloor
 	if err := report.WriteText(stdout, res); err != nil {
 		return nil, nil, err
 	}
@@ -250,6 +246,36 @@ func runRound(ctx context.Context, so options, sc scenario, which string, stdout
 			sc.name, res.Claims.NeverReady, res.Claims.CreateErrors, res.Claims.Stale))
 	}
 	return res, failed, nil
+}
+
+// runFloor measures the floor of scenario sc, with admission answered at once when admission
+// is set (--floor-admission). It returns the result (nil when the run failed) and failed with
+// what failed added; an error only when ctx ends.
+func runFloor(ctx context.Context, so options, sc scenario, which string, admission bool, failed []string, stdout, stderr io.Writer) (*report.Result, []string, error) {
+	name, how := "floor", "no operator, no admission webhooks while the claims run"
+	if admission {
+		name, how = "admission floor", "no operator; admission webhooks kept and answered at once"
+	}
+	fo := so
+	fo.floor, fo.floorAdmission = true, admission
+	logf(stderr, "\n=== scenario %s: %s, its %s (%s)\n", which, sc.name, name, how)
+	f, err := runOnce(ctx, fo, load.DefaultPodSpec(), "built-in", stderr)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return nil, nil, err
+	case err != nil:
+		logf(stderr, "%s of scenario %s failed: %v\n", name, sc.name, err)
+		return nil, append(failed, fmt.Sprintf("%s (%s): %v", sc.name, name, err)), nil
+	}
+	f.Scenario, f.Description = sc.name, sc.description
+	if err := report.WriteText(stdout, f); err != nil {
+		return nil, nil, err
+	}
+	if !f.OK() {
+		failed = append(failed, fmt.Sprintf("%s (%s): %d claims never Ready, %d create errors",
+			sc.name, name, f.Claims.NeverReady, f.Claims.CreateErrors))
+	}
+	return f, failed, nil
 }
 
 // writeReport renders the results of the selected scenarios found in the results directory.

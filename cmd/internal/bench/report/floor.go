@@ -223,6 +223,7 @@ func writeFloor(p func(string, ...any), results []*Result) {
 		p("**%s** was measured in %d rounds, each a floor and a sandgate run on fresh clusters; the table", r.Scenario, len(r.Rounds))
 		p("shows the round with the median p50 ratio. p50 sandgate ÷ floor (ms), in run order: %s.", strings.Join(each, "; "))
 		p("")
+		writeAdmissionFloor(p, r)
 	}
 	p("Other work: the CPU the machine spent outside the run's own processes (load generator,")
 	p("operator, control plane) between the first claim and the last Ready, as a share of all its")
@@ -235,6 +236,47 @@ func writeFloor(p func(string, ...any), results []*Result) {
 	p("API server CPU ≤ 1.5 ×). The floor's own figures (requests, CPU of every component) are in")
 	p("the per-scenario sections below.")
 	p("")
+}
+
+// writeAdmissionFloor writes what the rounds of r measured of the admission floor: the floor
+// again with the admission webhooks kept and answered at once, which tells the cost of the
+// round trips a claim's writes make apart from the time sandgate's webhooks take to decide.
+func writeAdmissionFloor(p func(string, ...any), r *Result) {
+	var each []string
+	var alone, sandgate []float64
+	for _, round := range r.Rounds {
+		if round.AdmissionFloorP50Ms <= 0 || round.FloorP50Ms <= 0 || round.P50Ms <= 0 {
+			continue
+		}
+		a, s := ratio(round.AdmissionFloorP50Ms, round.FloorP50Ms), ratio(round.P50Ms, round.AdmissionFloorP50Ms)
+		alone, sandgate = append(alone, a), append(sandgate, s)
+		each = append(each, fmt.Sprintf("%.1f ÷ %.1f = %.2f and %.1f ÷ %.1f = %.2f",
+			round.AdmissionFloorP50Ms, round.FloorP50Ms, a, round.P50Ms, round.AdmissionFloorP50Ms, s))
+	}
+	if len(each) == 0 {
+		return
+	}
+	p("Each round of **%s** also measured its **admission floor**: the floor once more, on a fresh", r.Scenario)
+	p("cluster, with sandgate's webhook configurations kept and every admission call answered at")
+	p("once by the load generator, allowing it (`sandgate-bench --floor --floor-admission`). A claim's")
+	p("create and its binding then make the admission round trips they make with sandgate, and nothing")
+	p("is decided in them. p50 admission floor ÷ floor, and sandgate ÷ admission floor (ms), in run")
+	p("order: %s. Medians: the round trips alone %.2f × the floor; sandgate %.2f × the admission floor.",
+		strings.Join(each, "; "), median(alone), median(sandgate))
+	p("")
+}
+
+// median of vs (the mean of the middle two for an even count); 0 for none.
+func median(vs []float64) float64 {
+	if len(vs) == 0 {
+		return 0
+	}
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 func ratioMark(v, target float64) string {

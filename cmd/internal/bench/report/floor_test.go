@@ -209,3 +209,36 @@ func TestRounds(t *testing.T) {
 		t.Errorf("report lacks the rounds line %q; report:\n%s", want, got)
 	}
 }
+
+// Rounds that measured an admission floor list it next to the floor and sandgate, with the
+// medians of both ratios; rounds without one leave the paragraph out.
+func TestAdmissionFloorRounds(t *testing.T) {
+	render := func(rounds []Round) string {
+		r := serialWithFloor()
+		r.Rounds = rounds
+		var b strings.Builder
+		if err := WriteMarkdown(&b, Machine{CPUs: 2}, []*Result{r}, "make bench"); err != nil {
+			t.Fatalf("WriteMarkdown: %v", err)
+		}
+		return b.String()
+	}
+	got := render([]Round{
+		{FloorP50Ms: 10, AdmissionFloorP50Ms: 12, P50Ms: 15},
+		{FloorP50Ms: 10, AdmissionFloorP50Ms: 11, P50Ms: 16.5},
+		{FloorP50Ms: 20, AdmissionFloorP50Ms: 30, P50Ms: 30},
+	})
+	for _, want := range []string{
+		"order: 12.0 ÷ 10.0 = 1.20 and 15.0 ÷ 12.0 = 1.25; 11.0 ÷ 10.0 = 1.10 and 16.5 ÷ 11.0 = 1.50; 30.0 ÷ 20.0 = 1.50 and 30.0 ÷ 30.0 = 1.00.",
+		"Medians: the round trips alone 1.20 × the floor; sandgate 1.25 × the admission floor.",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report lacks %q; report:\n%s", want, got)
+		}
+	}
+	if got := render([]Round{{FloorP50Ms: 10, P50Ms: 15}, {FloorP50Ms: 10, P50Ms: 16}}); strings.Contains(got, "admission floor") {
+		t.Errorf("rounds without an admission floor still describe one:\n%s", got)
+	}
+	if got := median([]float64{3, 1, 2, 4}); got != 2.5 {
+		t.Errorf("median of 1..4 = %v, want 2.5", got)
+	}
+}

@@ -250,6 +250,10 @@ type Result struct {
 	// Floor is the floor of the same scenario, measured in the same invocation on a fresh
 	// cluster started the same way; nil when not measured.
 	Floor *Result `json:"floor,omitempty"`
+	// AdmissionFloor is the floor measured again with the admission webhooks kept and each call
+	// answered at once by the load generator (Parameters.FloorAdmission), in the same round;
+	// nil when not measured.
+	AdmissionFloor *Result `json:"admissionFloor,omitempty"`
 	// Rounds are every (floor, sandgate) pair of a scenario measured more than once, in run
 	// order; the result itself is the round with the median p50 ratio.
 	Rounds []Round `json:"rounds,omitempty"`
@@ -262,6 +266,9 @@ type Result struct {
 type Round struct {
 	FloorP50Ms float64 `json:"floorP50Ms"`
 	P50Ms      float64 `json:"p50Ms"`
+	// AdmissionFloorP50Ms is the round's admission floor (Result.AdmissionFloor); 0 when not
+	// measured.
+	AdmissionFloorP50Ms float64 `json:"admissionFloorP50Ms,omitempty"`
 }
 
 // Ratio is sandgate ÷ floor of the round's p50 (0 when either is missing).
