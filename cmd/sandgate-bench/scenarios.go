@@ -217,14 +217,17 @@ func runRound(ctx context.Context, so options, sc scenario, which string, stdout
 	var failed []string
 	var floor, admissionFloor *report.Result
 	if !so.skipFloor {
+		var floorFailed []string
 		var err error
-		if floor, failed, err = runFloor(ctx, so, sc, which, false, failed, stdout, stderr); err != nil {
+		if floor, floorFailed, err = runFloor(ctx, so, sc, which, false, stdout, stderr); err != nil {
 			return nil, nil, err
 		}
+		failed = append(failed, floorFailed...)
 		if sc.admissionFloor {
-			if admissionFloor, failed, err = runFloor(ctx, so, sc, which, true, failed, stdout, stderr); err != nil {
+			if admissionFloor, floorFailed, err = runFloor(ctx, so, sc, which, true, stdout, stderr); err != nil {
 				return nil, nil, err
 			}
+			failed = append(failed, floorFailed...)
 		}
 		logf(stderr, "\n=== scenario %s: %s, sandgate\n", which, sc.name)
 	}
@@ -249,9 +252,9 @@ func runRound(ctx context.Context, so options, sc scenario, which string, stdout
 }
 
 // runFloor measures the floor of scenario sc, with admission answered at once when admission
-// is set (--floor-admission). It returns the result (nil when the run failed) and failed with
-// what failed added; an error only when ctx ends.
-func runFloor(ctx context.Context, so options, sc scenario, which string, admission bool, failed []string, stdout, stderr io.Writer) (*report.Result, []string, error) {
+// is set (--floor-admission). It returns the result (nil when the run failed) and what failed;
+// an error only when ctx ends.
+func runFloor(ctx context.Context, so options, sc scenario, which string, admission bool, stdout, stderr io.Writer) (*report.Result, []string, error) {
 	name, how := "floor", "no operator, no admission webhooks while the claims run"
 	if admission {
 		name, how = "admission floor", "no operator; admission webhooks kept and answered at once"
@@ -265,17 +268,17 @@ func runFloor(ctx context.Context, so options, sc scenario, which string, admiss
 		return nil, nil, err
 	case err != nil:
 		logf(stderr, "%s of scenario %s failed: %v\n", name, sc.name, err)
-		return nil, append(failed, fmt.Sprintf("%s (%s): %v", sc.name, name, err)), nil
+		return nil, []string{fmt.Sprintf("%s (%s): %v", sc.name, name, err)}, nil
 	}
 	f.Scenario, f.Description = sc.name, sc.description
 	if err := report.WriteText(stdout, f); err != nil {
 		return nil, nil, err
 	}
 	if !f.OK() {
-		failed = append(failed, fmt.Sprintf("%s (%s): %d claims never Ready, %d create errors",
-			sc.name, name, f.Claims.NeverReady, f.Claims.CreateErrors))
+		return f, []string{fmt.Sprintf("%s (%s): %d claims never Ready, %d create errors",
+			sc.name, name, f.Claims.NeverReady, f.Claims.CreateErrors)}, nil
 	}
-	return f, failed, nil
+	return f, nil, nil
 }
 
 // writeReport renders the results of the selected scenarios found in the results directory.

@@ -54,13 +54,9 @@ func installCABundle(ctx context.Context, cfg *rest.Config, caFile string) error
 	if err != nil {
 		return fmt.Errorf("creating client: %w", err)
 	}
-	var mutating admissionv1.MutatingWebhookConfigurationList
-	if err := c.List(ctx, &mutating); err != nil {
-		return fmt.Errorf("listing mutating webhook configurations: %w", err)
-	}
-	var validating admissionv1.ValidatingWebhookConfigurationList
-	if err := c.List(ctx, &validating); err != nil {
-		return fmt.Errorf("listing validating webhook configurations: %w", err)
+	mutating, validating, err := webhookConfigurations(ctx, c)
+	if err != nil {
+		return err
 	}
 	var crds apiextensionsv1.CustomResourceDefinitionList
 	if err := c.List(ctx, &crds); err != nil {
@@ -158,7 +154,7 @@ func waitForAdmission(ctx context.Context, cfg *rest.Config) error {
 // by admission webhooks, their round trips included and no decision in them.
 func (e *Env) DetachOperator(ctx context.Context) error {
 	if e.Cluster == nil {
-		return errors.New("the floor needs the harness's own cluster: it deletes the webhook configurations")
+		return errors.New("the floor needs the harness's own cluster: it removes or answers the webhooks itself")
 	}
 	if e.Operator != nil {
 		if err := e.Operator.Stop(); err != nil {
@@ -199,13 +195,9 @@ func (e *Env) DetachOperator(ctx context.Context) error {
 // admissionPaths returns the URL path of every webhook of the cluster's webhook
 // configurations.
 func admissionPaths(ctx context.Context, c client.Client) ([]string, error) {
-	var mutating admissionv1.MutatingWebhookConfigurationList
-	if err := c.List(ctx, &mutating); err != nil {
-		return nil, fmt.Errorf("listing mutating webhook configurations: %w", err)
-	}
-	var validating admissionv1.ValidatingWebhookConfigurationList
-	if err := c.List(ctx, &validating); err != nil {
-		return nil, fmt.Errorf("listing validating webhook configurations: %w", err)
+	mutating, validating, err := webhookConfigurations(ctx, c)
+	if err != nil {
+		return nil, err
 	}
 	var configs []admissionv1.WebhookClientConfig
 	for _, cfg := range mutating.Items {
@@ -244,6 +236,19 @@ func admissionPaths(ctx context.Context, c client.Client) ([]string, error) {
 		return nil, errors.New("no admission webhook to answer: the cluster has no webhook configurations")
 	}
 	return paths, nil
+}
+
+// webhookConfigurations lists the cluster's mutating and validating webhook configurations.
+func webhookConfigurations(ctx context.Context, c client.Client) (*admissionv1.MutatingWebhookConfigurationList, *admissionv1.ValidatingWebhookConfigurationList, error) {
+	var mutating admissionv1.MutatingWebhookConfigurationList
+	if err := c.List(ctx, &mutating); err != nil {
+		return nil, nil, fmt.Errorf("listing mutating webhook configurations: %w", err)
+	}
+	var validating admissionv1.ValidatingWebhookConfigurationList
+	if err := c.List(ctx, &validating); err != nil {
+		return nil, nil, fmt.Errorf("listing validating webhook configurations: %w", err)
+	}
+	return &mutating, &validating, nil
 }
 
 // answerAtOnce answers an admission call without deciding anything: it allows the request,

@@ -29,19 +29,7 @@ func TestRunMeasuresTheOperator(t *testing.T) {
 		t.Fatalf("harness without webhooks (%v) or a scrapeable operator (%+v)", env.Webhooks, env.Operator)
 	}
 
-	const claims = 6
-	res, err := load.Run(ctx, env.Config, load.Config{
-		Namespace:      "bench-test",
-		PodSpec:        load.DefaultPodSpec(),
-		WarmPoolSize:   claims + 2,
-		BurstSize:      claims / 2,
-		TotalBursts:    2,
-		QPS:            20,
-		PoolCreateWait: 2 * time.Minute,
-		Timeout:        time.Minute,
-		RefillWait:     time.Minute,
-		Progress:       progress(),
-	}, load.Probes{
+	res, err := load.Run(ctx, env.Config, smallLoad("bench-test"), load.Probes{
 		OperatorMetrics: env.Operator.Metrics,
 		OperatorUsage:   env.Operator.Usage,
 		ComponentUsage:  env.ComponentUsage,
@@ -115,20 +103,9 @@ func TestRunMeasuresTheFloor(t *testing.T) {
 			defer cancel()
 			env := startHarness(ctx, t, harness.Options{FloorAdmission: tc.admission})
 
-			const claims = 6
-			res, err := load.Run(ctx, env.Config, load.Config{
-				Namespace:      "bench-floor",
-				PodSpec:        load.DefaultPodSpec(),
-				WarmPoolSize:   claims + 2,
-				BurstSize:      claims / 2,
-				TotalBursts:    2,
-				QPS:            20,
-				PoolCreateWait: 2 * time.Minute,
-				Timeout:        time.Minute,
-				RefillWait:     time.Minute,
-				Progress:       progress(),
-				Floor:          true,
-			}, load.Probes{
+			cfg := smallLoad("bench-floor")
+			cfg.Floor = true
+			res, err := load.Run(ctx, env.Config, cfg, load.Probes{
 				ComponentUsage: env.ComponentUsage,
 				Healthy:        env.Err,
 				DetachOperator: env.DetachOperator,
@@ -191,6 +168,26 @@ func TestRunMeasuresTheFloor(t *testing.T) {
 				t.Errorf("the machine's other work during the claims not measured")
 			}
 		})
+	}
+}
+
+// claims is how many claims smallLoad makes.
+const claims = 6
+
+// smallLoad is the load of these tests in namespace ns: claims claims in two bursts into a
+// pool with two spare members.
+func smallLoad(ns string) load.Config {
+	return load.Config{
+		Namespace:      ns,
+		PodSpec:        load.DefaultPodSpec(),
+		WarmPoolSize:   claims + 2,
+		BurstSize:      claims / 2,
+		TotalBursts:    2,
+		QPS:            20,
+		PoolCreateWait: 2 * time.Minute,
+		Timeout:        time.Minute,
+		RefillWait:     time.Minute,
+		Progress:       progress(),
 	}
 }
 
