@@ -89,8 +89,8 @@ type claimMemory struct {
 	// firstSeen is the controller-first-observed time of the claim, kept in memory rather than
 	// written to the claim (a write on the claim path for bookkeeping only).
 	firstSeen time.Time
-	// written is the status as this process last wrote (or found) it.
-	written *extv1beta1.SandboxClaimStatus
+	// written is the status this process last wrote, until the cache shows it.
+	written ownStatus[extv1beta1.SandboxClaimStatus]
 	// readyObserved: the startup latency of the claim has been recorded.
 	readyObserved bool
 	// launchType and template label the latency metrics.
@@ -219,9 +219,7 @@ func (r *claimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		return ctrl.Result{}, nil
 	}
 	step := &claimStep{claim: claim, mem: r.memory(claim)}
-	if w := step.mem.written; w != nil {
-		// Only this controller writes claim status, so its last write is at least as new as
-		// the cache: comparing with the cache right after a write would write it again.
+	if w := step.mem.written.newer(claim); w != nil {
 		claim.Status = *w.DeepCopy()
 	}
 	old := claim.DeepCopy()
@@ -240,10 +238,10 @@ func (r *claimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if wrote, werr := patchStatus(ctx, r.Client, old, claim, func(c *extv1beta1.SandboxClaim) any { return c.Status }); werr != nil {
 		return quiet(result, errors.Join(err, fmt.Errorf("patching claim status: %w", werr)))
 	} else if wrote {
+		step.mem.written.record(claim, claim.Status.DeepCopy())
 		r.Metrics.claimPhase(PhaseStatus, r.Clock.Since(start))
 		r.observeStartup(step)
 	}
-	step.mem.written = claim.Status.DeepCopy()
 	for _, e := range step.events {
 		e()
 	}

@@ -6,7 +6,9 @@
 // each write is latency taken from every other client:
 //   - writes are patches of the fields the controller owns; there is no Update of a shared
 //     object, so there is nothing to conflict on;
-//   - status is written only when it differs from what the cache shows;
+//   - status is written only when it differs from what the cache shows, or from the
+//     controller's own last write of it while the cache does not show that yet (ownstatus.go):
+//     a status computed from an older copy would be written twice;
 //   - nothing is created, patched or deleted when the cache already shows the wanted state;
 //   - watches wake a controller only for changes that can alter what it writes, and its own
 //     status writes never wake it again.

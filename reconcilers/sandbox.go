@@ -59,6 +59,8 @@ type sandboxReconciler struct {
 	BookkeepingDelay time.Duration
 
 	expected *expectations
+	// written is each Sandbox's status as this process last wrote it, until the cache shows it.
+	written ownStatuses[agentsv1beta1.SandboxStatus]
 	// activity says when claims last arrived; nil when no claim controller runs.
 	activity *poolActivity
 }
@@ -92,13 +94,18 @@ func (r *sandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		if apierrors.IsNotFound(err) {
 			r.Metrics.sandboxGone(req.NamespacedName)
 			r.expected.forget(req.NamespacedName)
+			r.written.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !sb.DeletionTimestamp.IsZero() {
 		// The garbage collector removes the children; nothing here to do or report.
 		r.Metrics.sandboxGone(req.NamespacedName)
+		r.written.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
+	}
+	if w := r.written.newer(sb); w != nil {
+		sb.Status = *w.DeepCopy()
 	}
 	old := sb.DeepCopy()
 	wasReady := meta.IsStatusConditionTrue(old.Status.Conditions, agentsv1beta1.ConditionReady)
@@ -123,6 +130,7 @@ func (r *sandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		// transition and sends them then, once.
 		err = errors.Join(err, fmt.Errorf("patching sandbox status: %w", werr))
 	} else if wrote {
+		r.written.record(sb, sb.Status.DeepCopy())
 		for _, e := range events {
 			e()
 		}

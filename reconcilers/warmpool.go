@@ -72,6 +72,8 @@ type warmPoolReconciler struct {
 	activity *poolActivity
 	// deferring records the pools whose refill is deferred now, for one event per change.
 	deferring sync.Map
+	// written is each pool's status as this process last wrote it, until the cache shows it.
+	written ownStatuses[extv1beta1.SandboxWarmPoolStatus]
 }
 
 // SetupWithManager registers the controller and its watches.
@@ -127,11 +129,15 @@ func (r *warmPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 			r.expected.forget(req.NamespacedName)
 			r.activity.forget(req.NamespacedName)
 			r.deferring.Delete(req.NamespacedName)
+			r.written.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !pool.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil // members go with it through garbage collection
+	}
+	if w := r.written.newer(pool); w != nil {
+		pool.Status = *w.DeepCopy()
 	}
 	// Expectations first, the cache listing after: the informer updates the cache before it
 	// reports an event, so once the expectations are satisfied the listing that follows shows
@@ -181,8 +187,10 @@ func (r *warmPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		}
 	}
 
-	if _, err := patchStatus(ctx, r.Client, old, pool, func(p *extv1beta1.SandboxWarmPool) any { return p.Status }); err != nil {
+	if wrote, err := patchStatus(ctx, r.Client, old, pool, func(p *extv1beta1.SandboxWarmPool) any { return p.Status }); err != nil {
 		errs = append(errs, fmt.Errorf("patching pool status: %w", err))
+	} else if wrote {
+		r.written.record(pool, pool.Status.DeepCopy())
 	}
 	return quiet(result, errors.Join(errs...))
 }
