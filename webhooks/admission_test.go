@@ -318,6 +318,49 @@ func TestBindingGuardReadsThroughStaleCache(t *testing.T) {
 	}
 }
 
+// The operator stamps a claim (or restamps it: its template version is gone) and creates its
+// Sandbox at once: a cache that does not show the stamp yet does not refuse that cold start (it
+// cost a 403 and a retry with backoff); the API server's claim decides, and a claim it shows
+// unstamped, stamped with another version or replaced by another of that name is refused.
+func TestColdStartGuardReadsAStampThroughTheCache(t *testing.T) {
+	scheme := api.NewScheme()
+	f := newGuardFixture()
+	stamped := stampedClaim("c1", "uid-1", f.hash)
+	bp, errs := policy.ClaimBlueprint(f.tmpl, stamped)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	sb := builders.MakeSandbox("c1", "ns").Label(agentsv1beta1.LabelSandboxTemplateHash, f.hash).Obj()
+	sb.Spec.SandboxBlueprint = bp
+	sb = boundTo(sb, stamped, true, true)
+	unstamped := stamped.DeepCopy()
+	delete(unstamped.Annotations, agentsv1beta1.AnnotationSandboxTemplateHash)
+	old := stampedClaim("c1", "uid-1", staleHash)
+	for _, tc := range []struct {
+		name          string
+		cache, server *extv1beta1.SandboxClaim
+		wantCode      int32
+	}{
+		{name: "stamped on the API server, not in the cache yet", cache: unstamped, server: stamped, wantCode: 200},
+		{name: "restamped on the API server, not in the cache yet", cache: old, server: stamped, wantCode: 200},
+		{name: "unstamped on the API server too", cache: unstamped, server: unstamped, wantCode: 403},
+		{name: "stamped with another version on the API server too", cache: old, server: old, wantCode: 403},
+		{name: "another claim of that name on the API server", cache: old, server: stampedClaim("c1", "uid-2", f.hash), wantCode: 403},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &webhooks.SandboxWebhook{
+				Cache:        fake.NewClientBuilder().WithScheme(scheme).WithObjects(tc.cache, f.pool.DeepCopy(), f.tmpl.DeepCopy()).Build(),
+				APIReader:    fake.NewClientBuilder().WithScheme(scheme).WithObjects(tc.server, f.pool.DeepCopy(), f.tmpl.DeepCopy()).Build(),
+				OperatorUser: operatorUser,
+			}
+			_, err := w.ValidateCreate(request(operatorUser, admissionv1.Create), sb)
+			if diff := cmp.Diff(tc.wantCode, code(err)); diff != "" {
+				t.Errorf("status code (-want +got):\n%s\nerror: %v", diff, err)
+			}
+		})
+	}
+}
+
 // A value out of range for its Go field is a 422 naming the field, not a bare decode error.
 func TestDecodeErrors(t *testing.T) {
 	got := webhooks.DecodeErrors([]byte(`{"spec":{"replicas":2147483648}}`), &extv1beta1.SandboxWarmPool{})

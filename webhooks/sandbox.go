@@ -182,7 +182,15 @@ func (w *SandboxWebhook) guardBinding(ctx context.Context, oldSB, newSB *agentsv
 	var lookupErr error
 	var found *extv1beta1.SandboxClaim
 	if newRef != nil {
-		found, lookupErr = w.claim(ctx, newSB.Namespace, newRef.Name, newRef.UID)
+		// The operator stamps (or restamps) a claim right before it creates the claim's
+		// Sandbox, so the cache may not show the stamp yet: a cached stamp other than the
+		// version the Sandbox is labelled with is read again from the API server before it
+		// decides anything. (The label only chooses where to read; the checks below compare
+		// the stamp with what the Sandbox is really built from.)
+		version := newSB.Labels[agentsv1beta1.LabelSandboxTemplateHash]
+		found, lookupErr = w.claim(ctx, newSB.Namespace, newRef.Name, newRef.UID, func(c *extv1beta1.SandboxClaim) bool {
+			return c.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash] == version
+		})
 		if found != nil {
 			stamp = found.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash]
 		}
@@ -347,7 +355,7 @@ func (w *SandboxWebhook) guardUnbinding(ctx context.Context, oldRef *metav1.Owne
 		// Without an ownerReference the claim is already released: what remains is a label.
 		return nil
 	}
-	c, err := w.claim(ctx, newSB.Namespace, oldRef.Name, oldRef.UID)
+	c, err := w.claim(ctx, newSB.Namespace, oldRef.Name, oldRef.UID, nil)
 	if err != nil {
 		return apierrors.NewInternalError(fmt.Errorf("looking up claim %s/%s: %w", newSB.Namespace, oldRef.Name, err))
 	}
@@ -359,10 +367,13 @@ func (w *SandboxWebhook) guardUnbinding(ctx context.Context, oldRef *metav1.Owne
 }
 
 // claim finds the claim named name with the given uid: in the cache first, from the API server
-// when the cache misses it or holds another claim of that name. nil when there is none.
-func (w *SandboxWebhook) claim(ctx context.Context, ns, name string, uid types.UID) (*extv1beta1.SandboxClaim, error) {
+// when the cache misses it, holds another claim of that name, or holds a copy current (nil:
+// any) says may predate what the request needs. nil when there is none.
+func (w *SandboxWebhook) claim(ctx context.Context, ns, name string, uid types.UID, current func(*extv1beta1.SandboxClaim) bool) (*extv1beta1.SandboxClaim, error) {
 	c := &extv1beta1.SandboxClaim{}
-	if err := w.read(ctx, types.NamespacedName{Namespace: ns, Name: name}, c, func() bool { return c.UID == uid }); err != nil {
+	if err := w.read(ctx, types.NamespacedName{Namespace: ns, Name: name}, c, func() bool {
+		return c.UID == uid && (current == nil || current(c))
+	}); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}

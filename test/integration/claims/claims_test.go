@@ -162,6 +162,38 @@ func TestColdStart(t *testing.T) {
 	checkInvariants(e.g, e)
 }
 
+// TestRestampedClaimColdStarts: a claim whose template version is gone before it is served
+// (its pool recreated the member it waited for) is restamped with the current version and
+// cold-started from it, and the binding guard admits that Sandbox at once. (Whether the
+// guard's cache shows the restamp by then is a race; TestColdStartGuardReadsAStampThroughTheCache
+// in webhooks covers the lagging cache.)
+func TestRestampedClaimColdStarts(t *testing.T) {
+	e := setup(t, 2*time.Second)
+	// Members of this template never get a node: the claim waits for the pending one.
+	e.create(withNodeSelector(builders.MakeTemplate("stuck", e.ns).Image("agent:v1").Obj()))
+	v1 := e.templateHash(e.g, "stuck")
+	e.create(builders.MakePool("pool", e.ns, "stuck").Replicas(1).UpdateStrategy(extv1beta1.RecreateUpdateStrategy).Obj())
+	e.eventually(func(g Gomega) { g.Expect(e.members(g, "pool")).To(HaveLen(1)) })
+	e.create(builders.MakeClaim("c", e.ns, "pool").Obj())
+	e.g.Expect(e.claim(e.g, "c").Annotations).To(HaveKeyWithValue(agentsv1beta1.AnnotationSandboxTemplateHash, v1))
+
+	e.patch(builders.MakeTemplate("stuck", e.ns).Obj(), `{"spec":{"podTemplate":{"spec":{"containers":[{"name":"main","image":"agent:v2"}]}}}}`)
+	v2 := e.templateHash(e.g, "stuck")
+	e.g.Expect(v2).NotTo(Equal(v1))
+	e.eventually(func(g Gomega) {
+		c := e.claim(g, "c")
+		g.Expect(c.Annotations).To(HaveKeyWithValue(agentsv1beta1.AnnotationSandboxTemplateHash, v2))
+		sb := e.boundSandbox(g, c)
+		g.Expect(sb).NotTo(BeNil())
+		g.Expect(sb.Name).To(Equal("c"))
+		g.Expect(sb.Labels).To(HaveKeyWithValue(agentsv1beta1.LabelSandboxTemplateHash, v2))
+		g.Expect(sb.Spec.PodTemplate.Spec.Containers[0].Image).To(Equal("agent:v2"))
+	})
+	e.g.Expect(e.writes()).NotTo(HaveKey("create sandboxes forbidden"), "the guard refused the restamped claim's Sandbox")
+	e.g.Expect(e.Metrics.ColdStarts()).To(Equal(1.0))
+	checkInvariants(e.g, e)
+}
+
 func withNodeSelector(tmpl *extv1beta1.SandboxTemplate) *extv1beta1.SandboxTemplate {
 	tmpl.Spec.PodTemplate.Spec.NodeSelector = map[string]string{"no-such-node": "true"}
 	return tmpl
