@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/sandgate-dev/sandgate/api"
@@ -338,24 +339,46 @@ func TestColdStartGuardReadsAStampThroughTheCache(t *testing.T) {
 	old := stampedClaim("c1", "uid-1", staleHash)
 	for _, tc := range []struct {
 		name          string
+		user          string
 		cache, server *extv1beta1.SandboxClaim
 		wantCode      int32
+		// wantClaimReads is how often the API server is asked for the claim.
+		wantClaimReads int
 	}{
-		{name: "stamped on the API server, not in the cache yet", cache: unstamped, server: stamped, wantCode: 200},
-		{name: "restamped on the API server, not in the cache yet", cache: old, server: stamped, wantCode: 200},
-		{name: "unstamped on the API server too", cache: unstamped, server: unstamped, wantCode: 403},
-		{name: "stamped with another version on the API server too", cache: old, server: old, wantCode: 403},
-		{name: "another claim of that name on the API server", cache: old, server: stampedClaim("c1", "uid-2", f.hash), wantCode: 403},
+		{name: "stamped on the API server, not in the cache yet", cache: unstamped, server: stamped, wantCode: 200, wantClaimReads: 1},
+		{name: "restamped on the API server, not in the cache yet", cache: old, server: stamped, wantCode: 200, wantClaimReads: 1},
+		{name: "unstamped on the API server too", cache: unstamped, server: unstamped, wantCode: 403, wantClaimReads: 1},
+		{name: "stamped with another version on the API server too", cache: old, server: old, wantCode: 403, wantClaimReads: 1},
+		{name: "another claim of that name on the API server", cache: old, server: stampedClaim("c1", "uid-2", f.hash), wantCode: 403, wantClaimReads: 1},
+		{name: "the cache shows the stamp", cache: stamped, server: stamped, wantCode: 200, wantClaimReads: 0},
+		// Nobody else's binding can be admitted: a tenant's request makes the guard read no
+		// claim from the API server, whatever its labels say.
+		{name: "a tenant's cold start", user: someUser, cache: unstamped, server: stamped, wantCode: 403, wantClaimReads: 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			claimReads := 0
+			server := fake.NewClientBuilder().WithScheme(scheme).WithObjects(tc.server, f.pool.DeepCopy(), f.tmpl.DeepCopy()).
+				WithInterceptorFuncs(interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+					if _, ok := obj.(*extv1beta1.SandboxClaim); ok {
+						claimReads++
+					}
+					return c.Get(ctx, key, obj, opts...)
+				}}).Build()
 			w := &webhooks.SandboxWebhook{
 				Cache:        fake.NewClientBuilder().WithScheme(scheme).WithObjects(tc.cache, f.pool.DeepCopy(), f.tmpl.DeepCopy()).Build(),
-				APIReader:    fake.NewClientBuilder().WithScheme(scheme).WithObjects(tc.server, f.pool.DeepCopy(), f.tmpl.DeepCopy()).Build(),
+				APIReader:    server,
 				OperatorUser: operatorUser,
 			}
-			_, err := w.ValidateCreate(request(operatorUser, admissionv1.Create), sb)
+			user := tc.user
+			if user == "" {
+				user = operatorUser
+			}
+			_, err := w.ValidateCreate(request(user, admissionv1.Create), sb)
 			if diff := cmp.Diff(tc.wantCode, code(err)); diff != "" {
 				t.Errorf("status code (-want +got):\n%s\nerror: %v", diff, err)
+			}
+			if claimReads != tc.wantClaimReads {
+				t.Errorf("the claim was read from the API server %d times, want %d", claimReads, tc.wantClaimReads)
 			}
 		})
 	}

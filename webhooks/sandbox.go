@@ -183,13 +183,14 @@ func (w *SandboxWebhook) guardBinding(ctx context.Context, oldSB, newSB *agentsv
 	var found *extv1beta1.SandboxClaim
 	if newRef != nil {
 		// The operator stamps (or restamps) a claim right before it creates the claim's
-		// Sandbox, so the cache may not show the stamp yet: a cached stamp other than the
-		// version the Sandbox is labelled with is read again from the API server before it
-		// decides anything. (The label only chooses where to read; the checks below compare
-		// the stamp with what the Sandbox is really built from.)
+		// Sandbox, so the cache may not show the stamp yet: for the operator's requests (no
+		// one else's can be admitted), a cached stamp other than the version the Sandbox is
+		// labelled with is read again from the API server before anything is decided. The
+		// label only chooses where to read; the checks below compare the stamp with what the
+		// Sandbox is really built from.
 		version := newSB.Labels[agentsv1beta1.LabelSandboxTemplateHash]
 		found, lookupErr = w.claim(ctx, newSB.Namespace, newRef.Name, newRef.UID, func(c *extv1beta1.SandboxClaim) bool {
-			return c.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash] == version
+			return !operator || c.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash] == version
 		})
 		if found != nil {
 			stamp = found.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash]
