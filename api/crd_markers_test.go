@@ -9,6 +9,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/sandgate-dev/sandgate/api/policy"
 )
 
 // loadSchema reads a generated CRD from config/crd/bases and returns its v1beta1 schema.
@@ -98,5 +100,28 @@ func TestVolumeClaimTemplatesImmutabilityRule(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"volumeClaimTemplates is immutable"}, messages); diff != "" {
 		t.Errorf("CEL rules on spec (-want +got):\n%s", diff)
+	}
+}
+
+// TestListLimitsReachTheCRDs pins the maxItems of the lists admission bounds to the numbers
+// admission checks (policy.MaxClaimEnv, policy.MaxVolumeClaimTemplates): the API server
+// refuses an oversized list before a webhook pays for walking it.
+func TestListLimitsReachTheCRDs(t *testing.T) {
+	cases := map[string]struct {
+		file, path string
+		want       int64
+	}{
+		"claim env":                     {"extensions.agents.x-k8s.io_sandboxclaims.yaml", "spec.env", policy.MaxClaimEnv},
+		"claim volumeClaimTemplates":    {"extensions.agents.x-k8s.io_sandboxclaims.yaml", "spec.volumeClaimTemplates", policy.MaxVolumeClaimTemplates},
+		"sandbox volumeClaimTemplates":  {"agents.x-k8s.io_sandboxes.yaml", "spec.volumeClaimTemplates", policy.MaxVolumeClaimTemplates},
+		"template volumeClaimTemplates": {"extensions.agents.x-k8s.io_sandboxtemplates.yaml", "spec.volumeClaimTemplates", policy.MaxVolumeClaimTemplates},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			p := at(t, loadSchema(t, tc.file), tc.path)
+			if p.MaxItems == nil || *p.MaxItems != tc.want {
+				t.Errorf("maxItems = %v, want %d", p.MaxItems, tc.want)
+			}
+		})
 	}
 }

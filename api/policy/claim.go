@@ -88,6 +88,20 @@ func injectEnv(tmpl *extv1beta1.SandboxTemplate, env []extv1beta1.EnvVar, spec *
 		return field.ErrorList{field.Forbidden(fldPath,
 			fmt.Sprintf("template %s does not allow env injection (envVarsInjectionPolicy %s)", tmpl.Name, policy))}
 	}
+	// Each container's variables by name, kept current as entries go in: one lookup per entry
+	// and container, so a claim's env costs linear time whatever its length.
+	byName := map[*corev1.Container]map[string]int{}
+	indexOf := func(c *corev1.Container) map[string]int {
+		idx, ok := byName[c]
+		if !ok {
+			idx = make(map[string]int, len(c.Env))
+			for i, e := range c.Env {
+				idx[e.Name] = i
+			}
+			byName[c] = idx
+		}
+		return idx
+	}
 	var errs field.ErrorList
 	for i, v := range env {
 		p := fldPath.Index(i)
@@ -97,12 +111,13 @@ func injectEnv(tmpl *extv1beta1.SandboxTemplate, env []extv1beta1.EnvVar, spec *
 			continue
 		}
 		for _, c := range targets {
-			at := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == v.Name })
+			idx := indexOf(c)
+			at, set := idx[v.Name]
 			switch {
-			case policy == extv1beta1.EnvVarsInjectionOverrides && at >= 0:
+			case policy == extv1beta1.EnvVarsInjectionOverrides && set:
 				c.Env[at] = corev1.EnvVar{Name: v.Name, Value: v.Value}
 				continue
-			case at >= 0:
+			case set:
 				errs = append(errs, field.Forbidden(p.Child("name"), fmt.Sprintf(
 					"container %s of template %s already sets %s; overriding it needs envVarsInjectionPolicy %s",
 					c.Name, tmpl.Name, v.Name, extv1beta1.EnvVarsInjectionOverrides)))
@@ -111,6 +126,7 @@ func injectEnv(tmpl *extv1beta1.SandboxTemplate, env []extv1beta1.EnvVar, spec *
 					"container %s of template %s takes variables from envFrom, which %s could override unseen; injecting into it needs envVarsInjectionPolicy %s",
 					c.Name, tmpl.Name, v.Name, extv1beta1.EnvVarsInjectionOverrides)))
 			default:
+				idx[v.Name] = len(c.Env)
 				c.Env = append(c.Env, corev1.EnvVar{Name: v.Name, Value: v.Value})
 				continue
 			}

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -59,14 +60,23 @@ func IsReservedClaimKey(key string) bool {
 // key IsReservedTemplateKey refuses.
 func ValidateTemplatePodMetadata(md *agentsv1beta1.PodMetadata, fldPath *field.Path) field.ErrorList {
 	return validatePodMetadata(md, fldPath, IsReservedTemplateKey,
-		"keys under agents.x-k8s.io/, extensions.agents.x-k8s.io/, kubernetes.io/ and k8s.io/ are reserved")
+		"keys under agents.x-k8s.io/, extensions.agents.x-k8s.io/, sandgate.dev/, kubernetes.io/ and k8s.io/ are reserved")
 }
 
 // ValidateClaimPodMetadata checks a claim's additionalPodMetadata: valid keys and values, no
-// key IsReservedClaimKey refuses.
+// key IsReservedClaimKey refuses, and no annotation a container runtime reads its options from
+// (RuntimeAnnotationPrefixes).
 func ValidateClaimPodMetadata(md *agentsv1beta1.PodMetadata, fldPath *field.Path) field.ErrorList {
-	return validatePodMetadata(md, fldPath, IsReservedClaimKey,
-		"keys of the agents.x-k8s.io, kubernetes.io and k8s.io domains and their subdomains are reserved")
+	errs := validatePodMetadata(md, fldPath, IsReservedClaimKey,
+		"keys of the agents.x-k8s.io, sandgate.dev, kubernetes.io and k8s.io domains and their subdomains are reserved")
+	for _, k := range sortedKeys(md.Annotations) {
+		if isRuntimeAnnotation(k) {
+			errs = append(errs, field.Forbidden(fldPath.Child("annotations").Key(k), fmt.Sprintf(
+				"annotations under the container runtimes' prefixes (%s) configure how the pod runs; a claim may not set them",
+				strings.Join(RuntimeAnnotationPrefixes(), ", "))))
+		}
+	}
+	return errs
 }
 
 func validatePodMetadata(md *agentsv1beta1.PodMetadata, fldPath *field.Path, reserved func(string) bool, why string) field.ErrorList {

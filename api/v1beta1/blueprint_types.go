@@ -62,6 +62,7 @@ type SandboxBlueprint struct {
 	// VolumeClaimTemplates are PVCs created for the sandbox and mounted into its pod by name.
 	// +optional
 	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
 	VolumeClaimTemplates []PersistentVolumeClaimTemplate `json:"volumeClaimTemplates,omitempty"`
 
 	// Service asks for a headless Service named after the sandbox when true; false deletes a
@@ -69,3 +70,7 @@ type SandboxBlueprint struct {
 	// +optional
 	Service *bool `json:"service,omitempty"`
 }
+
+// MaxVolumeClaimTemplates bounds a blueprint's volumeClaimTemplates; the MaxItems markers of
+// the lists must say the same number.
+const MaxVolumeClaimTemplates = 16

@@ -16,8 +16,10 @@ func NameHash(name string) string {
 	return fmt.Sprintf("%08x", h.Sum32())
 }
 
-// blueprintHashLen is the number of hex characters kept: 64 bits, short enough for a label value.
-const blueprintHashLen = 16
+// blueprintHashLen is the number of hex characters kept: 128 bits, so that nobody who may
+// write a template can search a benign and an evil blueprint of the same hash (a 64-bit hash
+// takes about 2^32 tries), and still short enough for a label value (63 characters).
+const blueprintHashLen = 32
 
 // BlueprintHash identifies a version of a blueprint: the value of LabelSandboxTemplateHash on
 // pool members and of the stamp on claims. It is the SHA-256 of the blueprint's JSON encoding,

@@ -39,7 +39,7 @@ func baseBlueprint() *SandboxBlueprint {
 // The hash is persisted in labels and annotations of live objects: if it changed between
 // releases, every pool member would look stale and every stamped claim would stop matching.
 func TestBlueprintHashIsPinned(t *testing.T) {
-	const want = "9392ea0327b3217e"
+	const want = "9392ea0327b3217e91b1a7c1d983b063"
 	if got := BlueprintHash(baseBlueprint()); got != want {
 		t.Fatalf("BlueprintHash changed: got %q, want %q; an upgrade would mark every member stale", got, want)
 	}
@@ -99,8 +99,8 @@ func TestBlueprintHashChangesWithEveryField(t *testing.T) {
 
 func TestBlueprintHashIsALabelValue(t *testing.T) {
 	got := BlueprintHash(baseBlueprint())
-	if len(got) != 16 {
-		t.Fatalf("len(%q) = %d, want 16", got, len(got))
+	if len(got) != 32 {
+		t.Fatalf("len(%q) = %d, want 32 (128 bits)", got, len(got))
 	}
 	for _, r := range got {
 		if (r < '0' || r > '9') && (r < 'a' || r > 'f') {

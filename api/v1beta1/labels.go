@@ -47,6 +47,29 @@ const (
 	LabelAdoptable = Domain + "adoptable"
 )
 
+// Keys of sandgate's own, under SandgateDomain. They are identity: the operator writes them,
+// admission refuses them from anyone else, and every traffic or isolation decision (Service
+// and NetworkPolicy selectors, status.selector, which child a Sandbox runs) is made on them,
+// never on the 32-bit name hashes of the public keys above, which stay for clients that read
+// them.
+const (
+	// SandgateDomain is the reserved key prefix of sandgate's own keys.
+	SandgateDomain = "sandgate.dev/"
+
+	// LabelSandboxUID (Pod, Service, PVC) is the UID of the Sandbox the operator built the child
+	// for: a Sandbox runs only children carrying its own UID, and its Service and
+	// status.selector select on it.
+	LabelSandboxUID = SandgateDomain + "sandbox-uid"
+	// LabelTemplateUID (pod template of what a template builds, and so the pods) is the UID of
+	// the SandboxTemplate the pod was built from: the template's managed NetworkPolicy selects
+	// on it.
+	LabelTemplateUID = SandgateDomain + "template-uid"
+	// AnnotationCreator (claim) is the user name of the identity that created the claim,
+	// recorded at admission and immutable: only it, the operator and the platform may change
+	// or delete the claim and its Sandbox.
+	AnnotationCreator = SandgateDomain + "creator"
+)
+
 // Values of LabelLaunchType.
 const (
 	LaunchTypeWarm = "warm"
@@ -98,14 +121,22 @@ const (
 	MessageSandboxSuspending     = "Sandbox is suspending"
 )
 
+// reservedDomains are the domains whose keys the operator alone writes.
+var reservedDomains = []string{"agents.x-k8s.io", "sandgate.dev"}
+
 // IsReservedKey reports whether a label or annotation key belongs to this API's domains
-// (agents.x-k8s.io, extensions.agents.x-k8s.io and their subdomains): such keys on pod
-// metadata are set by the operator only, never propagated from users.
+// (agents.x-k8s.io, extensions.agents.x-k8s.io and their subdomains) or to sandgate's own
+// (sandgate.dev and its subdomains): such keys are set by the operator only, never
+// propagated from users.
 func IsReservedKey(key string) bool {
 	prefix, _, found := strings.Cut(key, "/")
 	if !found {
 		return false
 	}
-	const domain = "agents.x-k8s.io"
-	return prefix == domain || strings.HasSuffix(prefix, "."+domain)
+	for _, domain := range reservedDomains {
+		if prefix == domain || strings.HasSuffix(prefix, "."+domain) {
+			return true
+		}
+	}
+	return false
 }

@@ -79,11 +79,13 @@ type SandboxClaimSpec struct {
 	// Env is injected into the sandbox's containers, as the template's policy allows.
 	// +optional
 	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=1024
 	Env []EnvVar `json:"env,omitempty"`
 
 	// VolumeClaimTemplates are added to the sandbox, as the template's policy allows.
 	// +optional
 	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
 	VolumeClaimTemplates []agentsv1beta1.PersistentVolumeClaimTemplate `json:"volumeClaimTemplates,omitempty"`
 }
 
@@ -141,3 +143,7 @@ type SandboxClaimList struct {
 func init() {
 	register(&SandboxClaim{}, &SandboxClaimList{})
 }
+
+// MaxClaimEnv bounds a claim's spec.env; the MaxItems marker of the list must say the same
+// number.
+const MaxClaimEnv = 1024
