@@ -19,9 +19,9 @@ func UsesSecureDefault(tmpl *extv1beta1.SandboxTemplate) bool {
 }
 
 // TemplateBlueprint is the blueprint of every Sandbox the operator builds from tmpl: the
-// template's own, the pod label naming the template (LabelSandboxTemplateRefHash, which the
-// template's NetworkPolicy selects: two templates with the same spec still build different
-// pods), no service account token unless the template says otherwise, and — under the
+// template's own, the pod labels naming the template (LabelTemplateUID, which the template's
+// NetworkPolicy selects, and the public LabelSandboxTemplateRefHash: two templates with the
+// same spec still build different pods), no service account token unless the template says otherwise, and — under the
 // secure default network policy, which blocks the cluster's DNS — public nameservers unless
 // the template sets a dnsPolicy.
 // The operator copies it verbatim into pool members; a cold start adds only what the claim
@@ -37,6 +37,11 @@ func TemplateBlueprint(tmpl *extv1beta1.SandboxTemplate) agentsv1beta1.SandboxBl
 		bp.PodTemplate.ObjectMeta.Labels = map[string]string{}
 	}
 	bp.PodTemplate.ObjectMeta.Labels[agentsv1beta1.LabelSandboxTemplateRefHash] = agentsv1beta1.NameHash(tmpl.Name)
+	if tmpl.UID != "" {
+		// What the template's NetworkPolicy selects on: the template's UID cannot collide
+		// with another template's, as the 32-bit name hash can.
+		bp.PodTemplate.ObjectMeta.Labels[agentsv1beta1.LabelTemplateUID] = string(tmpl.UID)
+	}
 	spec := &bp.PodTemplate.Spec
 	if spec.AutomountServiceAccountToken == nil {
 		spec.AutomountServiceAccountToken = ptr.To(false)

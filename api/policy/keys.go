@@ -96,6 +96,12 @@ func validatePodMetadata(md *agentsv1beta1.PodMetadata, fldPath *field.Path, res
 	return errs
 }
 
+// PodIdentityLabels are the reserved pod-template labels that do reach the pod: the operator
+// writes them into the blueprints it builds (TemplateBlueprint), admission refuses them from
+// anyone else, and the template's NetworkPolicy selects on them. They come from the Sandbox's
+// spec, which the binding guard keeps, never from its metadata, which is easier to reach.
+var PodIdentityLabels = []string{agentsv1beta1.LabelSandboxTemplateRefHash, agentsv1beta1.LabelTemplateUID}
+
 // PodMetadataFromTemplate is what of a pod template's metadata goes onto the pod: every key
 // but those IsReservedTemplateKey refuses.
 func PodMetadataFromTemplate(m map[string]string) map[string]string {
