@@ -18,37 +18,52 @@ import (
 	"github.com/sandgate-dev/sandgate/cmd/controlplane"
 )
 
-// EditorRole is the shipped ClusterRole of platform users (config/rbac).
-const EditorRole = "sandbox-editor-role"
+// The shipped ClusterRoles of the people who use sandboxes (config/rbac), by file.
+const (
+	// EditorRole is the compatibility role: tenant and platform at once.
+	EditorRole = "sandbox_editor_role.yaml"
+	// TenantRole is a tenant's: claims only, Sandboxes read-only.
+	TenantRole = "sandbox_tenant_role.yaml"
+	// PlatformRole is the platform team's: templates, pools, claims and Sandboxes.
+	PlatformRole = "sandbox_platform_role.yaml"
+)
 
 // Tenant returns a client acting as user name, whose only permissions are the shipped
 // sandbox-editor-role in namespace ns: a platform's tenant, the identity attack tests use.
 // admin creates the role (from config/rbac, as installed) and the RoleBinding.
 func (c *Cluster) Tenant(t testing.TB, admin client.Client, ns, name string) client.Client {
 	t.Helper()
+	return c.UserWithRole(t, admin, ns, name, EditorRole)
+}
+
+// UserWithRole returns a client acting as user name, whose only permissions are the shipped
+// ClusterRole of config/rbac/<roleFile> (EditorRole, TenantRole, PlatformRole) in namespace
+// ns. admin creates the role, as installed, and the RoleBinding.
+func (c *Cluster) UserWithRole(t testing.TB, admin client.Client, ns, name, roleFile string) client.Client {
+	t.Helper()
 	ctx := context.Background()
 	root, err := controlplane.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := os.ReadFile(filepath.Join(root, "config", "rbac", "sandbox_editor_role.yaml"))
+	raw, err := os.ReadFile(filepath.Join(root, "config", "rbac", roleFile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	role := &rbacv1.ClusterRole{}
 	if err := yaml.Unmarshal(raw, role); err != nil {
-		t.Fatalf("decoding the editor role: %v", err)
+		t.Fatalf("decoding %s: %v", roleFile, err)
 	}
 	if err := admin.Create(ctx, role); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatalf("creating the editor role: %v", err)
+		t.Fatalf("creating %s: %v", role.Name, err)
 	}
 	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name + "-editor", Namespace: ns},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: EditorRole},
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-" + role.Name, Namespace: ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
 		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: name}},
 	}
 	if err := admin.Create(ctx, binding); err != nil {
-		t.Fatalf("binding the editor role: %v", err)
+		t.Fatalf("binding %s: %v", role.Name, err)
 	}
 	tenant, err := c.ClientAs(name, "system:authenticated")
 	if err != nil {
@@ -60,10 +75,10 @@ func (c *Cluster) Tenant(t testing.TB, admin client.Client, ns, name string) cli
 		return tenant.List(ctx, &agentsv1beta1.SandboxList{}, client.InNamespace(ns)) == nil, nil
 	})
 	if err != nil {
-		t.Fatalf("tenant %s never got the editor role: %v", name, err)
+		t.Fatalf("user %s never got %s: %v", name, role.Name, err)
 	}
 	if err := tenant.List(ctx, &corev1.SecretList{}, client.InNamespace(ns)); !apierrors.IsForbidden(err) {
-		t.Fatalf("tenant %s can list Secrets (%v): more than an editor", name, err)
+		t.Fatalf("user %s can list Secrets (%v): more than %s", name, err, role.Name)
 	}
 	return tenant
 }
