@@ -47,7 +47,7 @@ func TestClaimReconcileNotServed(t *testing.T) {
 			objs:       []client.Object{testTemplate(), testPool(1)},
 			claim:      testClaim(testTemplate(), func(w *builders.ClaimWrapper) { w.PodLabel(agentsv1beta1.LabelClaimUID, "someone-else") }),
 			wantReason: extv1beta1.ReasonInvalidMetadata,
-			wantMsg:    "spec.additionalPodMetadata.labels[agents.x-k8s.io/claim-uid]: Forbidden: keys of the agents.x-k8s.io, kubernetes.io and k8s.io domains and their subdomains are reserved",
+			wantMsg:    "spec.additionalPodMetadata.labels[agents.x-k8s.io/claim-uid]: Forbidden: keys of the agents.x-k8s.io, sandgate.dev, kubernetes.io and k8s.io domains and their subdomains are reserved",
 		},
 		"expired before it was served: no Sandbox": {
 			objs:       []client.Object{testTemplate(), testPool(0)},

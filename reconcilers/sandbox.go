@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -37,7 +38,9 @@ const (
 	messageMultiplePodsFmt   = "Sandbox controls %d pods: %s"
 	messageServiceMissingFmt = "Pod is Ready; Service %s does not exist"
 	eventMultiplePods        = "MultiplePods"
-	eventSandboxExpired      = "SandboxExpired"
+	// eventChildNameTaken: an object the Sandbox did not build holds a child's name.
+	eventChildNameTaken = "ChildNameTaken"
+	eventSandboxExpired = "SandboxExpired"
 )
 
 // sandboxReconciler runs one Sandbox: its Pod, PVCs and headless Service, its expiry and
@@ -145,7 +148,7 @@ func (r *sandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 // sends the events queued in events. It reports whether it created the pod.
 func (r *sandboxReconciler) reconcile(ctx context.Context, sb *agentsv1beta1.Sandbox, events *[]func()) (ctrl.Result, bool, error) {
 	now := r.Clock.Now()
-	sb.Status.Selector = agentsv1beta1.LabelSandboxNameHash + "=" + agentsv1beta1.NameHash(sb.Name)
+	sb.Status.Selector = labels.SelectorFromSet(podSelector(sb)).String()
 
 	var requeue ctrl.Result
 	if expiry := sb.Spec.ShutdownTime; expiry != nil {
@@ -165,12 +168,12 @@ func (r *sandboxReconciler) reconcile(ctx context.Context, sb *agentsv1beta1.San
 	}
 
 	svc, svcErr := r.ensureService(ctx, sb)
-	pvcErr := r.ensurePVCs(ctx, sb)
+	pvcs, pvcErr := r.ensurePVCs(ctx, sb)
 	var pod *corev1.Pod
 	var podCreated bool
 	var podErr error
 	if pvcErr == nil {
-		pod, podCreated, podErr = r.ensurePod(ctx, sb, owned, &requeue)
+		pod, podCreated, podErr = r.ensurePod(ctx, sb, owned, pvcs, &requeue)
 	}
 	r.setStatus(sb, pod, svc)
 	if err := errors.Join(svcErr, pvcErr, podErr); err != nil {
@@ -190,10 +193,9 @@ func (r *sandboxReconciler) expire(ctx context.Context, sb *agentsv1beta1.Sandbo
 	for i := range owned {
 		errs = append(errs, r.deleteOwned(ctx, &owned[i]))
 	}
-	svc := &corev1.Service{}
-	if found, err := r.getOwned(ctx, sb, sb.Name, svc); err != nil {
+	if svc, _, err := r.ownService(ctx, sb); err != nil {
 		errs = append(errs, err)
-	} else if found {
+	} else if svc != nil {
 		errs = append(errs, r.deleteOwned(ctx, svc))
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -28,10 +28,14 @@ const annotationPropagatedKeys = agentsv1beta1.Domain + "propagated-keys"
 
 // sandboxLabelsOnPod are the Sandbox labels its pod carries too (claim binding, pool
 // membership, template reference, creator); the pod follows the Sandbox when they change.
+// They are the operator's: the binding guard refuses anyone else's change to a reserved key
+// of a Sandbox's metadata. A label the Sandbox's spec also sets (PodIdentityLabels) is taken
+// from the spec.
 var sandboxLabelsOnPod = []string{
 	agentsv1beta1.LabelClaimUID,
 	agentsv1beta1.LabelWarmPoolSandbox,
 	agentsv1beta1.LabelSandboxTemplateRefHash,
+	agentsv1beta1.LabelTemplateUID,
 	agentsv1beta1.LabelCreatedBy,
 }
 
@@ -59,10 +63,14 @@ func podNameFor(sb *agentsv1beta1.Sandbox) string {
 }
 
 // ensurePod makes the pod match the operating mode: created (or adopted) and its metadata
-// propagated when Running, deleted when Suspended. It returns the pod as the cache (or the
-// create) shows it, which may be a pod the Sandbox does not control, and whether it created
-// the pod just now.
-func (r *sandboxReconciler) ensurePod(ctx context.Context, sb *agentsv1beta1.Sandbox, owned []corev1.Pod, requeue *ctrl.Result) (*corev1.Pod, bool, error) {
+// propagated when Running, deleted when Suspended. It returns the Sandbox's own pod, or the
+// pod of its name someone else controls while Suspended (nothing to delete that is ours), and
+// whether it created the pod just now.
+//
+// A Sandbox runs only a pod it built: a pod of its name that it does not control is adopted
+// only when claimable says so; otherwise the Sandbox builds its own under a generated name,
+// records it in the pod-name annotation and says so in a Warning event.
+func (r *sandboxReconciler) ensurePod(ctx context.Context, sb *agentsv1beta1.Sandbox, owned []corev1.Pod, pvcs map[string]string, requeue *ctrl.Result) (*corev1.Pod, bool, error) {
 	var pod *corev1.Pod
 	if len(owned) == 1 {
 		pod = &owned[0]
@@ -77,18 +85,20 @@ func (r *sandboxReconciler) ensurePod(ctx context.Context, sb *agentsv1beta1.San
 		}
 	}
 
+	squatted := false
 	if pod != nil && !isControlledBy(pod, sb) {
-		if !adoptable(pod, sb) {
-			if sb.Spec.OperatingMode == agentsv1beta1.OperatingModeSuspended {
-				return pod, false, nil // nothing to delete that is ours; status says PodNotOwned
-			}
-			// The message is the Ready condition's too, which starts with the kind, as the
-			// contract's messages do.
-			return pod, false, fmt.Errorf(messagePodNotOwnedFmt, pod.Name) //nolint:staticcheck // ST1005, see above
-
-		}
-		if err := r.adopt(ctx, sb, pod); err != nil {
+		want := desiredPod(sb, pvcs)
+		switch ok, err := r.claimable(ctx, sb, pod, func() bool { return podSpecMatches(&want.Spec, &pod.Spec) }); {
+		case err != nil:
 			return nil, false, err
+		case ok:
+			if err := r.adopt(ctx, sb, pod); err != nil {
+				return nil, false, err
+			}
+		case sb.Spec.OperatingMode == agentsv1beta1.OperatingModeSuspended:
+			return pod, false, nil // nothing to delete that is ours; status says PodNotOwned
+		default:
+			squatted = true
 		}
 	}
 
@@ -101,12 +111,15 @@ func (r *sandboxReconciler) ensurePod(ctx context.Context, sb *agentsv1beta1.San
 		return pod, false, nil
 	}
 
-	if pod == nil {
-		pod, err := r.createPod(ctx, sb)
+	if pod == nil || squatted {
+		created, err := r.createPod(ctx, sb, pvcs, squatted)
 		if err == nil {
-			err = r.recordPodName(ctx, sb, pod)
+			if squatted {
+				r.nameTaken(sb, "Pod", pod.Name, created.Name)
+			}
+			err = r.recordPodName(ctx, sb, created)
 		}
-		return pod, err == nil, err
+		return created, err == nil, err
 	}
 	if err := r.recordPodName(ctx, sb, pod); err != nil {
 		return pod, false, err
@@ -122,6 +135,15 @@ func (r *sandboxReconciler) ensurePod(ctx context.Context, sb *agentsv1beta1.San
 		}
 	}
 	return pod, false, nil
+}
+
+// nameTaken reports that an object the Sandbox did not build holds the name of one of its
+// children, so the child was built under another name.
+func (r *sandboxReconciler) nameTaken(sb *agentsv1beta1.Sandbox, kind, taken, built string) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, eventChildNameTaken, "Create",
+			"%s %s exists and was not built for this Sandbox; built %s %s instead", kind, taken, kind, built)
+	}
 }
 
 // bookkeepingWait is how long writes that can wait should wait for claims to pause; 0 to
@@ -155,8 +177,11 @@ func (r *sandboxReconciler) recordPodName(ctx context.Context, sb *agentsv1beta1
 	return nil
 }
 
-func (r *sandboxReconciler) createPod(ctx context.Context, sb *agentsv1beta1.Sandbox) (*corev1.Pod, error) {
-	pod := desiredPod(sb)
+func (r *sandboxReconciler) createPod(ctx context.Context, sb *agentsv1beta1.Sandbox, pvcs map[string]string, generateName bool) (*corev1.Pod, error) {
+	pod := desiredPod(sb, pvcs)
+	if generateName {
+		pod.GenerateName, pod.Name = sb.Name+"-", ""
+	}
 	if err := ctrl.SetControllerReference(sb, pod, r.Client.Scheme()); err != nil {
 		return nil, fmt.Errorf("setting owner of pod: %w", err)
 	}
@@ -168,14 +193,19 @@ func (r *sandboxReconciler) createPod(ctx context.Context, sb *agentsv1beta1.San
 }
 
 // desiredPod is the pod a Sandbox runs: its podTemplate with the PVC volumes merged in by
-// name and the metadata podMetadataPatch maintains afterwards.
-func desiredPod(sb *agentsv1beta1.Sandbox) *corev1.Pod {
+// name (pvcs maps a volume claim template's name to its PVC's name) and the metadata
+// podMetadataPatch maintains afterwards.
+func desiredPod(sb *agentsv1beta1.Sandbox, pvcs map[string]string) *corev1.Pod {
 	labels, annotations, keys := desiredPodMetadata(sb)
 	annotations[annotationPropagatedKeys] = keys
 	spec := sb.Spec.PodTemplate.Spec.DeepCopy()
 	for _, vct := range sb.Spec.VolumeClaimTemplates {
+		claimName := pvcs[vct.Name]
+		if claimName == "" {
+			claimName = pvcName(vct.Name, sb.Name)
+		}
 		vol := corev1.Volume{Name: vct.Name, VolumeSource: corev1.VolumeSource{
-			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: pvcName(vct.Name, sb.Name)},
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claimName},
 		}}
 		if i := slices.IndexFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == vct.Name }); i >= 0 {
 			spec.Volumes[i] = vol
@@ -201,20 +231,28 @@ type propagatedKeys struct {
 }
 
 // desiredPodMetadata is what the pod's metadata must hold: the podTemplate's labels and
-// annotations without reserved keys, the name hash, and the Sandbox labels pods carry. keys
-// is the encoded propagatedKeys of the template's part.
+// annotations without reserved keys, the identity labels (the Sandbox's UID, which its
+// Service and status.selector select on; the template's, from the spec the operator built),
+// the public name hash, and the Sandbox labels pods carry. keys is the encoded propagatedKeys
+// of the template's part.
 func desiredPodMetadata(sb *agentsv1beta1.Sandbox) (labels, annotations map[string]string, keys string) {
 	var pk propagatedKeys
 	labels = policy.PodMetadataFromTemplate(sb.Spec.PodTemplate.ObjectMeta.Labels)
 	annotations = policy.PodMetadataFromTemplate(sb.Spec.PodTemplate.ObjectMeta.Annotations)
 	pk.Labels = slices.Sorted(maps.Keys(labels))
 	pk.Annotations = slices.Sorted(maps.Keys(annotations))
-	labels[agentsv1beta1.LabelSandboxNameHash] = agentsv1beta1.NameHash(sb.Name)
 	for _, k := range sandboxLabelsOnPod {
 		if v, ok := sb.Labels[k]; ok {
 			labels[k] = v
 		}
 	}
+	for _, k := range policy.PodIdentityLabels {
+		if v, ok := sb.Spec.PodTemplate.ObjectMeta.Labels[k]; ok {
+			labels[k] = v
+		}
+	}
+	labels[agentsv1beta1.LabelSandboxNameHash] = agentsv1beta1.NameHash(sb.Name)
+	labels[agentsv1beta1.LabelSandboxUID] = string(sb.UID)
 	data, _ := json.Marshal(pk) // a struct of string slices always encodes
 	return labels, annotations, string(data)
 }
@@ -260,21 +298,23 @@ func podMetadataPatch(sb *agentsv1beta1.Sandbox, pod *corev1.Pod) *metadataPatch
 }
 
 // ensureService creates, updates or deletes the headless Service as spec.service says and
-// returns the Service the Sandbox has afterwards (nil when none).
+// returns the Service the Sandbox has afterwards (nil when none). The Service is named after
+// the Sandbox; when an object the Sandbox did not build holds that name, the Sandbox builds
+// its Service under a generated name (status.service and serviceFQDN say which) and says so
+// in a Warning event.
 func (r *sandboxReconciler) ensureService(ctx context.Context, sb *agentsv1beta1.Sandbox) (*corev1.Service, error) {
-	svc := &corev1.Service{}
-	found, err := r.get(ctx, sb.Namespace, sb.Name, svc)
+	svc, foreign, err := r.ownService(ctx, sb)
 	if err != nil {
 		return nil, err
 	}
 	switch {
 	case sb.Spec.Service == nil: // keep what exists, never create
-		if found && isControlledBy(svc, sb) && svc.DeletionTimestamp.IsZero() {
+		if svc != nil && svc.DeletionTimestamp.IsZero() {
 			return svc, nil
 		}
 		return nil, nil
 	case !*sb.Spec.Service:
-		if found && isControlledBy(svc, sb) && svc.DeletionTimestamp.IsZero() {
+		if svc != nil && svc.DeletionTimestamp.IsZero() {
 			if err := r.deleteOwned(ctx, svc); err != nil {
 				return nil, err
 			}
@@ -283,25 +323,34 @@ func (r *sandboxReconciler) ensureService(ctx context.Context, sb *agentsv1beta1
 	}
 
 	want := desiredService(sb)
-	if !found {
+	if svc == nil && foreign != nil {
+		switch ok, err := r.claimable(ctx, sb, foreign, func() bool { return serviceSpecMatches(&want.Spec, &foreign.Spec) }); {
+		case err != nil:
+			return nil, err
+		case ok:
+			if err := r.adopt(ctx, sb, foreign); err != nil {
+				return nil, err
+			}
+			svc = foreign
+		}
+	}
+	if svc == nil {
+		if foreign != nil {
+			want.GenerateName, want.Name = sb.Name+"-", ""
+		}
 		if err := ctrl.SetControllerReference(sb, want, r.Client.Scheme()); err != nil {
 			return nil, fmt.Errorf("setting owner of service: %w", err)
 		}
 		if err := r.create(ctx, want); err != nil {
 			return nil, fmt.Errorf("creating service: %w", err)
 		}
+		if foreign != nil {
+			r.nameTaken(sb, "Service", foreign.Name, want.Name)
+		}
 		return want, nil
 	}
 	if !svc.DeletionTimestamp.IsZero() {
 		return nil, nil // recreated once it is gone
-	}
-	if !isControlledBy(svc, sb) {
-		if !adoptable(svc, sb) {
-			return nil, fmt.Errorf("service %s exists and is not controlled by the Sandbox", svc.Name)
-		}
-		if err := r.adopt(ctx, sb, svc); err != nil {
-			return nil, err
-		}
 	}
 	if !sameServiceSpec(svc, want) {
 		body := map[string]any{"spec": map[string]any{"selector": want.Spec.Selector, "ports": want.Spec.Ports}}
@@ -312,21 +361,58 @@ func (r *sandboxReconciler) ensureService(ctx context.Context, sb *agentsv1beta1
 	return svc, nil
 }
 
-// desiredService is the headless Service of a Sandbox: selects its pod by name hash and
-// exposes the ports its containers (and restartable init containers) declare.
+// ownService finds the Service the Sandbox controls: the one named after it, or the one its
+// status names (built under a generated name). foreign is the object of the Sandbox's name
+// when the Sandbox does not control it.
+func (r *sandboxReconciler) ownService(ctx context.Context, sb *agentsv1beta1.Sandbox) (own, foreign *corev1.Service, err error) {
+	svc := &corev1.Service{}
+	found, err := r.get(ctx, sb.Namespace, sb.Name, svc)
+	switch {
+	case err != nil:
+		return nil, nil, err
+	case found && isControlledBy(svc, sb):
+		return svc, nil, nil
+	case found:
+		foreign = svc
+	}
+	if name := sb.Status.Service; name != "" && name != sb.Name {
+		generated := &corev1.Service{}
+		found, err := r.get(ctx, sb.Namespace, name, generated)
+		if err != nil {
+			return nil, nil, err
+		}
+		if found && isControlledBy(generated, sb) {
+			return generated, foreign, nil
+		}
+	}
+	return nil, foreign, nil
+}
+
+// desiredService is the headless Service of a Sandbox: selects its pod by the Sandbox's UID
+// (and the public name hash, which alone could select a colliding name's pod) and exposes the
+// ports its containers (and restartable init containers) declare.
 func desiredService(sb *agentsv1beta1.Sandbox) *corev1.Service {
-	hash := agentsv1beta1.NameHash(sb.Name)
+	selector := podSelector(sb)
 	return &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      sb.Name,
 			Namespace: sb.Namespace,
-			Labels:    map[string]string{agentsv1beta1.LabelSandboxNameHash: hash},
+			Labels:    maps.Clone(selector),
 		},
 		Spec: corev1.ServiceSpec{
 			ClusterIP: corev1.ClusterIPNone,
-			Selector:  map[string]string{agentsv1beta1.LabelSandboxNameHash: hash},
+			Selector:  selector,
 			Ports:     servicePorts(&sb.Spec.PodTemplate.Spec),
 		},
+	}
+}
+
+// podSelector selects the Sandbox's pod: by its UID, which no other Sandbox's pod carries,
+// and by the public name hash clients know.
+func podSelector(sb *agentsv1beta1.Sandbox) map[string]string {
+	return map[string]string{
+		agentsv1beta1.LabelSandboxNameHash: agentsv1beta1.NameHash(sb.Name),
+		agentsv1beta1.LabelSandboxUID:      string(sb.UID),
 	}
 }
 
@@ -391,57 +477,120 @@ func sameServiceSpec(have, want *corev1.Service) bool {
 	return true
 }
 
-// ensurePVCs creates (or adopts) the PVC of every volumeClaimTemplate. PVCs are never deleted
-// here: they outlive suspension and expiry, and go with the Sandbox.
-func (r *sandboxReconciler) ensurePVCs(ctx context.Context, sb *agentsv1beta1.Sandbox) error {
-	for _, vct := range sb.Spec.VolumeClaimTemplates {
-		pvc := &corev1.PersistentVolumeClaim{}
-		name := pvcName(vct.Name, sb.Name)
-		found, err := r.get(ctx, sb.Namespace, name, pvc)
+// ensurePVCs creates (or adopts) the PVC of every volumeClaimTemplate and returns their
+// names by template name. A PVC is named <template>-<sandbox>; when an object the Sandbox did
+// not build holds that name, the Sandbox builds its PVC under a generated name and says so in a
+// Warning event. PVCs are never deleted here: they outlive suspension and expiry, and go with
+// the Sandbox.
+func (r *sandboxReconciler) ensurePVCs(ctx context.Context, sb *agentsv1beta1.Sandbox) (map[string]string, error) {
+	names := make(map[string]string, len(sb.Spec.VolumeClaimTemplates))
+	for i := range sb.Spec.VolumeClaimTemplates {
+		vct := &sb.Spec.VolumeClaimTemplates[i]
+		name, err := r.ensurePVC(ctx, sb, vct)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if found {
-			if isControlledBy(pvc, sb) {
-				continue
-			}
-			if !adoptable(pvc, sb) {
-				return fmt.Errorf("persistentvolumeclaim %s exists and is not controlled by the Sandbox", name)
-			}
-			if err := r.adopt(ctx, sb, pvc); err != nil {
-				return err
-			}
-			continue
-		}
-		labels := map[string]string{}
-		for k, v := range vct.Labels {
-			labels[k] = v
-		}
-		labels[agentsv1beta1.LabelSandboxNameHash] = agentsv1beta1.NameHash(sb.Name)
-		pvc = &corev1.PersistentVolumeClaim{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: sb.Namespace, Labels: labels, Annotations: vct.Annotations},
-			Spec:       *vct.Spec.DeepCopy(),
-		}
-		if err := ctrl.SetControllerReference(sb, pvc, r.Client.Scheme()); err != nil {
-			return fmt.Errorf("setting owner of persistentvolumeclaim: %w", err)
-		}
-		if err := r.create(ctx, pvc); err != nil {
-			return fmt.Errorf("creating persistentvolumeclaim %s: %w", name, err)
-		}
+		names[vct.Name] = name
 	}
-	return nil
+	return names, nil
+}
+
+func (r *sandboxReconciler) ensurePVC(ctx context.Context, sb *agentsv1beta1.Sandbox, vct *agentsv1beta1.PersistentVolumeClaimTemplate) (string, error) {
+	name := pvcName(vct.Name, sb.Name)
+	want := desiredPVC(sb, vct)
+	pvc := &corev1.PersistentVolumeClaim{}
+	found, err := r.get(ctx, sb.Namespace, name, pvc)
+	if err != nil || (found && isControlledBy(pvc, sb)) {
+		return name, err
+	}
+	if found {
+		ok, err := r.claimable(ctx, sb, pvc, func() bool { return pvcSpecMatches(&want.Spec, &pvc.Spec) })
+		if err == nil && ok {
+			ok, err = r.unmountedByOthers(ctx, sb, pvc.Name)
+		}
+		if err != nil {
+			return "", err
+		}
+		if ok {
+			return name, r.adopt(ctx, sb, pvc)
+		}
+		// Someone else's PVC holds the name: the Sandbox's own has a generated one.
+		var list corev1.PersistentVolumeClaimList
+		if err := r.Client.List(ctx, &list, client.InNamespace(sb.Namespace), client.MatchingLabels{
+			agentsv1beta1.LabelSandboxUID: string(sb.UID), labelVolumeClaimTemplate: vct.Name}); err != nil {
+			return "", fmt.Errorf("listing persistentvolumeclaims of sandbox: %w", err)
+		}
+		for i := range list.Items {
+			if isControlledBy(&list.Items[i], sb) {
+				return list.Items[i].Name, nil
+			}
+		}
+		want.GenerateName, want.Name = name+"-", ""
+	}
+	if err := ctrl.SetControllerReference(sb, want, r.Client.Scheme()); err != nil {
+		return "", fmt.Errorf("setting owner of persistentvolumeclaim: %w", err)
+	}
+	if err := r.create(ctx, want); err != nil {
+		return "", fmt.Errorf("creating persistentvolumeclaim %s: %w", name, err)
+	}
+	if found {
+		r.nameTaken(sb, "PersistentVolumeClaim", name, want.Name)
+	}
+	return want.Name, nil
+}
+
+// labelVolumeClaimTemplate (PVC) names the volume claim template a PVC was built from, so a
+// PVC built under a generated name is found again.
+const labelVolumeClaimTemplate = agentsv1beta1.SandgateDomain + "volume-claim-template"
+
+// desiredPVC is the PVC of a volume claim template: its metadata without reserved keys, the
+// identity labels, and its spec.
+func desiredPVC(sb *agentsv1beta1.Sandbox, vct *agentsv1beta1.PersistentVolumeClaimTemplate) *corev1.PersistentVolumeClaim {
+	labels := policy.PVCMetadataFromTemplate(vct.Labels)
+	maps.Copy(labels, podSelector(sb))
+	labels[labelVolumeClaimTemplate] = vct.Name
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: pvcName(vct.Name, sb.Name), Namespace: sb.Namespace, Labels: labels,
+			Annotations: policy.PVCMetadataFromTemplate(vct.Annotations)},
+		Spec: *vct.Spec.DeepCopy(),
+	}
 }
 
 func pvcName(vct, sandbox string) string { return vct + "-" + sandbox }
 
-// adoptable: an unowned child may be adopted when it says so, or when it already carries
-// this Sandbox's name hash.
-func adoptable(obj client.Object, sb *agentsv1beta1.Sandbox) bool {
+// claimable reports whether a child the Sandbox does not control may be adopted: it has no
+// controller, it carries the Sandbox's own UID stamp (built for this Sandbox, then orphaned)
+// or the public adoptable label (an explicit hand-over, say from the public controller), and
+// its spec is what the Sandbox would build (matches). Nothing else is run: not a child that
+// merely has the Sandbox's name or name hash.
+func (r *sandboxReconciler) claimable(_ context.Context, sb *agentsv1beta1.Sandbox, obj client.Object, matches func() bool) (bool, error) {
 	if metav1.GetControllerOf(obj) != nil {
-		return false
+		return false, nil
 	}
 	l := obj.GetLabels()
-	return l[agentsv1beta1.LabelAdoptable] == "true" || l[agentsv1beta1.LabelSandboxNameHash] == agentsv1beta1.NameHash(sb.Name)
+	stamped := l[agentsv1beta1.LabelSandboxUID] == string(sb.UID)
+	return (stamped || l[agentsv1beta1.LabelAdoptable] == "true") && matches(), nil
+}
+
+// unmountedByOthers reports whether no pod but the Sandbox's own mounts the PVC: a volume
+// another pod still writes is never handed to a Sandbox.
+func (r *sandboxReconciler) unmountedByOthers(ctx context.Context, sb *agentsv1beta1.Sandbox, pvc string) (bool, error) {
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, client.InNamespace(sb.Namespace)); err != nil {
+		return false, fmt.Errorf("listing pods: %w", err)
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if isControlledBy(p, sb) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		for _, v := range p.Spec.Volumes {
+			if v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == pvc {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
 }
 
 // adopt makes sb the controller of obj. The patch is conditional on obj's resourceVersion:
@@ -479,7 +628,9 @@ func (r *sandboxReconciler) getOwned(ctx context.Context, sb *agentsv1beta1.Sand
 // event it will see is this one.
 func (r *sandboxReconciler) create(ctx context.Context, obj client.Object) error {
 	owner, ok := sandboxRequest(obj)
-	if !ok {
+	if !ok || obj.GetName() == "" {
+		// A generated name is known only once created: nothing to tell the watch in advance
+		// (its create event brings the Sandbox back like any other).
 		return r.Client.Create(ctx, obj)
 	}
 	r.expected.expect(owner.NamespacedName, createOf(obj))

@@ -50,7 +50,7 @@ func sandboxOwner(sb *agentsv1beta1.Sandbox) []metav1.OwnerReference {
 // sandboxPod is the pod sb created earlier, scheduled and running; ready says whether it
 // passes its readiness probe.
 func sandboxPod(sb *agentsv1beta1.Sandbox, ready bool) *corev1.Pod {
-	pod := desiredPod(sb)
+	pod := desiredPod(sb, nil)
 	pod.UID = "pod-uid"
 	pod.OwnerReferences = sandboxOwner(sb)
 	pod.Spec.NodeName = "node-1"
@@ -81,7 +81,7 @@ func condition(typ string, status metav1.ConditionStatus, reason, msg string) me
 }
 
 var (
-	sandboxSelector = agentsv1beta1.LabelSandboxNameHash + "=" + agentsv1beta1.NameHash("sb")
+	sandboxSelector = agentsv1beta1.LabelSandboxNameHash + "=" + agentsv1beta1.NameHash("sb") + "," + agentsv1beta1.LabelSandboxUID + "=sb-uid"
 	notSuspended    = condition(agentsv1beta1.ConditionSuspended, metav1.ConditionFalse, agentsv1beta1.ReasonNotSuspended, messageNotSuspended)
 	podScheduled    = condition(agentsv1beta1.ConditionPodScheduled, metav1.ConditionTrue, string(corev1.PodScheduled), "")
 	sortConditions  = cmpopts.SortSlices(func(a, b metav1.Condition) bool { return a.Type < b.Type })
@@ -146,6 +146,7 @@ func TestSandboxReconcile(t *testing.T) {
 				Labels: map[string]string{
 					"app":                              "agent",
 					agentsv1beta1.LabelSandboxNameHash: agentsv1beta1.NameHash("sb"),
+					agentsv1beta1.LabelSandboxUID:      "sb-uid",
 					agentsv1beta1.LabelClaimUID:        "c1",
 				},
 				Annotations: map[string]string{"note": "x", annotationPropagatedKeys: `{"labels":["app"],"annotations":["note"]}`},
@@ -160,6 +161,7 @@ func TestSandboxReconcile(t *testing.T) {
 				Labels: map[string]string{
 					"app":                              "agent",
 					agentsv1beta1.LabelSandboxNameHash: agentsv1beta1.NameHash("sb"),
+					agentsv1beta1.LabelSandboxUID:      "sb-uid",
 					agentsv1beta1.LabelClaimUID:        "c1",
 				},
 				Annotations: map[string]string{"note": "x", annotationPropagatedKeys: `{"labels":["app"],"annotations":["note"]}`},
@@ -180,6 +182,7 @@ func TestSandboxReconcile(t *testing.T) {
 				Labels: map[string]string{
 					"app":                              "agent",
 					agentsv1beta1.LabelSandboxNameHash: agentsv1beta1.NameHash("sb"),
+					agentsv1beta1.LabelSandboxUID:      "sb-uid",
 					agentsv1beta1.LabelClaimUID:        "c1",
 				},
 				Annotations: map[string]string{"note": "x", annotationPropagatedKeys: `{"labels":["app"],"annotations":["note"]}`},
@@ -206,6 +209,7 @@ func TestSandboxReconcile(t *testing.T) {
 				Labels: map[string]string{
 					"app":                              "agent",
 					agentsv1beta1.LabelSandboxNameHash: agentsv1beta1.NameHash("sb"),
+					agentsv1beta1.LabelSandboxUID:      "sb-uid",
 					agentsv1beta1.LabelClaimUID:        "c2",
 					"set-by-someone":                   "kept",
 				},
@@ -226,13 +230,14 @@ func TestSandboxReconcile(t *testing.T) {
 			sandbox: testSandbox(withoutPodName),
 			pod: func(sb *agentsv1beta1.Sandbox) *corev1.Pod {
 				pod := sandboxPod(sb, true)
-				pod.OwnerReferences = nil // adoptable: it carries the Sandbox's name hash
+				pod.OwnerReferences = nil // built for it (its UID stamp, its spec), then orphaned
 				return pod
 			},
 			wantPod: &metav1.ObjectMeta{
 				Labels: map[string]string{
 					"app":                              "agent",
 					agentsv1beta1.LabelSandboxNameHash: agentsv1beta1.NameHash("sb"),
+					agentsv1beta1.LabelSandboxUID:      "sb-uid",
 					agentsv1beta1.LabelClaimUID:        "c1",
 				},
 				Annotations: map[string]string{"note": "x", annotationPropagatedKeys: `{"labels":["app"],"annotations":["note"]}`},

@@ -48,12 +48,13 @@ func TestDesiredPod(t *testing.T) {
 			{EmbeddedObjectMetadata: agentsv1beta1.EmbeddedObjectMetadata{Name: "home"}},
 		}
 	})
-	pod := desiredPod(sb)
+	pod := desiredPod(sb, nil)
 
 	wantLabels := map[string]string{
 		"app":                              "agent",
 		agentsv1beta1.LabelClaimUID:        "claim-1",
 		agentsv1beta1.LabelSandboxNameHash: agentsv1beta1.NameHash("sb"),
+		agentsv1beta1.LabelSandboxUID:      "uid-1",
 	}
 	if diff := cmp.Diff(wantLabels, pod.Labels); diff != "" {
 		t.Errorf("labels (-want +got):\n%s", diff)
@@ -87,7 +88,7 @@ func TestPodMetadataPatch(t *testing.T) {
 	}{
 		"in sync": {
 			sb:   sandbox(),
-			pod:  desiredPod(sandbox()),
+			pod:  desiredPod(sandbox(), nil),
 			want: &metadataPatch{},
 		},
 		"template key removed, foreign keys kept": {
@@ -96,7 +97,7 @@ func TestPodMetadataPatch(t *testing.T) {
 				p := desiredPod(sandbox(func(sb *agentsv1beta1.Sandbox) {
 					sb.Spec.PodTemplate.ObjectMeta.Labels = map[string]string{"old": "1"}
 					sb.Spec.PodTemplate.ObjectMeta.Annotations = map[string]string{"gone": "1"}
-				}))
+				}), nil)
 				p.Labels["added-by-someone"] = "x"
 				p.Annotations["kubectl.kubernetes.io/restartedAt"] = "x"
 				return p
@@ -112,7 +113,7 @@ func TestPodMetadataPatch(t *testing.T) {
 			}),
 			pod: desiredPod(sandbox(func(sb *agentsv1beta1.Sandbox) {
 				sb.Labels = map[string]string{agentsv1beta1.LabelWarmPoolSandbox: "abcd"}
-			})),
+			}), nil),
 			want: &metadataPatch{Labels: map[string]*string{
 				agentsv1beta1.LabelClaimUID:        str("c1"),
 				agentsv1beta1.LabelWarmPoolSandbox: nil,
@@ -124,7 +125,7 @@ func TestPodMetadataPatch(t *testing.T) {
 			}),
 			pod: desiredPod(sandbox(func(sb *agentsv1beta1.Sandbox) {
 				sb.Spec.PodTemplate.ObjectMeta.Labels = map[string]string{"app": "v1"}
-			})),
+			}), nil),
 			want: &metadataPatch{Labels: map[string]*string{"app": str("v2")}},
 		},
 	}

@@ -1,0 +1,177 @@
+package reconcilers
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/test/builders"
+)
+
+// A Sandbox runs only children it built: an object that holds a child's name is adopted only
+// when it has no controller, carries the Sandbox's UID stamp or the public adoptable label,
+// and is what the Sandbox would build. Otherwise the Sandbox builds its own under a generated
+// name and says so in a Warning event.
+func TestSandboxRunsOnlyChildrenBuiltForIt(t *testing.T) {
+	withVolume := func(w *builders.SandboxWrapper) { w.VolumeClaimTemplate("data", "1Gi") }
+	tests := map[string]struct {
+		sandbox     *agentsv1beta1.Sandbox
+		squat       func(sb *agentsv1beta1.Sandbox) client.Object
+		wantAdopted bool
+	}{
+		"an orphaned pod of another Sandbox of the same name (another UID)": {
+			sandbox: testSandbox(withoutPodName),
+			squat: func(sb *agentsv1beta1.Sandbox) client.Object {
+				pod := sandboxPod(sb, true)
+				pod.OwnerReferences = nil
+				pod.Labels[agentsv1beta1.LabelSandboxUID] = "an-earlier-uid"
+				return pod
+			},
+		},
+		"a pod with the Sandbox's name hash and the attacker's image": {
+			sandbox: testSandbox(withoutPodName),
+			squat: func(sb *agentsv1beta1.Sandbox) client.Object {
+				pod := sandboxPod(sb, true)
+				pod.OwnerReferences = nil
+				delete(pod.Labels, agentsv1beta1.LabelSandboxUID)
+				pod.Spec.Containers[0].Image = "attacker.example/evil:1"
+				return pod
+			},
+		},
+		"an adoptable pod with the attacker's image": {
+			sandbox: testSandbox(withoutPodName),
+			squat: func(sb *agentsv1beta1.Sandbox) client.Object {
+				pod := sandboxPod(sb, true)
+				pod.OwnerReferences = nil
+				pod.Labels = map[string]string{agentsv1beta1.LabelAdoptable: "true"}
+				pod.Spec.Containers[0].Image = "attacker.example/evil:1"
+				return pod
+			},
+		},
+		"an adoptable pod that adds a privileged sidecar": {
+			sandbox: testSandbox(withoutPodName),
+			squat: func(sb *agentsv1beta1.Sandbox) client.Object {
+				pod := sandboxPod(sb, true)
+				pod.OwnerReferences = nil
+				pod.Labels = map[string]string{agentsv1beta1.LabelAdoptable: "true"}
+				pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "side", Image: "x",
+					SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)}})
+				return pod
+			},
+		},
+		"an adoptable pod that is exactly what the Sandbox builds is taken over": {
+			sandbox: testSandbox(withoutPodName),
+			squat: func(sb *agentsv1beta1.Sandbox) client.Object {
+				pod := sandboxPod(sb, true)
+				pod.OwnerReferences = nil
+				pod.Labels = map[string]string{agentsv1beta1.LabelAdoptable: "true"}
+				return pod
+			},
+			wantAdopted: true,
+		},
+		"a PVC someone else provisioned under the volume's name": {
+			sandbox: testSandbox(withoutPodName, withVolume),
+			squat: func(sb *agentsv1beta1.Sandbox) client.Object {
+				pvc := desiredPVC(sb, &sb.Spec.VolumeClaimTemplates[0])
+				pvc.Labels = map[string]string{agentsv1beta1.LabelSandboxNameHash: agentsv1beta1.NameHash(sb.Name)}
+				return pvc
+			},
+		},
+		"an adoptable PVC restored from someone's snapshot": {
+			sandbox: testSandbox(withoutPodName, withVolume),
+			squat: func(sb *agentsv1beta1.Sandbox) client.Object {
+				pvc := desiredPVC(sb, &sb.Spec.VolumeClaimTemplates[0])
+				pvc.Labels = map[string]string{agentsv1beta1.LabelAdoptable: "true"}
+				pvc.Spec.DataSource = &corev1.TypedLocalObjectReference{Kind: "VolumeSnapshot", Name: "poisoned"}
+				return pvc
+			},
+		},
+		"a headless Service of the Sandbox's name that selects the attacker's pod": {
+			sandbox: testSandbox(withoutPodName, func(w *builders.SandboxWrapper) { w.Service(true) }),
+			squat: func(sb *agentsv1beta1.Sandbox) client.Object {
+				svc := desiredService(sb)
+				svc.Labels = map[string]string{agentsv1beta1.LabelAdoptable: "true"}
+				svc.Spec.Selector = map[string]string{"app": "attacker"}
+				svc.Spec.Type = corev1.ServiceTypeNodePort
+				svc.Spec.ClusterIP = ""
+				return svc
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			squat := tc.squat(tc.sandbox)
+			a := newFakeAPI(t, tc.sandbox, squat)
+			r := newSandboxReconciler(t, a, clocktesting.NewFakeClock(planNow))
+			reconcileSandbox(t, r)
+
+			got := squat.DeepCopyObject().(client.Object)
+			if err := a.Get(context.Background(), client.ObjectKeyFromObject(squat), got); err != nil {
+				t.Fatal(err)
+			}
+			if adopted := isControlledBy(got, tc.sandbox); adopted != tc.wantAdopted {
+				t.Fatalf("%T %s adopted: %v, want %v", squat, squat.GetName(), adopted, tc.wantAdopted)
+			}
+			var taken []string
+			for _, e := range eventsOf(a.Journal()) {
+				if strings.Contains(e, eventChildNameTaken) {
+					taken = append(taken, e)
+				}
+			}
+			if tc.wantAdopted {
+				if len(taken) != 0 {
+					t.Errorf("events %v, want no %s", taken, eventChildNameTaken)
+				}
+				return
+			}
+			if diff := cmp.Diff([]string{"event Warning " + eventChildNameTaken + " Sandbox/sb"}, taken); diff != "" {
+				t.Errorf("events (-want +got):\n%s", diff)
+			}
+			// The Sandbox built its own child under a generated name.
+			var own []string
+			var list client.ObjectList
+			switch squat.(type) {
+			case *corev1.Pod:
+				list = &corev1.PodList{}
+			case *corev1.PersistentVolumeClaim:
+				list = &corev1.PersistentVolumeClaimList{}
+			case *corev1.Service:
+				list = &corev1.ServiceList{}
+			}
+			if err := a.List(context.Background(), list, client.InNamespace("ns")); err != nil {
+				t.Fatal(err)
+			}
+			switch l := list.(type) {
+			case *corev1.PodList:
+				for i := range l.Items {
+					if isControlledBy(&l.Items[i], tc.sandbox) {
+						own = append(own, l.Items[i].Name)
+					}
+				}
+			case *corev1.PersistentVolumeClaimList:
+				for i := range l.Items {
+					if isControlledBy(&l.Items[i], tc.sandbox) {
+						own = append(own, l.Items[i].Name)
+					}
+				}
+			case *corev1.ServiceList:
+				for i := range l.Items {
+					if isControlledBy(&l.Items[i], tc.sandbox) {
+						own = append(own, l.Items[i].Name)
+					}
+				}
+			}
+			if len(own) != 1 || own[0] == squat.GetName() || !strings.HasPrefix(own[0], squat.GetName()+"-") {
+				t.Errorf("the Sandbox's own children %v, want one named %s-<generated>", own, squat.GetName())
+			}
+		})
+	}
+}
+
