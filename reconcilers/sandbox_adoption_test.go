@@ -7,8 +7,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/utils/ptr"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
@@ -174,4 +174,3 @@ func TestSandboxRunsOnlyChildrenBuiltForIt(t *testing.T) {
 		})
 	}
 }
-
