@@ -148,10 +148,14 @@ func (r *templateReconciler) ensureNetworkPolicy(ctx context.Context, tmpl *extv
 }
 
 // desiredNetworkPolicy is the policy of a Managed template: its rules, or the secure default.
+// It selects the template's pods by the template's UID (policy.TemplateBlueprint labels them
+// with it), which no other template's pods carry: the public sandbox-template-ref-hash is a
+// 32-bit hash of the name, and a template named to collide would otherwise select another
+// template's pods with its own rules.
 func desiredNetworkPolicy(tmpl *extv1beta1.SandboxTemplate) *networkingv1.NetworkPolicy {
 	spec := networkingv1.NetworkPolicySpec{
 		PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{
-			agentsv1beta1.LabelSandboxTemplateRefHash: agentsv1beta1.NameHash(tmpl.Name),
+			agentsv1beta1.LabelTemplateUID: string(tmpl.UID),
 		}},
 		PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
 	}

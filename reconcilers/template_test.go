@@ -48,7 +48,8 @@ func TestDesiredNetworkPolicy(t *testing.T) {
 			if np.Name != "tmpl-network-policy" || np.Namespace != "ns" {
 				t.Errorf("policy is %s/%s", np.Namespace, np.Name)
 			}
-			wantSelector := map[string]string{agentsv1beta1.LabelSandboxTemplateRefHash: agentsv1beta1.NameHash("tmpl")}
+			// The template's UID, not the 32-bit hash of its name: a colliding name selects nothing of it.
+			wantSelector := map[string]string{agentsv1beta1.LabelTemplateUID: "tmpl-uid"}
 			if diff := cmp.Diff(wantSelector, np.Spec.PodSelector.MatchLabels); diff != "" {
 				t.Errorf("pod selector (-want +got):\n%s", diff)
 			}
