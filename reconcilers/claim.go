@@ -79,6 +79,8 @@ type claimReconciler struct {
 	expected *expectations
 	// activity tells the pool controller when claims last asked for its members.
 	activity *poolActivity
+	// RefuseRestamp: see Config.RefuseRestamp.
+	RefuseRestamp bool
 }
 
 // claimMemory is what the controller remembers of a claim between reconciles. It is not

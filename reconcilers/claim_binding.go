@@ -70,6 +70,14 @@ func (r *claimReconciler) bindWarm(ctx context.Context, s *claimStep, pool *extv
 			r.Index.Release(member, releaseRejected)
 			continue
 		}
+		if policy.SandboxHash(member) != key.Hash {
+			// Its labels say the claim's version, its blueprint is another (someone with the
+			// platform's rights edited it): the guard would refuse it to every claim, so the
+			// pool must not keep it as ready. It goes, and the pool replaces it.
+			r.Index.Release(member, releaseRejected)
+			r.retireMember(ctx, member)
+			continue
+		}
 		bound := &agentsv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: member.Namespace, Name: member.Name}}
 		start := r.Clock.Now()
 		err := mergePatch(ctx, r.Client, bound, bindPatch(s.claim, member))
@@ -103,6 +111,17 @@ func (r *claimReconciler) bindWarm(ctx context.Context, s *claimStep, pool *extv
 		s.mem.adopted = bound.Name
 		return bound, nil
 	}
+}
+
+// retireMember deletes a pool member that cannot be handed out, on condition that it is still
+// what the cache showed (a member bound or changed meanwhile is left alone). A failure only
+// leaves it to the next claim's check.
+func (r *claimReconciler) retireMember(ctx context.Context, member *agentsv1beta1.Sandbox) {
+	uid, rv := member.UID, member.ResourceVersion
+	err := r.Client.Delete(ctx, member, client.Preconditions{UID: &uid, ResourceVersion: &rv})
+	ctrl.LoggerFrom(ctx).Info("retired a pool member whose blueprint is not the version its labels say",
+		"sandbox", klog.KObj(member), "labelledHash", member.Labels[agentsv1beta1.LabelSandboxTemplateHash],
+		"blueprintHash", policy.SandboxHash(member), "error", client.IgnoreNotFound(err))
 }
 
 // bindPatch is the one write that binds member to claim (see the protocol above).
@@ -143,8 +162,8 @@ func bindPatch(claim *extv1beta1.SandboxClaim, member *agentsv1beta1.Sandbox) ma
 // the claim gets a Sandbox under a generated name instead, and an event says why.
 func (r *claimReconciler) coldStart(ctx context.Context, s *claimStep, tmpl *extv1beta1.SandboxTemplate, stamp string) error {
 	claim := s.claim
-	tmpl, err := r.templateOfVersion(ctx, claim, tmpl, stamp)
-	if err != nil {
+	tmpl, err := r.templateOfVersion(ctx, s, tmpl, stamp)
+	if err != nil || tmpl == nil {
 		return err
 	}
 	bp, errs := policy.ClaimBlueprint(tmpl, claim)
@@ -235,8 +254,11 @@ func claimRejection(errs field.ErrorList) (reason, message string) {
 // used. The template may also have moved on since the claim was admitted, with no warm member
 // of the claim's version left to bind: old versions are not kept, so the claim is restamped
 // with the current version (only the operator may) before its Sandbox exists, and the stamp
-// and the Sandbox's hash never disagree.
-func (r *claimReconciler) templateOfVersion(ctx context.Context, claim *extv1beta1.SandboxClaim, cached *extv1beta1.SandboxTemplate, stamp string) (*extv1beta1.SandboxTemplate, error) {
+// and the Sandbox's hash never disagree. A restamp is visible: a ClaimRestamped Warning event
+// and Ready=False with reason Restamped until the claim is served. With RefuseRestamp the
+// claim is not restamped but reported StampedVersionGone, and nil is returned.
+func (r *claimReconciler) templateOfVersion(ctx context.Context, s *claimStep, cached *extv1beta1.SandboxTemplate, stamp string) (*extv1beta1.SandboxTemplate, error) {
+	claim := s.claim
 	if policy.TemplateHash(cached) == stamp {
 		return cached, nil
 	}
@@ -248,11 +270,20 @@ func (r *claimReconciler) templateOfVersion(ctx context.Context, claim *extv1bet
 	if hash == stamp {
 		return current, nil
 	}
+	if r.RefuseRestamp {
+		r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonStampedVersionGone, fmt.Sprintf(
+			"template %s no longer builds version %s the claim was stamped with (it is at %s) and restamping is off (--restamp=false)",
+			current.Name, stamp, hash))
+		return nil, nil
+	}
 	if err := r.annotateClaim(ctx, claim, agentsv1beta1.AnnotationSandboxTemplateHash, hash); err != nil {
 		return nil, fmt.Errorf("restamping claim: %w", err)
 	}
 	ctrl.LoggerFrom(ctx).Info("restamped claim: its template version is gone and no warm sandbox of it is left",
 		"oldTemplateHash", stamp, "templateHash", hash)
+	msg := fmt.Sprintf("template %s no longer builds version %s the claim was stamped with; restamped to %s", current.Name, stamp, hash)
+	r.eventf(s, corev1.EventTypeWarning, extv1beta1.EventClaimRestamped, "Restamp", "%s", msg)
+	r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonRestamped, msg)
 	return current, nil
 }
 

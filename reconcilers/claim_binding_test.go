@@ -8,9 +8,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -21,6 +24,40 @@ import (
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/test/builders"
 )
+
+// The members of TestBindWarm are labelled with the version their (empty) blueprint is.
+var (
+	emptyBlueprintHash = policy.SandboxHash(&agentsv1beta1.Sandbox{})
+	keyEmpty           = memberKey{Namespace: "ns", Pool: "p", Hash: emptyBlueprintHash}
+)
+
+// A member whose blueprint is not the version its labels say is never handed out: the claim
+// path deletes it (the pool replaces it) and looks for the next one.
+func TestBindWarmRetiresAMemberThatIsNotItsVersion(t *testing.T) {
+	edited := poolMember("m1", emptyBlueprintHash, true, "1")
+	edited.Spec.PodTemplate.Spec.Containers = []corev1.Container{{Name: "agent", Image: "attacker.example/evil:1"}}
+	a := newFakeAPI(t, edited, claim())
+	index := newWarmIndex()
+	observeSandboxes(t, a, index) // as the informer shows them, resourceVersions included
+	r := newClaimReconciler(t, a, clocktesting.NewFakeClock(planNow))
+	r.Index = index
+	step := &claimStep{claim: claim(), mem: &claimMemory{}}
+	pool := &extv1beta1.SandboxWarmPool{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "pool-uid"}}
+
+	sb, err := r.bindWarm(context.Background(), step, pool, keyEmpty, "tmpl")
+	if err != nil || sb != nil {
+		t.Fatalf("bound %v (error %v), want nothing bound", sb, err)
+	}
+	if diff := cmp.Diff([]string{"delete Sandbox/m1"}, writesOf(a.Journal())); diff != "" {
+		t.Errorf("writes (-want +got):\n%s", diff)
+	}
+	if err := a.Get(context.Background(), client.ObjectKeyFromObject(edited), &agentsv1beta1.Sandbox{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the edited member: %v, want it deleted", err)
+	}
+	if available, _ := index.Counts(keyEmpty); available != 0 {
+		t.Errorf("%d members available, want none", available)
+	}
+}
 
 // TestBindWarm drives the binding protocol against an API server that answers each bind
 // patch as the test says: losses (409, 403, 404) move on to the next member, other errors
@@ -82,14 +119,14 @@ func TestBindWarm(t *testing.T) {
 			}
 			index := newWarmIndex()
 			for _, name := range []string{"m1", "m2", "m3"} {
-				index.Observe(poolMember(name, "h1", true, "1"))
+				index.Observe(poolMember(name, emptyBlueprintHash, true, "1"))
 			}
 			r := &claimReconciler{Client: metrics.WrapClient(c), Metrics: metrics, Index: index}
 			r.init()
 			step := &claimStep{claim: claim(), mem: &claimMemory{}}
 
 			pool := &extv1beta1.SandboxWarmPool{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "pool-uid"}}
-			sb, err := r.bindWarm(context.Background(), step, pool, keyH1, "tmpl")
+			sb, err := r.bindWarm(context.Background(), step, pool, keyEmpty, "tmpl")
 
 			if (err != nil) != tc.wantErr {
 				t.Errorf("error = %v, want error = %v", err, tc.wantErr)
@@ -114,7 +151,7 @@ func TestBindWarm(t *testing.T) {
 			if got := metrics.BindConflicts(); got != tc.wantLost {
 				t.Errorf("lost binds = %v, want %v", got, tc.wantLost)
 			}
-			if available, _ := index.Counts(keyH1); available != tc.wantAvailable {
+			if available, _ := index.Counts(keyEmpty); available != tc.wantAvailable {
 				t.Errorf("available after = %d, want %d", available, tc.wantAvailable)
 			}
 			wantHits := 0.0
@@ -148,15 +185,22 @@ func TestTemplateOfVersion(t *testing.T) {
 		return policy.TemplateHash(t)
 	}
 	v1, v2 := tmpl("img:1"), tmpl("img:2")
+	gone := "0123456789abcdef0123456789abcdef"
 	tests := map[string]struct {
 		cached, server *extv1beta1.SandboxTemplate
 		stamp          string
-		wantImage      string
+		refuseRestamp  bool
+		wantImage      string // "" for not served
 		wantRestamp    string // the new stamp, "" for no write
+		wantReason     string // the claim's Ready reason, "" for none set
+		wantEvents     []string
 	}{
 		"the cache has the claim's version":  {cached: v1, server: v2, stamp: hashOf(v1), wantImage: "img:1"},
 		"the cache lags the claim's version": {cached: v1, server: v2, stamp: hashOf(v2), wantImage: "img:2"},
-		"the claim's version is gone":        {cached: v1, server: v2, stamp: "0123456789abcdef", wantImage: "img:2", wantRestamp: hashOf(v2)},
+		"the claim's version is gone: restamped, visibly": {cached: v1, server: v2, stamp: gone, wantImage: "img:2", wantRestamp: hashOf(v2),
+			wantReason: extv1beta1.ReasonRestamped, wantEvents: []string{"event Warning ClaimRestamped SandboxClaim/c"}},
+		"the claim's version is gone, restamping off: not served": {cached: v1, server: v2, stamp: gone, refuseRestamp: true,
+			wantReason: extv1beta1.ReasonStampedVersionGone},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -180,15 +224,35 @@ func TestTemplateOfVersion(t *testing.T) {
 					return cl.Patch(ctx, obj, patch, opts...)
 				},
 			}).Build()
-			r := &claimReconciler{Client: cl, APIReader: cl}
+			journal := &fakeAPI{}
+			r := &claimReconciler{Client: cl, APIReader: cl, RefuseRestamp: tc.refuseRestamp, Recorder: journalRecorder{journal}}
 			r.init()
 
-			got, err := r.templateOfVersion(context.Background(), c, tc.cached, tc.stamp)
+			s := &claimStep{claim: c}
+			got, err := r.templateOfVersion(context.Background(), s, tc.cached, tc.stamp)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if image := got.Spec.PodTemplate.Spec.Containers[0].Image; image != tc.wantImage {
-				t.Errorf("built from %s, want %s", image, tc.wantImage)
+			switch {
+			case tc.wantImage == "" && got != nil:
+				t.Errorf("served from %s, want the claim left unserved", got.Spec.PodTemplate.Spec.Containers[0].Image)
+			case tc.wantImage != "" && got == nil:
+				t.Errorf("not served, want it built from %s", tc.wantImage)
+			case got != nil && got.Spec.PodTemplate.Spec.Containers[0].Image != tc.wantImage:
+				t.Errorf("built from %s, want %s", got.Spec.PodTemplate.Spec.Containers[0].Image, tc.wantImage)
+			}
+			reason := ""
+			if ready := meta.FindStatusCondition(c.Status.Conditions, agentsv1beta1.ConditionReady); ready != nil {
+				reason = ready.Reason
+			}
+			if reason != tc.wantReason {
+				t.Errorf("Ready reason %q, want %q", reason, tc.wantReason)
+			}
+			for _, e := range s.events {
+				e()
+			}
+			if diff := cmp.Diff(tc.wantEvents, journal.Journal()); diff != "" {
+				t.Errorf("events (-want +got):\n%s", diff)
 			}
 			if restamp != tc.wantRestamp {
 				t.Errorf("restamped to %q, want %q", restamp, tc.wantRestamp)

@@ -59,6 +59,9 @@ type Config struct {
 	SkipNameValidation bool
 	// Clock is every controller's clock; nil means the real one.
 	Clock clock.Clock
+	// RefuseRestamp leaves a claim whose stamped template version is gone unserved
+	// (Ready=False, StampedVersionGone) instead of restamping it to the current version.
+	RefuseRestamp bool
 	// Refill says when pools replace the members claims took; the zero value creates them
 	// at once (DefaultRefillQuietPeriod and DefaultRefillLowWaterPercent suit bursts).
 	Refill RefillPolicy
@@ -142,6 +145,7 @@ func setupExtensions(mgr ctrl.Manager, cfg Config, activity *poolActivity) error
 		Index:            newWarmIndex(),
 		ColdStartGrace:   cfg.ColdStartGrace,
 		BookkeepingDelay: cfg.Refill.QuietPeriod,
+		RefuseRestamp:    cfg.RefuseRestamp,
 		activity:         activity,
 	}
 	if err := claims.SetupWithManager(mgr, options(cfg.ClaimWorkers)); err != nil {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -18,7 +20,10 @@ import (
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
 
-var claimGK = policy.ClaimKind
+var (
+	claimGK = policy.ClaimKind
+	claimGR = extv1beta1.GroupVersion.WithResource("sandboxclaims").GroupResource()
+)
 
 // ClaimWebhook stamps SandboxClaims at creation (the mutating half) and validates them (the
 // validating half).
@@ -31,6 +36,9 @@ type ClaimWebhook struct {
 	APIReader client.Reader
 	// OperatorUser is the operator's user name, the only one that may change a stamp.
 	OperatorUser string
+	// Authority decides who may change or delete a claim: its creator, the operator, the
+	// platform.
+	Authority Authority
 	// Now is the clock of webhook-first-observed-at; nil means time.Now.
 	Now func() time.Time
 }
@@ -65,8 +73,18 @@ func (w *ClaimWebhook) Default(ctx context.Context, c *extv1beta1.SandboxClaim) 
 	if err != nil {
 		return err
 	}
+	creatorPath := field.NewPath("metadata", "annotations").Key(agentsv1beta1.AnnotationCreator)
+	if supplied, ok := c.Annotations[agentsv1beta1.AnnotationCreator]; ok && supplied != req.UserInfo.Username {
+		return invalid(claimGK, c.Name, field.ErrorList{field.Invalid(creatorPath, supplied,
+			fmt.Sprintf("set by admission to the identity that creates the claim (%s); leave it unset", req.UserInfo.Username))})
+	}
 	if c.Annotations == nil {
 		c.Annotations = map[string]string{}
+	}
+	// The claim belongs to whoever creates it: only they, the operator and the platform may
+	// change or delete it and its Sandbox (Authority).
+	if req.UserInfo.Username != "" {
+		c.Annotations[agentsv1beta1.AnnotationCreator] = req.UserInfo.Username
 	}
 	now := time.Now
 	if w.Now != nil {
@@ -183,16 +201,55 @@ func (w *ClaimWebhook) ValidateCreate(ctx context.Context, c *extv1beta1.Sandbox
 	return nil, err
 }
 
-// ValidateUpdate checks the updated claim (problems the old one had already are not held
-// against the update), that warmPoolRef did not change, and that only the operator changed the
-// stamp.
+// ValidateUpdate checks that whoever changes the claim's spec may (its creator, the operator,
+// the platform), the updated claim (problems the old one had already are not held against the
+// update), that warmPoolRef and the creator did not change, that only the operator changed the
+// stamp, and a changed spec against the template's policies, as at creation.
 func (w *ClaimWebhook) ValidateUpdate(ctx context.Context, oldClaim, newClaim *extv1beta1.SandboxClaim) (admission.Warnings, error) {
+	if u := userInfo(ctx); !equality.Semantic.DeepEqual(oldClaim.Spec, newClaim.Spec) && !w.authority().mayActFor(u, creatorOf(oldClaim.Annotations)) {
+		return nil, w.notYours(newClaim, u, "change")
+	}
 	errs := RatchetUpdate(ValidateClaim(newClaim), ValidateClaim(oldClaim))
 	errs = append(errs, ValidateClaimUpdate(newClaim, oldClaim, isOperator(ctx, w.OperatorUser))...)
+	if len(errs) == 0 && !equality.Semantic.DeepEqual(oldClaim.Spec, newClaim.Spec) && policy.AddsToTemplate(newClaim) {
+		tmpl, _, err := w.templateOf(ctx, newClaim.Namespace, newClaim.Spec.WarmPoolRef.Name, "")
+		if err != nil {
+			return nil, err
+		}
+		if tmpl != nil {
+			errs = append(errs, RatchetUpdate(policy.ValidateClaimAgainstTemplate(newClaim, tmpl), policy.ValidateClaimAgainstTemplate(oldClaim, tmpl))...)
+		}
+	}
 	return nil, invalid(claimGK, newClaim.Name, errs)
 }
 
-// ValidateDelete admits every deletion.
-func (w *ClaimWebhook) ValidateDelete(context.Context, *extv1beta1.SandboxClaim) (admission.Warnings, error) {
+// ValidateDelete admits the deletion of a claim by its creator, the operator and the
+// platform (and of a claim created before admission recorded creators, by anyone RBAC lets).
+func (w *ClaimWebhook) ValidateDelete(ctx context.Context, c *extv1beta1.SandboxClaim) (admission.Warnings, error) {
+	if u := userInfo(ctx); !w.authority().mayActFor(u, creatorOf(c.Annotations)) {
+		return nil, w.notYours(c, u, "delete")
+	}
 	return nil, nil
+}
+
+// notYours is the 403 for a request on someone else's claim.
+func (w *ClaimWebhook) notYours(c *extv1beta1.SandboxClaim, u authenticationv1.UserInfo, verb string) error {
+	return apierrors.NewForbidden(claimGR, c.Name, fmt.Errorf("the claim belongs to %s, who created it; %s may not %s it",
+		creatorOf(c.Annotations), orUnknown(u.Username), verb))
+}
+
+func orUnknown(user string) string {
+	if user == "" {
+		return "an unknown user"
+	}
+	return user
+}
+
+// authority is w.Authority, with OperatorUser as its operator when it names none.
+func (w *ClaimWebhook) authority() Authority {
+	a := w.Authority
+	if a.OperatorUser == "" {
+		a.OperatorUser = w.OperatorUser
+	}
+	return a
 }

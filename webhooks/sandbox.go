@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -51,6 +54,12 @@ type SandboxWebhook struct {
 	APIReader client.Reader
 	// OperatorUser is the operator's user name, the only one allowed to bind.
 	OperatorUser string
+	// Authority decides who may act on a bound Sandbox (its claim's creator, the operator,
+	// the platform) and who may write the operator's metadata.
+	Authority Authority
+	// Authorizer creates SubjectAccessReviews: a Sandbox someone creates or rebuilds runs a
+	// pod, so they must be allowed to create pods themselves. nil skips the check (unit tests).
+	Authorizer client.Client
 	// ClaimUIDIndex names a field index of Cache that maps Sandboxes to their
 	// agents.x-k8s.io/claim-uid label (see Options.ClaimUIDIndex); "" lists by label instead,
 	// which reads every Sandbox of the namespace.
@@ -79,7 +88,13 @@ func (w *SandboxWebhook) ValidateCreate(ctx context.Context, sb *agentsv1beta1.S
 	if err := w.guardMembership(ctx, &agentsv1beta1.Sandbox{}, sb, operator); err != nil {
 		return nil, err
 	}
-	return nil, invalid(sandboxGK, sb.Name, w.validate(sb, operator))
+	if err := w.guardMetadata(ctx, &agentsv1beta1.Sandbox{}, sb); err != nil {
+		return nil, err
+	}
+	if err := invalid(sandboxGK, sb.Name, w.validate(sb, operator)); err != nil {
+		return nil, err
+	}
+	return nil, w.guardPodRights(ctx, sb)
 }
 
 // ValidateUpdate runs the binding and membership guards, then the validation of what the
@@ -92,12 +107,136 @@ func (w *SandboxWebhook) ValidateUpdate(ctx context.Context, oldSB, newSB *agent
 	if err := w.guardMembership(ctx, oldSB, newSB, operator); err != nil {
 		return nil, err
 	}
-	return nil, invalid(sandboxGK, newSB.Name, RatchetUpdate(w.validate(newSB, operator), w.validate(oldSB, operator)))
+	if err := w.guardMetadata(ctx, oldSB, newSB); err != nil {
+		return nil, err
+	}
+	specChanged := !equality.Semantic.DeepEqual(oldSB.Spec, newSB.Spec)
+	if specChanged {
+		if err := w.guardOwner(ctx, oldSB, "change"); err != nil {
+			return nil, err
+		}
+	}
+	if err := invalid(sandboxGK, newSB.Name, RatchetUpdate(w.validate(newSB, operator), w.validate(oldSB, operator))); err != nil {
+		return nil, err
+	}
+	if !equality.Semantic.DeepEqual(oldSB.Spec.SandboxBlueprint, newSB.Spec.SandboxBlueprint) {
+		return nil, w.guardPodRights(ctx, newSB)
+	}
+	return nil, nil
 }
 
-// ValidateDelete admits every deletion.
-func (w *SandboxWebhook) ValidateDelete(context.Context, *agentsv1beta1.Sandbox) (admission.Warnings, error) {
-	return nil, nil
+// ValidateDelete admits the deletion of a Sandbox bound to a claim by the claim's creator, the
+// operator, the platform and the Kubernetes controllers only; every other deletion is RBAC's.
+func (w *SandboxWebhook) ValidateDelete(ctx context.Context, sb *agentsv1beta1.Sandbox) (admission.Warnings, error) {
+	return nil, w.guardOwner(ctx, sb, "delete")
+}
+
+// guardMetadata keeps the reserved keys of a Sandbox's metadata (agents.x-k8s.io,
+// extensions.agents.x-k8s.io, sandgate.dev and their subdomains) the operator's: they say
+// which claim, pool and template a Sandbox belongs to and how it was launched, and the pod's
+// selectable labels follow them. The platform may write them too (a restore from backup);
+// nobody else may set, change or remove one. Two writes of them are a user's own: the pod-name
+// annotation on a Sandbox they create (the defaulter sets it), and the v1alpha1 fields the
+// conversion keeps in conversion.sandgate.dev annotations when the request is a v1alpha1
+// client's.
+func (w *SandboxWebhook) guardMetadata(ctx context.Context, oldSB, newSB *agentsv1beta1.Sandbox) error {
+	u := userInfo(ctx)
+	if w.authority().trusted(u) {
+		return nil
+	}
+	asV1alpha1 := false
+	if req, err := admission.RequestFromContext(ctx); err == nil && req.RequestKind != nil {
+		asV1alpha1 = req.RequestKind.Version == "v1alpha1"
+	}
+	creating := oldSB.UID == ""
+	for _, part := range []struct {
+		what         string
+		old, new     map[string]string
+		userWritable func(string) bool
+	}{
+		{"label", oldSB.Labels, newSB.Labels, func(string) bool { return false }},
+		{"annotation", oldSB.Annotations, newSB.Annotations, func(k string) bool {
+			return (creating && k == agentsv1beta1.AnnotationPodName) || (asV1alpha1 && strings.HasPrefix(k, conversionDomain))
+		}},
+	} {
+		for _, k := range changedKeys(part.old, part.new) {
+			if agentsv1beta1.IsReservedKey(k) && !part.userWritable(k) {
+				return apierrors.NewForbidden(sandboxGR, newSB.Name, fmt.Errorf(
+					"the %s %s of a Sandbox is the operator's: only the operator (%s) or the platform may set, change or remove it, not %s",
+					part.what, k, w.OperatorUser, orUnknown(u.Username)))
+			}
+		}
+	}
+	return nil
+}
+
+// conversionDomain prefixes the annotations in which the conversion keeps v1alpha1's fields.
+const conversionDomain = "conversion.sandgate.dev/"
+
+// changedKeys lists the keys set, changed or removed between two maps, sorted.
+func changedKeys(old, new map[string]string) []string {
+	var out []string
+	for k, v := range new {
+		if ov, ok := old[k]; !ok || ov != v {
+			out = append(out, k)
+		}
+	}
+	for k := range old {
+		if _, ok := new[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// guardOwner admits a change of the spec, or the deletion (verb), of a Sandbox bound to a claim
+// only from the claim's creator, the operator, the platform and the Kubernetes controllers:
+// another tenant of the namespace cannot suspend a victim's Sandbox, change its image and resume
+// it under the victim's Ready claim.
+func (w *SandboxWebhook) guardOwner(ctx context.Context, sb *agentsv1beta1.Sandbox, verb string) error {
+	u := userInfo(ctx)
+	ref, _ := ClaimBindingOf(sb)
+	if ref == nil || w.authority().trusted(u) {
+		return nil
+	}
+	c, err := w.claim(ctx, sb.Namespace, ref.Name, ref.UID, nil)
+	if err != nil {
+		return apierrors.NewInternalError(fmt.Errorf("looking up claim %s/%s: %w", sb.Namespace, ref.Name, err))
+	}
+	if c == nil || w.authority().mayActFor(u, creatorOf(c.Annotations)) {
+		return nil
+	}
+	return apierrors.NewForbidden(sandboxGR, sb.Name, fmt.Errorf("the Sandbox is claim %s's, which belongs to %s; %s may not %s it",
+		c.Name, creatorOf(c.Annotations), orUnknown(u.Username), verb))
+}
+
+// guardPodRights admits a Sandbox that a user (not the operator, not the platform) creates or
+// whose blueprint they change only if they may create pods in its namespace: the operator runs
+// the pod for them, with whatever service account, secrets and volumes the blueprint names, and
+// must never be a way around pod RBAC.
+func (w *SandboxWebhook) guardPodRights(ctx context.Context, sb *agentsv1beta1.Sandbox) error {
+	u := userInfo(ctx)
+	if w.Authorizer == nil || w.authority().trusted(u) {
+		return nil
+	}
+	extra := make(map[string]authorizationv1.ExtraValue, len(u.Extra))
+	for k, v := range u.Extra {
+		extra[k] = authorizationv1.ExtraValue(v)
+	}
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: u.Username, Groups: u.Groups, UID: u.UID, Extra: extra,
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: sb.Namespace, Verb: "create", Resource: "pods"},
+	}}
+	if err := w.Authorizer.Create(ctx, sar); err != nil {
+		return apierrors.NewInternalError(fmt.Errorf("asking whether %s may create pods: %w", u.Username, err))
+	}
+	if !sar.Status.Allowed {
+		return apierrors.NewForbidden(sandboxGR, sb.Name, fmt.Errorf(
+			"a Sandbox runs a pod of its blueprint; %s may not create pods in namespace %s, so may not create or rebuild a Sandbox either (claim one from a pool instead)",
+			orUnknown(u.Username), sb.Namespace))
+	}
+	return nil
 }
 
 // validate applies ValidateSandbox. The operator copies podTemplates of templates verbatim, and
@@ -454,4 +593,13 @@ func orNone(s string) string {
 		return "<none>"
 	}
 	return s
+}
+
+// authority is w.Authority, with OperatorUser as its operator when it names none.
+func (w *SandboxWebhook) authority() Authority {
+	a := w.Authority
+	if a.OperatorUser == "" {
+		a.OperatorUser = w.OperatorUser
+	}
+	return a
 }

@@ -22,14 +22,17 @@ const DefaultOperatorUser = "system:serviceaccount:sandgate-system:sandgate-cont
 //
 // A claim's CREATE costs one round trip: the stamping webhook checks the new claim as it stamps
 // it (ClaimWebhook.Default), and is reinvoked if a later mutating webhook changes the claim.
-// The claim validator is called for updates of the spec or of the stamp only: a claim's other
-// labels and annotations (the operator's sandbox-name bookkeeping, a user's label) are
-// nothing it checks.
+// The claim validator is called for updates of the spec, the stamp or the creator, and for
+// deletions by anyone but the claim's recorded creator: a claim's other labels and
+// annotations (the operator's sandbox-name bookkeeping, a user's label) are nothing it
+// checks, and a creator deleting their own claim is admitted without a round trip.
 //
 // The binding guard (which also validates Sandboxes) is called only for writes it can refuse:
-// creates, and updates that change the spec, the owner references, the claim-uid, warm-pool
-// or template-hash labels, or the pod-name annotation. Others — a label or annotation of the user's, a
-// finalizer — would pay a round trip for an answer known in advance.
+// creates; updates that change the spec, the owner references, or any label or annotation
+// under the reserved domains (agents.x-k8s.io, extensions.agents.x-k8s.io, sandgate.dev and
+// their subdomains); and deletions of a bound Sandbox. Others — a label or annotation of the
+// user's, a finalizer, a pool scaling down — would pay a round trip for an answer known in
+// advance.
 //
 // The Sandbox defaulter is called only when a default is missing: the CRD schema fills the
 // spec's defaults while decoding, before admission, and the operator sets the pod-name
@@ -37,9 +40,9 @@ const DefaultOperatorUser = "system:serviceaccount:sandgate-system:sandgate-cont
 // trip for nothing.
 //
 // +kubebuilder:webhook:path=/mutate-extensions-agents-x-k8s-io-v1beta1-sandboxclaim,mutating=true,failurePolicy=fail,sideEffects=None,groups=extensions.agents.x-k8s.io,resources=sandboxclaims,verbs=create,versions=v1beta1,name=stamp.sandboxclaims.extensions.agents.x-k8s.io,matchPolicy=Equivalent,reinvocationPolicy=IfNeeded,admissionReviewVersions=v1,timeoutSeconds=10
-// +kubebuilder:webhook:path=/validate-extensions-agents-x-k8s-io-v1beta1-sandboxclaim,mutating=false,failurePolicy=fail,sideEffects=None,groups=extensions.agents.x-k8s.io,resources=sandboxclaims,verbs=update,versions=v1beta1,name=validate.sandboxclaims.extensions.agents.x-k8s.io,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"spec-or-stamp","expression":"object.spec != oldObject.spec || (has(object.metadata.annotations) && 'agents.x-k8s.io/sandbox-template-hash' in object.metadata.annotations ? object.metadata.annotations['agents.x-k8s.io/sandbox-template-hash'] : '') != (has(oldObject.metadata.annotations) && 'agents.x-k8s.io/sandbox-template-hash' in oldObject.metadata.annotations ? oldObject.metadata.annotations['agents.x-k8s.io/sandbox-template-hash'] : '')"}]}`
+// +kubebuilder:webhook:path=/validate-extensions-agents-x-k8s-io-v1beta1-sandboxclaim,mutating=false,failurePolicy=fail,sideEffects=None,groups=extensions.agents.x-k8s.io,resources=sandboxclaims,verbs=update;delete,versions=v1beta1,name=validate.sandboxclaims.extensions.agents.x-k8s.io,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"spec-stamp-creator-or-someone-elses-delete","expression":"request.operation == 'DELETE' ? (has(oldObject.metadata.annotations) && 'sandgate.dev/creator' in oldObject.metadata.annotations && oldObject.metadata.annotations['sandgate.dev/creator'] != request.userInfo.username) : (object.spec != oldObject.spec || (has(object.metadata.annotations) && 'agents.x-k8s.io/sandbox-template-hash' in object.metadata.annotations ? object.metadata.annotations['agents.x-k8s.io/sandbox-template-hash'] : '') != (has(oldObject.metadata.annotations) && 'agents.x-k8s.io/sandbox-template-hash' in oldObject.metadata.annotations ? oldObject.metadata.annotations['agents.x-k8s.io/sandbox-template-hash'] : '') || (has(object.metadata.annotations) && 'sandgate.dev/creator' in object.metadata.annotations ? object.metadata.annotations['sandgate.dev/creator'] : '') != (has(oldObject.metadata.annotations) && 'sandgate.dev/creator' in oldObject.metadata.annotations ? oldObject.metadata.annotations['sandgate.dev/creator'] : ''))"}]}`
 // +kubebuilder:webhook:path=/mutate-agents-x-k8s-io-v1beta1-sandbox,mutating=true,failurePolicy=fail,sideEffects=None,groups=agents.x-k8s.io,resources=sandboxes,verbs=create,versions=v1beta1,name=default.sandboxes.agents.x-k8s.io,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"defaults-missing","expression":"!has(object.spec.shutdownPolicy) || !has(object.spec.operatingMode) || !has(object.metadata.annotations) || !('agents.x-k8s.io/pod-name' in object.metadata.annotations)"}]}`
-// +kubebuilder:webhook:path=/validate-agents-x-k8s-io-v1beta1-sandbox,mutating=false,failurePolicy=fail,sideEffects=None,groups=agents.x-k8s.io,resources=sandboxes,verbs=create;update,versions=v1beta1,name=binding-guard.sandboxes.agents.x-k8s.io,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"binding-membership-or-spec","expression":"request.operation == 'CREATE' || object.spec != oldObject.spec || (has(object.metadata.ownerReferences) ? object.metadata.ownerReferences : []) != (has(oldObject.metadata.ownerReferences) ? oldObject.metadata.ownerReferences : []) || ['agents.x-k8s.io/claim-uid', 'agents.x-k8s.io/warm-pool-sandbox', 'agents.x-k8s.io/sandbox-template-hash'].exists(k, (has(object.metadata.labels) && k in object.metadata.labels ? object.metadata.labels[k] : '') != (has(oldObject.metadata.labels) && k in oldObject.metadata.labels ? oldObject.metadata.labels[k] : '')) || (has(object.metadata.annotations) && 'agents.x-k8s.io/pod-name' in object.metadata.annotations ? object.metadata.annotations['agents.x-k8s.io/pod-name'] : '') != (has(oldObject.metadata.annotations) && 'agents.x-k8s.io/pod-name' in oldObject.metadata.annotations ? oldObject.metadata.annotations['agents.x-k8s.io/pod-name'] : '')"}]}`
+// +kubebuilder:webhook:path=/validate-agents-x-k8s-io-v1beta1-sandbox,mutating=false,failurePolicy=fail,sideEffects=None,groups=agents.x-k8s.io,resources=sandboxes,verbs=create;update;delete,versions=v1beta1,name=binding-guard.sandboxes.agents.x-k8s.io,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"binding-membership-spec-reserved-metadata-or-bound-delete","expression":"request.operation == 'DELETE' ? (has(oldObject.metadata.labels) && 'agents.x-k8s.io/claim-uid' in oldObject.metadata.labels) : (request.operation == 'CREATE' || object.spec != oldObject.spec || (has(object.metadata.ownerReferences) ? object.metadata.ownerReferences : []) != (has(oldObject.metadata.ownerReferences) ? oldObject.metadata.ownerReferences : []) || ![[has(object.metadata.labels) ? object.metadata.labels : {}, has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}]].all(p, p[0].all(k, !k.matches('^([^/]*[.])?(agents[.]x-k8s[.]io|sandgate[.]dev)/') || (k in p[1] && p[1][k] == p[0][k])) && p[1].all(k, !k.matches('^([^/]*[.])?(agents[.]x-k8s[.]io|sandgate[.]dev)/') || k in p[0])) || ![[has(object.metadata.annotations) ? object.metadata.annotations : {}, has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}]].all(p, p[0].all(k, !k.matches('^([^/]*[.])?(agents[.]x-k8s[.]io|sandgate[.]dev)/') || (k in p[1] && p[1][k] == p[0][k])) && p[1].all(k, !k.matches('^([^/]*[.])?(agents[.]x-k8s[.]io|sandgate[.]dev)/') || k in p[0])))"}]}`
 // +kubebuilder:webhook:path=/mutate-extensions-agents-x-k8s-io-v1beta1-sandboxtemplate,mutating=true,failurePolicy=fail,sideEffects=None,groups=extensions.agents.x-k8s.io,resources=sandboxtemplates,verbs=create;update,versions=v1beta1,name=default.sandboxtemplates.extensions.agents.x-k8s.io,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10
 // +kubebuilder:webhook:path=/validate-extensions-agents-x-k8s-io-v1beta1-sandboxtemplate,mutating=false,failurePolicy=fail,sideEffects=None,groups=extensions.agents.x-k8s.io,resources=sandboxtemplates,verbs=create;update,versions=v1beta1,name=validate.sandboxtemplates.extensions.agents.x-k8s.io,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10
 // +kubebuilder:webhook:path=/mutate-extensions-agents-x-k8s-io-v1beta1-sandboxwarmpool,mutating=true,failurePolicy=fail,sideEffects=None,groups=extensions.agents.x-k8s.io,resources=sandboxwarmpools,verbs=create;update,versions=v1beta1,name=default.sandboxwarmpools.extensions.agents.x-k8s.io,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10
@@ -48,6 +51,8 @@ const DefaultOperatorUser = "system:serviceaccount:sandgate-system:sandgate-cont
 // The webhooks read pools and templates (stamping) and claims (binding guard).
 // +kubebuilder:rbac:groups=extensions.agents.x-k8s.io,resources=sandboxwarmpools;sandboxtemplates,verbs=get
 // +kubebuilder:rbac:groups=extensions.agents.x-k8s.io,resources=sandboxclaims,verbs=get;list;watch
+// The binding guard asks whether a user who creates a Sandbox may create pods.
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
 // Options configure Setup.
 type Options struct {
@@ -56,6 +61,9 @@ type Options struct {
 	OperatorUser string
 	// Now is the clock of the claims' webhook-first-observed-at; nil means time.Now.
 	Now func() time.Time
+	// PlatformGroups are the groups trusted to act on every claim and Sandbox (Authority);
+	// nil means DefaultPlatformGroups.
+	PlatformGroups []string
 	// ClaimUIDIndex names a field index of the manager's cache that maps Sandboxes to their
 	// agents.x-k8s.io/claim-uid label (reconcilers.IndexSandboxClaimUID, which the claim
 	// controller registers): the binding guard looks a claim's Sandboxes up in it. "" lists
@@ -70,8 +78,10 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if opts.OperatorUser == "" {
 		opts.OperatorUser = DefaultOperatorUser
 	}
-	claims := &ClaimWebhook{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), OperatorUser: opts.OperatorUser, Now: opts.Now}
-	sandboxes := &SandboxWebhook{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), OperatorUser: opts.OperatorUser, ClaimUIDIndex: opts.ClaimUIDIndex}
+	authority := Authority{OperatorUser: opts.OperatorUser, PlatformGroups: opts.PlatformGroups}
+	claims := &ClaimWebhook{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), OperatorUser: opts.OperatorUser, Authority: authority, Now: opts.Now}
+	sandboxes := &SandboxWebhook{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), OperatorUser: opts.OperatorUser,
+		Authority: authority, Authorizer: mgr.GetClient(), ClaimUIDIndex: opts.ClaimUIDIndex}
 	for _, err := range []error{
 		wrap("SandboxClaim (stamping, validation)", register(mgr, &extv1beta1.SandboxClaim{}, claims, claims)),
 		wrap("Sandbox (defaulting, binding guard)", register(mgr, &agentsv1beta1.Sandbox{}, sandboxes, sandboxes)),

@@ -29,27 +29,10 @@ func ValidateReferenceName(name string, fldPath *field.Path) field.ErrorList {
 	return errs
 }
 
-// validateVolumeClaimTemplates checks that each template has a unique DNS-1123 label name: the
-// PVC is named <name>-<sandbox> and the pod mounts it by that name.
+// validateVolumeClaimTemplates is policy.ValidateVolumeClaimTemplates: unique DNS-1123
+// names, at most policy.MaxVolumeClaimTemplates, no reserved keys in their metadata.
 func validateVolumeClaimTemplates(vcts []agentsv1beta1.PersistentVolumeClaimTemplate, fldPath *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	seen := sets.New[string]()
-	for i := range vcts {
-		p := fldPath.Index(i).Child("metadata", "name")
-		name := vcts[i].Name
-		switch {
-		case name == "":
-			errs = append(errs, field.Required(p, "the PVC is named <name>-<sandbox>"))
-		case seen.Has(name):
-			errs = append(errs, field.Duplicate(p, name))
-		default:
-			for _, msg := range validation.IsDNS1123Label(name) {
-				errs = append(errs, field.Invalid(p, name, msg))
-			}
-		}
-		seen.Insert(name)
-	}
-	return errs
+	return policy.ValidateVolumeClaimTemplates(vcts, fldPath)
 }
 
 // validateBlueprint checks what sandboxes, templates and (through templates) pools share.
@@ -106,7 +89,10 @@ func ValidateClaim(c *extv1beta1.SandboxClaim) field.ErrorList {
 	spec := field.NewPath("spec")
 	errs := ValidateReferenceName(c.Spec.WarmPoolRef.Name, spec.Child("warmPoolRef", "name"))
 	errs = append(errs, policy.ValidateClaimPodMetadata(&c.Spec.AdditionalPodMetadata, spec.Child("additionalPodMetadata"))...)
-	errs = append(errs, validateClaimEnv(c.Spec.Env, spec.Child("env"))...)
+	errs = append(errs, policy.ValidateClaimLists(c)...)
+	if len(c.Spec.Env) <= policy.MaxClaimEnv { // a longer list is refused whole, not walked
+		errs = append(errs, validateClaimEnv(c.Spec.Env, spec.Child("env"))...)
+	}
 	errs = append(errs, validateVolumeClaimTemplates(c.Spec.VolumeClaimTemplates, spec.Child("volumeClaimTemplates"))...)
 	if lc := c.Spec.Lifecycle; lc != nil {
 		p := spec.Child("lifecycle")
@@ -157,6 +143,8 @@ func ValidateClaimUpdate(newClaim, oldClaim *extv1beta1.SandboxClaim, byOperator
 		errs = append(errs, immutableKey(newClaim.Annotations, oldClaim.Annotations, agentsv1beta1.AnnotationSandboxTemplateHash,
 			field.NewPath("metadata", "annotations"), "set by admission and the operator only")...)
 	}
+	errs = append(errs, immutableKey(newClaim.Annotations, oldClaim.Annotations, agentsv1beta1.AnnotationCreator,
+		field.NewPath("metadata", "annotations"), "the identity that created the claim, recorded by admission")...)
 	return errs
 }
 

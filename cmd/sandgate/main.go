@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -18,6 +19,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/sandgate-dev/sandgate/api"
+	"github.com/sandgate-dev/sandgate/api/policy"
 	"github.com/sandgate-dev/sandgate/reconcilers"
 	"github.com/sandgate-dev/sandgate/webhooks"
 )
@@ -47,6 +49,24 @@ type options struct {
 	refillQuietPeriod       time.Duration
 	refillLowWaterPercent   int
 	gracefulShutdownTimeout time.Duration
+	platformGroups          stringList
+	runtimeAnnotations      stringList
+	restamp                 bool
+}
+
+// stringList is a comma-separated flag value.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+func (l *stringList) Set(v string) error {
+	*l = nil
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*l = append(*l, s)
+		}
+	}
+	return nil
 }
 
 func (o *options) bind(fs *flag.FlagSet) {
@@ -72,6 +92,11 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.DurationVar(&o.refillQuietPeriod, "pool-refill-quiet-period", reconcilers.DefaultRefillQuietPeriod, "How long claims must pause before a pool replaces the members they took: replacements compete with claims for the API server. 0 replaces at once.")
 	fs.IntVar(&o.refillLowWaterPercent, "pool-refill-low-water-percent", reconcilers.DefaultRefillLowWaterPercent, "Percentage of a pool's replicas below which its ready members are replaced at once, even while claims arrive.")
 	fs.DurationVar(&o.gracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long running reconciles may take to finish on shutdown.")
+	o.platformGroups = append(stringList(nil), webhooks.DefaultPlatformGroups...)
+	fs.Var(&o.platformGroups, "platform-groups", "Comma-separated groups trusted to change and delete every claim and Sandbox, and to write the operator's metadata (docs/threat-model.md).")
+	o.runtimeAnnotations = append(stringList(nil), policy.DefaultRuntimeAnnotationPrefixes...)
+	fs.Var(&o.runtimeAnnotations, "claim-refused-annotation-prefixes", "Comma-separated annotation prefixes a claim's additionalPodMetadata may not use: the container runtimes' option annotations.")
+	fs.BoolVar(&o.restamp, "restamp", true, "Restamp a claim whose stamped template version is gone (no member of it left, the template changed) to the current version, visibly (ClaimRestamped event, Ready reason Restamped); false leaves such a claim Ready=False with reason StampedVersionGone.")
 }
 
 func (o *options) validate() error {
@@ -106,6 +131,9 @@ func (o *options) validate() error {
 	if o.coldStartGrace < 0 {
 		errs = append(errs, fmt.Errorf("--cold-start-grace must not be negative, got %s", o.coldStartGrace))
 	}
+	if len(o.platformGroups) == 0 {
+		errs = append(errs, errors.New("--platform-groups must name at least one group"))
+	}
 	if o.clusterDomain == "" {
 		errs = append(errs, errors.New("--cluster-domain must not be empty"))
 	}
@@ -125,6 +153,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "invalid flags:\n%v\n", err)
 		os.Exit(2)
 	}
+	policy.SetRuntimeAnnotationPrefixes(opts.runtimeAnnotations)
 	if err := run(opts); err != nil {
 		ctrl.Log.Error(err, "manager stopped")
 		os.Exit(1)
@@ -185,6 +214,7 @@ func run(opts options) error {
 		Refill:          reconcilers.RefillPolicy{QuietPeriod: opts.refillQuietPeriod, LowWaterPercent: opts.refillLowWaterPercent},
 		WarmPoolWorkers: opts.warmPoolWorkers,
 		ClaimWorkers:    opts.claimWorkers,
+		RefuseRestamp:   !opts.restamp,
 	}); err != nil {
 		return err
 	}

@@ -68,7 +68,7 @@ func setupWebhooks(mgr ctrl.Manager, opts options, watcher *certs.Watcher) error
 	if err := mgr.Add(watcher); err != nil {
 		return fmt.Errorf("adding the certificate watcher: %w", err)
 	}
-	wopts := webhooks.Options{OperatorUser: opts.operatorUser}
+	wopts := webhooks.Options{OperatorUser: opts.operatorUser, PlatformGroups: opts.platformGroups}
 	if opts.extensions {
 		wopts.ClaimUIDIndex = reconcilers.IndexSandboxClaimUID // registered with the claim controller
 	}
