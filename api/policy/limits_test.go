@@ -86,11 +86,11 @@ func TestValidateClaimListsBoundsEnv(t *testing.T) {
 func TestClaimMayNotSetContainerRuntimeAnnotations(t *testing.T) {
 	path := field.NewPath("spec", "additionalPodMetadata")
 	md := &agentsv1beta1.PodMetadata{Annotations: map[string]string{
-		"io.kubernetes.cri-o.userns-mode":                    "host",
+		"io.kubernetes.cri-o.userns-mode":                   "host",
 		"io.katacontainers.config.hypervisor.kernel_params": "x",
-		"dev.gvisor.spec.mount.data.share":                   "shared",
-		"io.containerd.runc.v2.options":                      "x",
-		"team.example.com/owner":                             "ml",
+		"dev.gvisor.spec.mount.data.share":                  "shared",
+		"io.containerd.runc.v2.options":                     "x",
+		"team.example.com/owner":                            "ml",
 	}}
 	want := []string{
 		"Forbidden spec.additionalPodMetadata.annotations[dev.gvisor.spec.mount.data.share]",
