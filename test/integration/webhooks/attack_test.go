@@ -3,11 +3,14 @@
 package webhooks_test
 
 import (
+	"fmt"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
@@ -24,10 +27,19 @@ import (
 // or harmless.
 
 // tenant returns a client acting as user name, bound to the shipped sandbox-editor-role in the
-// test's namespace and nothing else.
+// test's namespace and allowed to create pods there: the guard's rules are what these attacks
+// meet, not the pod-rights rule (a user without pod rights creates no Sandbox at all; the
+// claims suite's TestAttackSandboxCreationNeedsPodRights shows it).
 func (e *env) tenant(name string) client.Client {
 	e.t.Helper()
-	return cluster.Tenant(e.t, e.admin, e.ns, name)
+	c := cluster.Tenant(e.t, e.admin, e.ns, name)
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "pods-" + name, Namespace: e.ns}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create"}}}}
+	e.create(e.admin, role)
+	e.create(e.admin, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "pods-" + name, Namespace: e.ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: name}}})
+	return c
 }
 
 // Finding 1: a tenant cannot make a Sandbox look like a pool member — not with the pool's
@@ -79,17 +91,23 @@ func TestAttackLookalikePoolMemberRefused(t *testing.T) {
 func TestAttackUsedSandboxBackIntoPoolRefused(t *testing.T) {
 	e := setupBinding(t)
 	mallory := e.tenant("mallory")
-	e.g.Expect(e.bind(e.operator, e.warm, e.claim)).To(Succeed())
-	e.g.Expect(mallory.Delete(e.ctx(), e.claim, client.PropagationPolicy(metav1.DeletePropagationOrphan))).To(Succeed())
+	mine := builders.MakeClaim("mallorys", e.ns, "web").Obj()
+	e.create(mallory, mine)
+	e.get(mine)
+	e.g.Expect(e.bind(e.operator, e.warm, mine)).To(Succeed())
+	e.g.Expect(mallory.Delete(e.ctx(), mine, client.PropagationPolicy(metav1.DeletePropagationOrphan))).To(Succeed())
 	used := &agentsv1beta1.Sandbox{}
 	e.g.Eventually(func(g Gomega) {
 		g.Expect(mallory.Get(e.ctx(), client.ObjectKeyFromObject(e.warm), used)).To(Succeed())
 		g.Expect(used.OwnerReferences).To(BeEmpty())
 	}).Should(Succeed())
-	// Edit it and scrub the claim's marks: allowed, it is theirs now.
-	e.g.Expect(mergePatch(e.ctx(), mallory, used, map[string]any{
+	// The claim's marks are the operator's: they cannot be scrubbed (issue 20, class 2).
+	expectForbidden(e.g, mergePatch(e.ctx(), mallory, used, map[string]any{
 		"metadata": map[string]any{"labels": map[string]any{agentsv1beta1.LabelClaimUID: nil, agentsv1beta1.LabelLaunchType: nil}},
-		"spec":     map[string]any{"podTemplate": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "main", "image": "attacker.example/evil:1"}}}}},
+	}), "operator")
+	// Edit it: allowed, it is theirs now.
+	e.g.Expect(mergePatch(e.ctx(), mallory, used, map[string]any{
+		"spec": map[string]any{"podTemplate": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "main", "image": "attacker.example/evil:1"}}}}},
 	})).To(Succeed())
 	pool := &extv1beta1.SandboxWarmPool{}
 	e.g.Expect(mallory.Get(e.ctx(), client.ObjectKey{Namespace: e.ns, Name: "web"}, pool)).To(Succeed())
@@ -215,4 +233,37 @@ func TestAttackClaimSystemPodMetadataInvalid(t *testing.T) {
 		expectInvalid(e.g, mallory.Create(e.ctx(), c), "spec.additionalPodMetadata.annotations["+key+"]")
 	}
 	e.create(mallory, builders.MakeClaim("meta", e.ns, "web").PodAnnotation("cluster-autoscaler.kubernetes.io/safe-to-evict", "false").Obj())
+}
+
+// Issue 20, class 5: cheap denial of service and runtime knobs. A tenant's claim cannot carry
+// an env list the webhooks would walk for seconds, nor volume claim templates without bound,
+// nor annotations through which the container runtime would run the platform's pod otherwise.
+func TestAttackClaimListsAndRuntimeKnobsRefused(t *testing.T) {
+	e := setup(t)
+	e.templatePool("web")
+	mallory := e.tenant("mallory")
+
+	long := builders.MakeClaim("long-env", e.ns, "web").Obj()
+	for i := range policy.MaxClaimEnv + 1 {
+		long.Spec.Env = append(long.Spec.Env, extv1beta1.EnvVar{Name: fmt.Sprintf("V%d", i), Value: "x"})
+	}
+	err := mallory.Create(e.ctx(), long)
+	e.g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v, want 422", err)
+	e.g.Expect(err).To(MatchError(ContainSubstring("spec.env")))
+
+	vcts := builders.MakeClaim("many-volumes", e.ns, "web").Obj()
+	for i := range policy.MaxVolumeClaimTemplates + 1 {
+		vcts.Spec.VolumeClaimTemplates = append(vcts.Spec.VolumeClaimTemplates, builders.VolumeClaimTemplate(fmt.Sprintf("v%d", i), "1Gi"))
+	}
+	err = mallory.Create(e.ctx(), vcts)
+	e.g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v, want 422", err)
+	e.g.Expect(err).To(MatchError(ContainSubstring("spec.volumeClaimTemplates")))
+
+	for _, key := range []string{"io.kubernetes.cri-o.userns-mode", "io.katacontainers.config.hypervisor.kernel_params",
+		"dev.gvisor.spec.mount.data.share", "io.containerd.runc.v2.options"} {
+		knob := builders.MakeClaim("knob", e.ns, "web").PodAnnotation(key, "x").Obj()
+		err := mallory.Create(e.ctx(), knob)
+		e.g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%s: got %v, want 422", key, err)
+		e.g.Expect(err).To(MatchError(ContainSubstring("spec.additionalPodMetadata.annotations[" + key + "]")))
+	}
 }
