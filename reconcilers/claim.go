@@ -273,6 +273,9 @@ func (r *claimReconciler) reconcile(ctx context.Context, s *claimStep) (ctrl.Res
 		}
 		r.mirror(claim, sb)
 		if reported {
+			if err := r.labelTemplateUID(ctx, sb, s.mem.template); err != nil {
+				return result, err
+			}
 			wait, err := r.recordSandboxName(ctx, s, sb)
 			return requeueWithin(result, wait), err
 		}
@@ -293,6 +296,28 @@ func (r *claimReconciler) reconcile(ctx context.Context, s *claimStep) (ctrl.Res
 	}
 	serve, err := r.serve(ctx, s)
 	return requeueWithin(result, serve.RequeueAfter), err
+}
+
+// labelTemplateUID gives a bound Sandbox that does not say which template's UID its pod is
+// selected by (one the public controller built and bound before the switch-over: its blueprint
+// predates the label) the UID of its template as a metadata label, which the Sandbox
+// controller puts on the pod: the template's NetworkPolicy selects it again. Every Sandbox the
+// operator builds has the label in its blueprint, so this writes nothing for them.
+func (r *claimReconciler) labelTemplateUID(ctx context.Context, sb *agentsv1beta1.Sandbox, template string) error {
+	if template == "" || sb.Spec.PodTemplate.ObjectMeta.Labels[agentsv1beta1.LabelTemplateUID] != "" || sb.Labels[agentsv1beta1.LabelTemplateUID] != "" {
+		return nil
+	}
+	tmpl := &extv1beta1.SandboxTemplate{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: sb.Namespace, Name: template}, tmpl); err != nil || tmpl.UID == "" {
+		return client.IgnoreNotFound(err)
+	}
+	uid := string(tmpl.UID)
+	p := &metadataPatch{}
+	p.setLabel(agentsv1beta1.LabelTemplateUID, &uid)
+	if err := patchMetadata(ctx, r.Client, sb, p); err != nil {
+		return fmt.Errorf("labelling sandbox with its template's uid: %w", err)
+	}
+	return nil
 }
 
 // recordSandboxName writes the name of the claim's Sandbox into its agents.x-k8s.io/sandbox-name

@@ -82,3 +82,21 @@ func (c *Cluster) UserWithRole(t testing.TB, admin client.Client, ns, name, role
 	}
 	return tenant
 }
+
+// AllowPods lets user create pods in namespace ns (a Role and RoleBinding made by admin), as a
+// platform may grant a tenant: a user creates a Sandbox only if they may create its pod.
+func (c *Cluster) AllowPods(t testing.TB, admin client.Client, ns, user string) {
+	t.Helper()
+	ctx := context.Background()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "pods-" + user, Namespace: ns}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{""}, Resources: []string{"pods", "persistentvolumeclaims"}, Verbs: []string{"create", "get", "list", "watch", "delete"}}}}
+	if err := admin.Create(ctx, role); err != nil {
+		t.Fatalf("creating the pod role of %s: %v", user, err)
+	}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "pods-" + user, Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}}}
+	if err := admin.Create(ctx, binding); err != nil {
+		t.Fatalf("binding the pod role of %s: %v", user, err)
+	}
+}

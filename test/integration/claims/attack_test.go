@@ -75,6 +75,7 @@ func TestAttackLookalikeDuringRefill(t *testing.T) {
 func TestAttackColdStartNameSquatting(t *testing.T) {
 	e := setupWithoutManager(t, 0)
 	mallory := cluster.Tenant(t, e.Client, e.ns, "mallory")
+	e.grantPods("mallory") // a Sandbox of their own needs pod rights (issue 20, class 5)
 	var claim *extv1beta1.SandboxClaim
 	var served *agentsv1beta1.Sandbox
 	t.Run("first-manager", func(t *testing.T) {

@@ -325,7 +325,8 @@ func TestTemplateNetworkPolicy(t *testing.T) {
 	e := setup(t, 0)
 	e.create(builders.MakeTemplate("tmpl", e.ns).Obj())
 	npKey := e.key(reconcilers.NetworkPolicyName("tmpl"))
-	selector := map[string]string{agentsv1beta1.LabelSandboxTemplateRefHash: agentsv1beta1.NameHash("tmpl")}
+	// The template's UID, which no other template's pods carry (issue 20, class 3).
+	selector := map[string]string{agentsv1beta1.LabelTemplateUID: string(e.template(e.g, "tmpl").UID)}
 	e.eventually(func(g Gomega) {
 		g.Expect(e.template(g, "tmpl").Labels).To(HaveKeyWithValue(agentsv1beta1.LabelSandboxTemplateRefHash, agentsv1beta1.NameHash("tmpl")))
 		np := &networkingv1.NetworkPolicy{}

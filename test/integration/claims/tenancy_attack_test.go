@@ -10,7 +10,6 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -45,16 +44,10 @@ func (e *env) podOf(g Gomega, sb *agentsv1beta1.Sandbox) *corev1.Pod {
 	return pod
 }
 
-// grantPods lets user create and delete pods in the namespace, as a platform may grant a
-// tenant: the attacker of class 1 needs it to leave pods behind.
+// grantPods lets user create pods in the namespace, as a platform may grant a tenant.
 func (e *env) grantPods(user string) {
 	e.t.Helper()
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "pods-" + user, Namespace: e.ns}, Rules: []rbacv1.PolicyRule{{
-		APIGroups: []string{""}, Resources: []string{"pods", "persistentvolumeclaims"}, Verbs: []string{"create", "get", "list", "watch", "delete"}}}}
-	e.create(role)
-	e.create(&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "pods-" + user, Namespace: e.ns},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
-		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}}})
+	cluster.AllowPods(e.t, e.Client, e.ns, user)
 }
 
 // Class 1: a tenant creates a Sandbox named like a victim's future claim (with the template's

@@ -62,6 +62,7 @@ func TestV1alpha1ClaimIsStampedAtAdmission(t *testing.T) {
 	e := setup(t)
 	tmpl := e.templatePool("web")
 	tenant := cluster.Tenant(t, e.Client, e.ns, tenantName)
+	cluster.AllowPods(t, e.Client, e.ns, tenantName) // a Sandbox of their own needs pod rights
 
 	claim := alphaClaim("c1", e.ns, "web", "web")
 	e.g.Expect(tenant.Create(e.ctx(), claim)).To(Succeed())
@@ -91,6 +92,7 @@ func TestV1alpha1BindingByNonOperatorIsRefused(t *testing.T) {
 	e := setup(t)
 	tmpl := e.templatePool("web")
 	tenant := cluster.Tenant(t, e.Client, e.ns, tenantName)
+	cluster.AllowPods(t, e.Client, e.ns, tenantName) // a Sandbox of their own needs pod rights
 	claim := alphaClaim("c1", e.ns, "web", "web")
 	e.g.Expect(tenant.Create(e.ctx(), claim)).To(Succeed())
 
@@ -120,6 +122,7 @@ func TestV1alpha1BindingByNonOperatorIsRefused(t *testing.T) {
 func TestV1alpha1WritesAreValidated(t *testing.T) {
 	e := setup(t)
 	tenant := cluster.Tenant(t, e.Client, e.ns, tenantName)
+	cluster.AllowPods(t, e.Client, e.ns, tenantName) // a Sandbox of their own needs pod rights
 
 	tmpl := &extv1alpha1.SandboxTemplate{
 		ObjectMeta: metav1.ObjectMeta{Name: "reserved", Namespace: e.ns},
@@ -149,6 +152,7 @@ func TestV1alpha1WritesAreValidated(t *testing.T) {
 func TestV1alpha1SandboxScalesToZeroAndBack(t *testing.T) {
 	e := setup(t)
 	tenant := cluster.Tenant(t, e.Client, e.ns, tenantName)
+	cluster.AllowPods(t, e.Client, e.ns, tenantName) // a Sandbox of their own needs pod rights
 	sb := alphaSandbox(t, builders.MakeSandbox("scaled", e.ns).Obj())
 	sb.Spec.Replicas = ptr.To[int32](1)
 	e.g.Expect(tenant.Create(e.ctx(), sb)).To(Succeed())

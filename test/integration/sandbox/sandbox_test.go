@@ -47,7 +47,8 @@ func TestCreateToReadyWithService(t *testing.T) {
 		g.Expect(sb.Status.PodIPs[0]).NotTo(BeEmpty())
 		g.Expect(sb.Status.NodeName).To(HavePrefix("kwok-node-"))
 		g.Expect(sb.Status.NodeName).To(Equal(pod.Spec.NodeName))
-		g.Expect(sb.Status.Selector).To(Equal(agentsv1beta1.LabelSandboxNameHash + "=" + hash))
+		// The public name hash and the Sandbox's UID, which no colliding name's pod carries.
+		g.Expect(sb.Status.Selector).To(Equal(agentsv1beta1.LabelSandboxNameHash + "=" + hash + "," + agentsv1beta1.LabelSandboxUID + "=" + string(sb.UID)))
 		g.Expect(sb.Status.Service).To(Equal("web"))
 		g.Expect(sb.Status.ServiceFQDN).To(Equal("web." + e.ns + ".svc.cluster.local"))
 		expectCondition(g, sb, agentsv1beta1.ConditionPodScheduled, wantCondition{Status: metav1.ConditionTrue, Reason: "PodScheduled"})
@@ -269,43 +270,54 @@ func TestFinishedPod(t *testing.T) {
 	}
 }
 
+// TestAdoption: a Sandbox runs only a pod built for it. A pod that holds its name is taken
+// over only when it says so (the public adoptable label, or the Sandbox's own UID stamp) and is
+// exactly what the Sandbox would build; otherwise it is left alone and the Sandbox builds its
+// own pod under a generated name, with a ChildNameTaken event.
 func TestAdoption(t *testing.T) {
 	cases := map[string]struct {
 		labels    map[string]string
+		image     string
 		wantAdopt bool
 	}{
-		"adoptable label":     {map[string]string{agentsv1beta1.LabelAdoptable: "true"}, true},
-		"matching name hash":  {map[string]string{agentsv1beta1.LabelSandboxNameHash: agentsv1beta1.NameHash("orphan")}, true},
-		"neither":             {map[string]string{"app": "other"}, false},
-		"adoptable is not ok": {map[string]string{agentsv1beta1.LabelAdoptable: "yes"}, false},
+		"adoptable label, the Sandbox's own spec": {labels: map[string]string{agentsv1beta1.LabelAdoptable: "true"}, wantAdopt: true},
+		"adoptable label, another image":          {labels: map[string]string{agentsv1beta1.LabelAdoptable: "true"}, image: "attacker.example/evil:1"},
+		"matching name hash only":                 {labels: map[string]string{agentsv1beta1.LabelSandboxNameHash: agentsv1beta1.NameHash("orphan")}},
+		"neither":                                 {labels: map[string]string{"app": "other"}},
+		"adoptable is not ok":                     {labels: map[string]string{agentsv1beta1.LabelAdoptable: "yes"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			e := setup(t)
 			pre := builders.MakePod("orphan", e.ns).Obj()
 			pre.Labels = tc.labels
+			if tc.image != "" {
+				pre.Spec.Containers[0].Image = tc.image
+			}
 			e.create(pre)
 			e.eventually(func(g Gomega) { g.Expect(e.pod(g, "orphan").Status.PodIP).NotTo(BeEmpty()) })
 
 			e.create(builders.MakeSandbox("orphan", e.ns).Obj())
+			sb := e.waitReady("orphan", readyPod)
 			if tc.wantAdopt {
-				sb := e.waitReady("orphan", readyPod)
 				pod := e.pod(e.g, "orphan")
 				e.g.Expect(pod.UID).To(Equal(pre.UID), "the pre-existing pod is adopted, not replaced")
 				e.g.Expect(metav1.IsControlledBy(pod, sb)).To(BeTrue())
 				e.g.Expect(pod.Labels).To(HaveKeyWithValue(agentsv1beta1.LabelSandboxNameHash, agentsv1beta1.NameHash("orphan")))
+				e.g.Expect(pod.Labels).To(HaveKeyWithValue(agentsv1beta1.LabelSandboxUID, string(sb.UID)))
 				return
 			}
-			e.eventually(func(g Gomega) {
-				sb := e.sandbox(g, "orphan")
-				expectCondition(g, sb, agentsv1beta1.ConditionReady, wantCondition{metav1.ConditionFalse, agentsv1beta1.ReasonReconcilerError,
-					"Pod orphan exists and is not controlled by the Sandbox"})
-			})
+			own := sb.Annotations[agentsv1beta1.AnnotationPodName]
+			e.g.Expect(own).To(HavePrefix("orphan-"), "the Sandbox builds its own pod under a generated name")
+			e.g.Expect(metav1.IsControlledBy(e.pod(e.g, own), sb)).To(BeTrue())
 			e.consistently(func(g Gomega) {
 				pod := e.pod(g, "orphan")
 				g.Expect(pod.OwnerReferences).To(BeEmpty(), "a foreign pod is left alone")
 				g.Expect(pod.Labels).To(Equal(tc.labels))
 			})
+			var events eventsv1.EventList
+			e.g.Expect(e.Client.List(e.ctx(), &events, client.InNamespace(e.ns))).To(Succeed())
+			e.g.Expect(events.Items).To(ContainElement(And(HaveField("Reason", "ChildNameTaken"), HaveField("Regarding.Name", "orphan"))))
 		})
 	}
 }
@@ -392,6 +404,7 @@ func TestPodMetadataFollowsTemplate(t *testing.T) {
 func TestDeletedSandboxesForgotten(t *testing.T) {
 	e := setup(t)
 	mallory := cluster.Tenant(t, e.Client, e.ns, "mallory")
+	cluster.AllowPods(t, e.Client, e.ns, "mallory") // a Sandbox of their own needs pod rights
 	names := []string{"churn-1", "churn-2", "churn-3", "churn-4", "churn-5"}
 	for _, name := range names {
 		e.g.Expect(mallory.Create(e.ctx(), builders.MakeSandbox(name, e.ns).Obj())).To(Succeed())

@@ -75,8 +75,12 @@ func TestTakeOverFromThePublicController(t *testing.T) {
 						g.Expect(sb.Labels).NotTo(HaveKey(k), "member %s", name)
 					}
 				}
+				tmpl := &extv1beta1.SandboxTemplate{}
+				e.get(g, sb.Annotations[agentsv1beta1.AnnotationSandboxTemplateRef], tmpl)
 				g.Expect(sb.Spec.PodTemplate.ObjectMeta.Labels).To(Equal(map[string]string{
-					"app": "agent", agentsv1beta1.LabelSandboxTemplateRefHash: agentsv1beta1.NameHash(sb.Annotations[agentsv1beta1.AnnotationSandboxTemplateRef]),
+					"app": "agent", agentsv1beta1.LabelSandboxTemplateRefHash: agentsv1beta1.NameHash(tmpl.Name),
+					// What the template's NetworkPolicy selects now (issue 20, class 3).
+					agentsv1beta1.LabelTemplateUID: string(tmpl.UID),
 				}))
 			}
 		}
@@ -95,6 +99,13 @@ func TestTakeOverFromThePublicController(t *testing.T) {
 			e.get(g, sb.Name, got)
 			g.Expect(got.UID).To(Equal(sb.UID))
 			g.Expect(c.Annotations).NotTo(HaveKey(agentsv1beta1.AnnotationSandboxTemplateHash))
+			// Its pod is selected by its template's NetworkPolicy, which selects the
+			// template's UID now (issue 20, class 3).
+			tmpl := &extv1beta1.SandboxTemplate{}
+			e.get(g, got.Annotations[agentsv1beta1.AnnotationSandboxTemplateRef], tmpl)
+			pod := &corev1.Pod{}
+			e.get(g, got.Annotations[agentsv1beta1.AnnotationPodName], pod)
+			g.Expect(pod.Labels).To(HaveKeyWithValue(agentsv1beta1.LabelTemplateUID, string(tmpl.UID)), "pod of %s", got.Name)
 		})
 	}
 

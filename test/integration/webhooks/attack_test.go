@@ -9,7 +9,6 @@ import (
 	. "github.com/onsi/gomega"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -33,12 +32,7 @@ import (
 func (e *env) tenant(name string) client.Client {
 	e.t.Helper()
 	c := cluster.Tenant(e.t, e.admin, e.ns, name)
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "pods-" + name, Namespace: e.ns}, Rules: []rbacv1.PolicyRule{{
-		APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create"}}}}
-	e.create(e.admin, role)
-	e.create(e.admin, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "pods-" + name, Namespace: e.ns},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
-		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: name}}})
+	cluster.AllowPods(e.t, e.admin, e.ns, name)
 	return c
 }
 
