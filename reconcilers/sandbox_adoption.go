@@ -46,7 +46,7 @@ func podSpecMatches(want, have *corev1.PodSpec) bool {
 	}
 	return want.HostNetwork == have.HostNetwork && want.HostPID == have.HostPID && want.HostIPC == have.HostIPC &&
 		sa(want) == sa(have) &&
-		equality.Semantic.DeepEqual(want.SecurityContext, have.SecurityContext) &&
+		equality.Semantic.DeepEqual(orZero(want.SecurityContext), orZero(have.SecurityContext)) &&
 		equality.Semantic.DeepEqual(want.RuntimeClassName, have.RuntimeClassName) &&
 		equality.Semantic.DeepEqual(want.AutomountServiceAccountToken, have.AutomountServiceAccountToken) &&
 		equality.Semantic.DeepDerivative(*want, *have)
@@ -56,7 +56,17 @@ func containerMatches(want, have *corev1.Container) bool {
 	return len(want.Env) == len(have.Env) && len(want.EnvFrom) == len(have.EnvFrom) &&
 		len(want.VolumeMounts) == len(have.VolumeMounts) && len(want.Command) == len(have.Command) &&
 		len(want.Args) == len(have.Args) &&
-		equality.Semantic.DeepEqual(want.SecurityContext, have.SecurityContext)
+		equality.Semantic.DeepEqual(orZero(want.SecurityContext), orZero(have.SecurityContext))
+}
+
+// orZero is *p, or the zero value for nil: the API server stores a pod's unset security
+// context as an empty one, which grants nothing more.
+func orZero[T any](p *T) T {
+	if p == nil {
+		var zero T
+		return zero
+	}
+	return *p
 }
 
 // withoutInjectedTokenVolume leaves out of have the service account token volume (and its

@@ -174,3 +174,22 @@ func TestSandboxRunsOnlyChildrenBuiltForIt(t *testing.T) {
 		})
 	}
 }
+
+// The API server stores an unset pod security context as an empty one: a pod that is what the
+// Sandbox builds is still recognised as such.
+func TestPodSpecMatchesWhatTheAPIServerStores(t *testing.T) {
+	want := desiredPod(testSandbox(), nil).Spec
+	stored := want.DeepCopy()
+	stored.SecurityContext = &corev1.PodSecurityContext{}
+	stored.RestartPolicy = corev1.RestartPolicyAlways
+	stored.DNSPolicy = corev1.DNSClusterFirst
+	stored.Containers[0].TerminationMessagePath = corev1.TerminationMessagePathDefault
+	stored.Containers[0].ImagePullPolicy = corev1.PullIfNotPresent
+	if !podSpecMatches(&want, stored) {
+		t.Errorf("the stored form of the Sandbox's own pod does not match")
+	}
+	stored.SecurityContext = &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](0)}
+	if podSpecMatches(&want, stored) {
+		t.Errorf("a pod that runs as root matches a Sandbox that does not say so")
+	}
+}

@@ -65,7 +65,8 @@ func TestCreateToReadyWithService(t *testing.T) {
 		g.Expect(e.Client.Get(e.ctx(), client.ObjectKey{Namespace: e.ns, Name: "web"}, svc)).To(Succeed())
 		g.Expect(metav1.IsControlledBy(svc, sb)).To(BeTrue())
 		g.Expect(svc.Spec.ClusterIP).To(Equal(corev1.ClusterIPNone))
-		g.Expect(svc.Spec.Selector).To(Equal(map[string]string{agentsv1beta1.LabelSandboxNameHash: hash}))
+		// The Sandbox's UID with the public name hash: a colliding name's pod is not selected.
+		g.Expect(svc.Spec.Selector).To(Equal(map[string]string{agentsv1beta1.LabelSandboxNameHash: hash, agentsv1beta1.LabelSandboxUID: string(sb.UID)}))
 		g.Expect(svc.Labels).To(HaveKeyWithValue(agentsv1beta1.LabelSandboxNameHash, hash))
 		var ports []string
 		for _, p := range svc.Spec.Ports {
