@@ -34,7 +34,7 @@ func podSpecMatches(want, have *corev1.PodSpec) bool {
 		}
 	}
 	for i := range want.Volumes {
-		if !equality.Semantic.DeepEqual(want.Volumes[i].VolumeSource.HostPath, have.Volumes[i].VolumeSource.HostPath) {
+		if !equality.Semantic.DeepEqual(want.Volumes[i].HostPath, have.Volumes[i].HostPath) {
 			return false
 		}
 	}

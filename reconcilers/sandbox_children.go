@@ -88,10 +88,8 @@ func (r *sandboxReconciler) ensurePod(ctx context.Context, sb *agentsv1beta1.San
 	squatted := false
 	if pod != nil && !isControlledBy(pod, sb) {
 		want := desiredPod(sb, pvcs)
-		switch ok, err := r.claimable(ctx, sb, pod, func() bool { return podSpecMatches(&want.Spec, &pod.Spec) }); {
-		case err != nil:
-			return nil, false, err
-		case ok:
+		switch {
+		case claimable(sb, pod, func() bool { return podSpecMatches(&want.Spec, &pod.Spec) }):
 			if err := r.adopt(ctx, sb, pod); err != nil {
 				return nil, false, err
 			}
@@ -324,10 +322,7 @@ func (r *sandboxReconciler) ensureService(ctx context.Context, sb *agentsv1beta1
 
 	want := desiredService(sb)
 	if svc == nil && foreign != nil {
-		switch ok, err := r.claimable(ctx, sb, foreign, func() bool { return serviceSpecMatches(&want.Spec, &foreign.Spec) }); {
-		case err != nil:
-			return nil, err
-		case ok:
+		if claimable(sb, foreign, func() bool { return serviceSpecMatches(&want.Spec, &foreign.Spec) }) {
 			if err := r.adopt(ctx, sb, foreign); err != nil {
 				return nil, err
 			}
@@ -504,12 +499,12 @@ func (r *sandboxReconciler) ensurePVC(ctx context.Context, sb *agentsv1beta1.San
 		return name, err
 	}
 	if found {
-		ok, err := r.claimable(ctx, sb, pvc, func() bool { return pvcSpecMatches(&want.Spec, &pvc.Spec) })
-		if err == nil && ok {
-			ok, err = r.unmountedByOthers(ctx, sb, pvc.Name)
-		}
-		if err != nil {
-			return "", err
+		ok := claimable(sb, pvc, func() bool { return pvcSpecMatches(&want.Spec, &pvc.Spec) })
+		if ok {
+			var err error
+			if ok, err = r.unmountedByOthers(ctx, sb, pvc.Name); err != nil {
+				return "", err
+			}
 		}
 		if ok {
 			return name, r.adopt(ctx, sb, pvc)
@@ -563,13 +558,13 @@ func pvcName(vct, sandbox string) string { return vct + "-" + sandbox }
 // or the public adoptable label (an explicit hand-over, say from the public controller), and
 // its spec is what the Sandbox would build (matches). Nothing else is run: not a child that
 // merely has the Sandbox's name or name hash.
-func (r *sandboxReconciler) claimable(_ context.Context, sb *agentsv1beta1.Sandbox, obj client.Object, matches func() bool) (bool, error) {
+func claimable(sb *agentsv1beta1.Sandbox, obj client.Object, matches func() bool) bool {
 	if metav1.GetControllerOf(obj) != nil {
-		return false, nil
+		return false
 	}
 	l := obj.GetLabels()
 	stamped := l[agentsv1beta1.LabelSandboxUID] == string(sb.UID)
-	return (stamped || l[agentsv1beta1.LabelAdoptable] == "true") && matches(), nil
+	return (stamped || l[agentsv1beta1.LabelAdoptable] == "true") && matches()
 }
 
 // unmountedByOthers reports whether no pod but the Sandbox's own mounts the PVC: a volume
@@ -616,12 +611,6 @@ func (r *sandboxReconciler) get(ctx context.Context, ns, name string, obj client
 		return false, fmt.Errorf("reading %T %s: %w", obj, name, err)
 	}
 	return true, nil
-}
-
-// getOwned reads a child and reports whether it exists and sb controls it.
-func (r *sandboxReconciler) getOwned(ctx context.Context, sb *agentsv1beta1.Sandbox, name string, obj client.Object) (bool, error) {
-	found, err := r.get(ctx, sb.Namespace, name, obj)
-	return found && isControlledBy(obj, sb) && obj.GetDeletionTimestamp().IsZero(), err
 }
 
 // create creates a child (controlled by its Sandbox), telling the watch that the create

@@ -19,7 +19,9 @@ func CollidingName(name string) string {
 		half   = 4
 	)
 	var target uint32
-	fmt.Sscanf(agentsv1beta1.NameHash(name), "%08x", &target)
+	if _, err := fmt.Sscanf(agentsv1beta1.NameHash(name), "%08x", &target); err != nil {
+		panic(fmt.Sprintf("NameHash(%q) is not 8 hex digits: %v", name, err))
+	}
 	inverse := uint32(1) // prime^-1 mod 2^32, by Newton's iteration
 	for range 5 {
 		inverse *= 2 - prime*inverse
