@@ -234,7 +234,10 @@ func TestAttackClaimSystemPodMetadataInvalid(t *testing.T) {
 // nor annotations through which the container runtime would run the platform's pod otherwise.
 func TestAttackClaimListsAndRuntimeKnobsRefused(t *testing.T) {
 	e := setup(t)
-	e.templatePool("web")
+	// A template that allows env and volume claim templates: only the limits refuse.
+	e.create(e.admin, builders.MakeTemplate("web", e.ns).EnvVarsInjectionPolicy(extv1beta1.EnvVarsInjectionAllowed).
+		VolumeClaimTemplatesPolicy(extv1beta1.VolumeClaimTemplatesAllowed).Obj())
+	e.create(e.admin, builders.MakePool("web", e.ns, "web").Obj())
 	mallory := e.tenant("mallory")
 
 	long := builders.MakeClaim("long-env", e.ns, "web").Obj()
@@ -243,7 +246,7 @@ func TestAttackClaimListsAndRuntimeKnobsRefused(t *testing.T) {
 	}
 	err := mallory.Create(e.ctx(), long)
 	e.g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v, want 422", err)
-	e.g.Expect(err).To(MatchError(ContainSubstring("spec.env")))
+	e.g.Expect(err).To(MatchError(And(ContainSubstring("spec.env"), ContainSubstring("Too many"))))
 
 	vcts := builders.MakeClaim("many-volumes", e.ns, "web").Obj()
 	for i := range policy.MaxVolumeClaimTemplates + 1 {
@@ -251,7 +254,7 @@ func TestAttackClaimListsAndRuntimeKnobsRefused(t *testing.T) {
 	}
 	err = mallory.Create(e.ctx(), vcts)
 	e.g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v, want 422", err)
-	e.g.Expect(err).To(MatchError(ContainSubstring("spec.volumeClaimTemplates")))
+	e.g.Expect(err).To(MatchError(And(ContainSubstring("spec.volumeClaimTemplates"), ContainSubstring("Too many"))))
 
 	for _, key := range []string{"io.kubernetes.cri-o.userns-mode", "io.katacontainers.config.hypervisor.kernel_params",
 		"dev.gvisor.spec.mount.data.share", "io.containerd.runc.v2.options"} {
