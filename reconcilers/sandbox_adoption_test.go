@@ -7,6 +7,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -148,25 +150,13 @@ func TestSandboxRunsOnlyChildrenBuiltForIt(t *testing.T) {
 			if err := a.List(context.Background(), list, client.InNamespace("ns")); err != nil {
 				t.Fatal(err)
 			}
-			switch l := list.(type) {
-			case *corev1.PodList:
-				for i := range l.Items {
-					if isControlledBy(&l.Items[i], tc.sandbox) {
-						own = append(own, l.Items[i].Name)
-					}
+			if err := meta.EachListItem(list, func(o runtime.Object) error {
+				if obj := o.(client.Object); isControlledBy(obj, tc.sandbox) {
+					own = append(own, obj.GetName())
 				}
-			case *corev1.PersistentVolumeClaimList:
-				for i := range l.Items {
-					if isControlledBy(&l.Items[i], tc.sandbox) {
-						own = append(own, l.Items[i].Name)
-					}
-				}
-			case *corev1.ServiceList:
-				for i := range l.Items {
-					if isControlledBy(&l.Items[i], tc.sandbox) {
-						own = append(own, l.Items[i].Name)
-					}
-				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
 			}
 			if len(own) != 1 || own[0] == squat.GetName() || !strings.HasPrefix(own[0], squat.GetName()+"-") {
 				t.Errorf("the Sandbox's own children %v, want one named %s-<generated>", own, squat.GetName())

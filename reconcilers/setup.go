@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -14,24 +13,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
-	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
-	"github.com/sandgate-dev/sandgate/api/policy"
-	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/reconcilers/indexes"
 )
 
-// Cache indexes, shared by the manager, the test suites and fake clients.
+// Cache indexes, shared by the manager, the test suites and fake clients: the names package
+// indexes declares.
 const (
-	// IndexPodController indexes pods by the name of the Sandbox that controls them.
-	IndexPodController = "sandgate.podController"
-	// IndexSandboxClaimUID indexes Sandboxes by their claim-uid label: how a claim finds the
-	// Sandbox bound to it, after a restart too.
-	IndexSandboxClaimUID = "sandgate.sandboxClaimUID"
-	// IndexSandboxPool indexes Sandboxes by the name of the pool that controls them.
-	IndexSandboxPool = "sandgate.sandboxPool"
-	// IndexPoolTemplate indexes SandboxWarmPools by spec.sandboxTemplateRef.name.
-	IndexPoolTemplate = "sandgate.poolTemplate"
-	// IndexClaimPool indexes SandboxClaims by spec.warmPoolRef.name.
-	IndexClaimPool = "sandgate.claimPool"
+	IndexPodController   = indexes.PodController
+	IndexSandboxClaimUID = indexes.SandboxClaimUID
+	IndexSandboxPool     = indexes.SandboxPool
+	IndexPoolTemplate    = indexes.PoolTemplate
+	IndexClaimPool       = indexes.ClaimPool
 )
 
 // Config configures the controllers Setup registers.
@@ -154,70 +146,22 @@ func setupExtensions(mgr ctrl.Manager, cfg Config, activity *poolActivity) error
 	return nil
 }
 
-// SetupIndexes registers the field indexes the controllers query.
+// SetupIndexes registers the field indexes of the Sandbox controller (and the binding guard).
 func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
-	if err := indexer.IndexField(ctx, &corev1.Pod{}, IndexPodController, podControllerSandbox); err != nil {
-		return fmt.Errorf("indexing pods by controlling sandbox: %w", err)
-	}
-	return nil
+	return indexes.Setup(ctx, indexer, false)
 }
 
 // SetupExtensionIndexes registers the field indexes of the template, pool and claim
 // controllers.
 func SetupExtensionIndexes(ctx context.Context, indexer client.FieldIndexer) error {
-	indexes := []struct {
-		obj     client.Object
-		name    string
-		extract client.IndexerFunc
-		what    string
-	}{
-		{&agentsv1beta1.Sandbox{}, IndexSandboxClaimUID, sandboxClaimUID, "sandboxes by claim uid"},
-		{&agentsv1beta1.Sandbox{}, IndexSandboxPool, sandboxPool, "sandboxes by controlling pool"},
-		{&extv1beta1.SandboxWarmPool{}, IndexPoolTemplate, poolTemplate, "pools by template"},
-		{&extv1beta1.SandboxClaim{}, IndexClaimPool, claimPool, "claims by pool"},
-	}
-	for _, ix := range indexes {
-		if err := indexer.IndexField(ctx, ix.obj, ix.name, ix.extract); err != nil {
-			return fmt.Errorf("indexing %s: %w", ix.what, err)
+	for _, ix := range indexes.All() {
+		if ix.Extension {
+			if err := indexer.IndexField(ctx, ix.Object, ix.Name, ix.Extract); err != nil {
+				return fmt.Errorf("indexing %s: %w", ix.Name, err)
+			}
 		}
 	}
 	return nil
-}
-
-func sandboxClaimUID(obj client.Object) []string {
-	if uid := obj.GetLabels()[agentsv1beta1.LabelClaimUID]; uid != "" {
-		return []string{uid}
-	}
-	return nil
-}
-
-func sandboxPool(obj client.Object) []string {
-	if pool, ok := poolOf(obj); ok {
-		return []string{pool.Name}
-	}
-	return nil
-}
-
-func poolTemplate(obj client.Object) []string {
-	if p, ok := obj.(*extv1beta1.SandboxWarmPool); ok && p.Spec.SandboxTemplateRef.Name != "" {
-		return []string{p.Spec.SandboxTemplateRef.Name}
-	}
-	return nil
-}
-
-func claimPool(obj client.Object) []string {
-	if c, ok := obj.(*extv1beta1.SandboxClaim); ok && c.Spec.WarmPoolRef.Name != "" {
-		return []string{c.Spec.WarmPoolRef.Name}
-	}
-	return nil
-}
-
-func podControllerSandbox(obj client.Object) []string {
-	ref := policy.ControllerOf(obj, policy.SandboxKind)
-	if ref == nil {
-		return nil
-	}
-	return []string{ref.Name}
 }
 
 // CacheOptions are the manager's cache settings: objects are stored without managedFields,

@@ -35,6 +35,14 @@ type Authority struct {
 	PlatformGroups []string
 }
 
+// withOperator is a with user as its operator when it names none.
+func (a Authority) withOperator(user string) Authority {
+	if a.OperatorUser == "" {
+		a.OperatorUser = user
+	}
+	return a
+}
+
 // operator reports whether the request comes from the operator.
 func (a Authority) operator(u authenticationv1.UserInfo) bool {
 	return a.OperatorUser != "" && u.Username == a.OperatorUser

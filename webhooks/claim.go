@@ -246,10 +246,4 @@ func orUnknown(user string) string {
 }
 
 // authority is w.Authority, with OperatorUser as its operator when it names none.
-func (w *ClaimWebhook) authority() Authority {
-	a := w.Authority
-	if a.OperatorUser == "" {
-		a.OperatorUser = w.OperatorUser
-	}
-	return a
-}
+func (w *ClaimWebhook) authority() Authority { return w.Authority.withOperator(w.OperatorUser) }

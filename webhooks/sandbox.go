@@ -596,10 +596,4 @@ func orNone(s string) string {
 }
 
 // authority is w.Authority, with OperatorUser as its operator when it names none.
-func (w *SandboxWebhook) authority() Authority {
-	a := w.Authority
-	if a.OperatorUser == "" {
-		a.OperatorUser = w.OperatorUser
-	}
-	return a
-}
+func (w *SandboxWebhook) authority() Authority { return w.Authority.withOperator(w.OperatorUser) }
