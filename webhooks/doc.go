@@ -1,18 +1,21 @@
-// Package webhooks is sandgate's admission: what it enforces holds for every write that reaches
-// the API server, whatever a controller's cache says.
+// Package webhooks is sandgate's admission. What it promises, to whom, is stated once, in the
+// README's "What admission guarantees" (and docs/threat-model.md); this says where each part
+// lives.
 //
-//   - Claim stamping (mutating, SandboxClaim CREATE): the claim gets the blueprint hash of its
-//     pool's template, read from the API server, as annotation agents.x-k8s.io/sandbox-template-hash,
-//     and its admission time as agents.x-k8s.io/webhook-first-observed-at. A user-supplied
-//     stamp must equal the computed one; afterwards only the operator may change it.
-//   - The binding guard (validating, Sandbox CREATE and UPDATE): a change that binds a Sandbox to
-//     a SandboxClaim (controller ownerReference to the claim, or the claim-uid label) is admitted
-//     only from the operator's identity, only for a Sandbox not bound to another claim, and only
-//     when the Sandbox's template-hash label equals the claim's stamp. Denials are 403 and name
-//     the Sandbox, the claim and both hashes.
-//   - Defaulting and validation of every kind: the rules are pure functions (Default*, Validate*)
-//     returning field.ErrorList; the webhooks wrap them as 422 Invalid.
+//   - claim.go: the claim stamper (mutating, SandboxClaim CREATE) and the claim validator
+//     (UPDATE, and DELETE by anyone but the claim's creator). The stamper reads the pool and
+//     template through the manager's cache, falling back to the API server, and records the
+//     stamp, the admission time and the creator.
+//   - sandbox.go: the binding guard (validating, Sandbox CREATE, UPDATE and DELETE of a bound
+//     Sandbox) and the Sandbox defaulter. The guard decides from what a Sandbox is (the hash
+//     of its own blueprint), never from its labels, and keeps pool membership, the operator's
+//     metadata and a claim's Sandbox to those Authority allows.
+//   - authority.go: who may act on whose claims and Sandboxes.
+//   - validation.go, defaults.go, kinds.go, register.go: defaulting and validation of every
+//     kind as pure functions (Default*, Validate*) returning field.ErrorList, wrapped as 422.
+//   - conversion.go: the v1alpha1 conversion webhook.
 //
-// Setup registers everything with a manager; the paths and failure policies live in the
-// kubebuilder markers of setup.go, from which `make manifests` writes config/webhook.
+// Setup registers everything with a manager; the paths, failure policies and matchConditions
+// live in the kubebuilder markers of setup.go, from which `make manifests` writes
+// config/webhook.
 package webhooks
