@@ -12,9 +12,9 @@ import (
 
 	"k8s.io/utils/ptr"
 
-	"github.com/sandgate-dev/sandgate/cmd/controlplane"
 	"github.com/sandgate-dev/sandgate/cmd/internal/bench/load"
 	"github.com/sandgate-dev/sandgate/cmd/internal/bench/report"
+	"github.com/sandgate-dev/sandgate/test/controlplane"
 )
 
 // scenario is one canonical run of `make bench`, with the targets of the architecture

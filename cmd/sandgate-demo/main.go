@@ -23,8 +23,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sandgate-dev/sandgate/cmd/controlplane"
 	"github.com/sandgate-dev/sandgate/cmd/internal/bench/harness"
+	"github.com/sandgate-dev/sandgate/test/controlplane"
 )
 
 func main() {

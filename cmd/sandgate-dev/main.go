@@ -29,7 +29,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sandgate-dev/sandgate/cmd/controlplane"
+	"github.com/sandgate-dev/sandgate/test/controlplane"
 	"github.com/sandgate-dev/sandgate/webhooks"
 )
 

@@ -46,8 +46,8 @@ import (
 	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/certs"
-	"github.com/sandgate-dev/sandgate/cmd/controlplane"
 	"github.com/sandgate-dev/sandgate/test/builders"
+	"github.com/sandgate-dev/sandgate/test/controlplane"
 	"github.com/sandgate-dev/sandgate/test/framework"
 )
 

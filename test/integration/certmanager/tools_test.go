@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/sandgate-dev/sandgate/cmd/controlplane"
+	"github.com/sandgate-dev/sandgate/test/controlplane"
 )
 
 // kubeconfigFor writes a kubeconfig of user (in groups) into the cluster's directory.

@@ -22,7 +22,7 @@ import (
 
 	agentsv1alpha1 "github.com/sandgate-dev/sandgate/api/v1alpha1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
-	"github.com/sandgate-dev/sandgate/cmd/controlplane"
+	"github.com/sandgate-dev/sandgate/test/controlplane"
 	"github.com/sandgate-dev/sandgate/test/framework"
 )
 

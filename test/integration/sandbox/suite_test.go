@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
-	"github.com/sandgate-dev/sandgate/cmd/controlplane"
+	"github.com/sandgate-dev/sandgate/test/controlplane"
 	"github.com/sandgate-dev/sandgate/test/framework"
 )
 

@@ -1,5 +1,5 @@
 // Package harness gives the load generator and the demo a cluster with the operator running:
-// by default a local control plane from cmd/controlplane (etcd, kube-apiserver, scheduler,
+// by default a local control plane from test/controlplane (etcd, kube-apiserver, scheduler,
 // garbage collector, kwok nodes) with the webhook configurations of config/webhook installed,
 // and the operator as a child process serving them with envtest's throwaway certificate. The
 // operator runs as a separate process, not in the harness, so that its CPU seconds and peak
@@ -25,8 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
-	"github.com/sandgate-dev/sandgate/cmd/controlplane"
 	"github.com/sandgate-dev/sandgate/cmd/internal/bench/proc"
+	"github.com/sandgate-dev/sandgate/test/controlplane"
 	"github.com/sandgate-dev/sandgate/webhooks"
 )
 

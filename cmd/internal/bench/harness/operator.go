@@ -15,9 +15,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sandgate-dev/sandgate/cmd/controlplane"
 	"github.com/sandgate-dev/sandgate/cmd/internal/bench/proc"
 	"github.com/sandgate-dev/sandgate/cmd/internal/bench/scrape"
+	"github.com/sandgate-dev/sandgate/test/controlplane"
 )
 
 // placeholders substituted in an operator command line.

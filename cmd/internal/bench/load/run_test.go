@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandgate-dev/sandgate/cmd/controlplane"
 	"github.com/sandgate-dev/sandgate/cmd/internal/bench/harness"
 	"github.com/sandgate-dev/sandgate/cmd/internal/bench/load"
+	"github.com/sandgate-dev/sandgate/test/controlplane"
 )
 
 // TestRunMeasuresTheOperator runs a small load against a local cluster with the operator

@@ -21,10 +21,10 @@
 // their parent; a watchdog kills etcd and kube-apiserver if the process disappears without
 // stopping; and Start cleans up after earlier processes that died anyway.
 //
-// The package lives under cmd/ because shipped commands use it, and it must never import
-// "testing" (make verify-deps checks): the testing.TB helpers built on it are in
-// test/framework, which only _test.go files import. It is not under cmd/internal/ because
-// test/framework imports it too.
+// The package is a library of the development commands (cmd/sandgate-dev, cmd/sandgate-demo,
+// cmd/sandgate-bench) and of the test suites, never of the shipped operator (cmd/sandgate),
+// and it must never import "testing" (make verify-deps checks both): the testing.TB helpers
+// built on it are in test/framework, which only _test.go files import.
 package controlplane
 
 import (
@@ -116,8 +116,8 @@ type Options struct {
 	// always kept, for a day.
 	KeepLogs bool
 	// NoSignalHandler leaves SIGINT and SIGTERM alone: the caller handles them and calls Stop,
-	// as cmd/sandgate-dev does. By default Start installs a handler that stops every cluster
-	// of the process and then lets the signal end it.
+	// as sandgate-dev (test/devcluster) does. By default Start installs a handler that stops
+	// every cluster of the process and then lets the signal end it.
 	NoSignalHandler bool
 }
 

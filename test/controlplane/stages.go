@@ -24,7 +24,7 @@ func kwokStages(profile Profile) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read embedded stages %s: %w", name, err)
 		}
-		b.WriteString("# from cmd/controlplane/stages/" + name + "\n")
+		b.WriteString("# from test/controlplane/stages/" + name + "\n")
 		b.Write(data)
 		if !strings.HasSuffix(b.String(), "\n") {
 			b.WriteByte('\n')

@@ -24,7 +24,7 @@ const (
 // built with -trimpath) from the working directory upwards.
 func RepoRoot() (string, error) {
 	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
-		root := filepath.Dir(filepath.Dir(filepath.Dir(file))) // cmd/controlplane/paths.go
+		root := filepath.Dir(filepath.Dir(filepath.Dir(file))) // test/controlplane/paths.go
 		if isRepoRoot(root) {
 			return root, nil
 		}

@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/sandgate-dev/sandgate/cmd/controlplane"
+	"github.com/sandgate-dev/sandgate/test/controlplane"
 )
 
 // Generous bounds: these tests share small, busy machines.
