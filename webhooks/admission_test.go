@@ -226,7 +226,7 @@ func TestBindingGuard(t *testing.T) {
 			if tc.cached != nil {
 				cache = fake.NewClientBuilder().WithScheme(scheme).WithObjects(tc.cached...).Build()
 			}
-			w := &webhooks.SandboxWebhook{Cache: cache, APIReader: apiReader, OperatorUser: operatorUser}
+			w := &webhooks.BindingGuard{Cache: cache, APIReader: apiReader, OperatorUser: operatorUser}
 			_, err := w.ValidateUpdate(request(tc.user, admissionv1.Update), tc.old, tc.new)
 			if diff := cmp.Diff(tc.wantCode, code(err)); diff != "" {
 				t.Fatalf("status code (-want +got):\n%s\nerror: %v", diff, err)
@@ -289,7 +289,7 @@ func TestColdStartGuard(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			pool := f.pool.DeepCopy()
 			reader := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithObjects(claim, stale, bound, pool, allowEnv).Build()
-			w := &webhooks.SandboxWebhook{Cache: reader, APIReader: reader, OperatorUser: operatorUser}
+			w := &webhooks.BindingGuard{Cache: reader, APIReader: reader, OperatorUser: operatorUser}
 			_, err := w.ValidateCreate(request(tc.user, admissionv1.Create), tc.sb)
 			if diff := cmp.Diff(tc.wantCode, code(err)); diff != "" {
 				t.Fatalf("status code (-want +got):\n%s\nerror: %v", diff, err)
@@ -309,7 +309,7 @@ func TestBindingGuardReadsThroughStaleCache(t *testing.T) {
 	scheme := api.NewScheme()
 	f := newGuardFixture()
 	claim := stampedClaim("c1", "uid-new", f.hash)
-	w := &webhooks.SandboxWebhook{
+	w := &webhooks.BindingGuard{
 		Cache:        fake.NewClientBuilder().WithScheme(scheme).WithObjects(stampedClaim("c1", "uid-old", staleHash)).Build(),
 		APIReader:    fake.NewClientBuilder().WithScheme(scheme).WithObjects(claim, f.pool).Build(),
 		OperatorUser: operatorUser,
@@ -364,7 +364,7 @@ func TestColdStartGuardReadsAStampThroughTheCache(t *testing.T) {
 					}
 					return c.Get(ctx, key, obj, opts...)
 				}}).Build()
-			w := &webhooks.SandboxWebhook{
+			w := &webhooks.BindingGuard{
 				Cache:        fake.NewClientBuilder().WithScheme(scheme).WithObjects(tc.cache, f.pool.DeepCopy(), f.tmpl.DeepCopy()).Build(),
 				APIReader:    server,
 				OperatorUser: operatorUser,
@@ -502,7 +502,7 @@ func TestBindingGuardFindsTheClaimsOtherSandbox(t *testing.T) {
 	objects := []client.Object{claim, f.pool, f.tmpl, first}
 	withIndex := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithObjects(objects...).WithIndex(&agentsv1beta1.Sandbox{}, index, byUID).Build()
 	plain := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithObjects(objects...).Build()
-	for name, w := range map[string]*webhooks.SandboxWebhook{
+	for name, w := range map[string]*webhooks.BindingGuard{
 		"index":      {Cache: withIndex, APIReader: withIndex, ClaimUIDIndex: index},
 		"label":      {Cache: plain, APIReader: plain},
 		"API server": {Cache: plain, APIReader: plain, ClaimUIDIndex: "an index the cache lacks"},

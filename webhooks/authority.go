@@ -79,3 +79,9 @@ func userInfo(ctx context.Context) authenticationv1.UserInfo {
 func creatorOf(annotations map[string]string) string {
 	return annotations[agentsv1beta1.AnnotationCreator]
 }
+
+// isOperator reports whether the admission request in ctx comes from the operator.
+func isOperator(ctx context.Context, operatorUser string) bool {
+	req, err := admission.RequestFromContext(ctx)
+	return err == nil && operatorUser != "" && req.UserInfo.Username == operatorUser
+}

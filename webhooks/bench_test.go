@@ -38,7 +38,7 @@ func BenchmarkBindingGuardAdmission(b *testing.B) {
 	fx := newGuardFixture()
 	claim := stampedClaim("c1", "uid-1", fx.hash)
 	reader := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithObjects(claim, fx.pool, fx.tmpl).Build()
-	hook := admission.WithValidator(api.NewScheme(), &webhooks.SandboxWebhook{Cache: reader, APIReader: reader, OperatorUser: operatorUser})
+	hook := admission.WithValidator(api.NewScheme(), &webhooks.BindingGuard{Cache: reader, APIReader: reader, OperatorUser: operatorUser})
 	body := review(b, admissionv1.Update, operatorUser, boundTo(fx.member, claim, true, true), fx.member)
 	serve(b, hook, body)
 }

@@ -1,21 +1,28 @@
-// Package webhooks is sandgate's admission. What it promises, to whom, is stated once, in the
-// README's "What admission guarantees" (and docs/threat-model.md); this says where each part
-// lives.
+// Package webhooks is sandgate's admission. What admission promises, and to whom, is stated
+// once: see README.md, section "What admission guarantees" (and docs/threat-model.md). This
+// says where each job lives.
 //
-//   - claim.go: the claim stamper (mutating, SandboxClaim CREATE) and the claim validator
-//     (UPDATE, and DELETE by anyone but the claim's creator). The stamper reads the pool and
-//     template through the manager's cache, falling back to the API server, and records the
-//     stamp, the admission time and the creator.
-//   - sandbox.go: the binding guard (validating, Sandbox CREATE, UPDATE and DELETE of a bound
-//     Sandbox) and the Sandbox defaulter. The guard decides from what a Sandbox is (the hash
-//     of its own blueprint), never from its labels, and keeps pool membership, the operator's
-//     metadata and a claim's Sandbox to those Authority allows.
+//   - claim_stamper.go: ClaimWebhook. Its mutating half (SandboxClaim CREATE) checks a new
+//     claim and stamps it with the blueprint hash of its pool's template, which it reads
+//     through the manager's cache and from the API server when the cache misses it or lacks
+//     the version a supplied stamp names; it records the admission time and the creator. Its
+//     validating half keeps a claim's spec and its deletion to its creator, the operator and
+//     the platform, the stamp to the operator, and the pool and the creator unchanged.
+//   - binding_guard.go: BindingGuard, the validating Sandbox webhook. It admits a binding only
+//     from the operator, and only of a Sandbox whose content is what the claim was stamped
+//     for: a pool member whose own blueprint hashes to the stamp, or a cold start whose
+//     blueprint is exactly what the stamped template builds for the claim; a label never
+//     vouches for content. It also guards pool membership, the reserved metadata and a bound
+//     Sandbox's owner, and that whoever creates or rebuilds a Sandbox may create pods.
+//   - sandbox_defaulter.go, template_webhook.go, pool_webhook.go: SandboxDefaulter,
+//     TemplateWebhook and PoolWebhook serve the pure rules below for their kinds.
+//   - defaulters.go, validators.go: defaulting and validation of every kind as pure functions
+//     (Default*, Validate*, RatchetUpdate): same object in, same answer out, no API reads.
 //   - authority.go: who may act on whose claims and Sandboxes.
-//   - validation.go, defaults.go, kinds.go, register.go: defaulting and validation of every
-//     kind as pure functions (Default*, Validate*) returning field.ErrorList, wrapped as 422.
-//   - conversion.go: the v1alpha1 conversion webhook.
-//
-// Setup registers everything with a manager; the paths, failure policies and matchConditions
-// live in the kubebuilder markers of setup.go, from which `make manifests` writes
-// config/webhook.
+//   - adapters.go: error lists as 422 Invalid, and the 400 of an undecodable value as a 422
+//     naming its field.
+//   - conversion.go: the conversion webhook (v1alpha1 <-> v1beta1).
+//   - setup.go: Setup registers everything with a manager; the paths, failure policies and
+//     matchConditions live in its kubebuilder markers, from which `make manifests` writes
+//     config/webhook.
 package webhooks

@@ -60,7 +60,7 @@ func FuzzBindingGuard(f *testing.F) {
 		f.Add(string(oldJSON), string(newJSON), false)
 	}
 	reader := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithObjects(claim, fx.pool, fx.tmpl).Build()
-	w := &webhooks.SandboxWebhook{Cache: reader, APIReader: reader, OperatorUser: operatorUser}
+	w := &webhooks.BindingGuard{Cache: reader, APIReader: reader, OperatorUser: operatorUser}
 
 	f.Fuzz(func(t *testing.T, oldJSON, newJSON string, byOperator bool) {
 		var oldSB, newSB agentsv1beta1.Sandbox

@@ -2,9 +2,13 @@ package webhooks
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
@@ -65,7 +69,7 @@ type Options struct {
 	// nil means DefaultPlatformGroups.
 	PlatformGroups []string
 	// ClaimUIDIndex names a field index of the manager's cache that maps Sandboxes to their
-	// agents.x-k8s.io/claim-uid label (reconcilers.IndexSandboxClaimUID, which the claim
+	// agents.x-k8s.io/claim-uid label (indexes.SandboxClaimUID, which the claim
 	// controller registers): the binding guard looks a claim's Sandboxes up in it. "" lists
 	// them by label, which reads every Sandbox of the namespace on each binding.
 	ClaimUIDIndex string
@@ -73,18 +77,18 @@ type Options struct {
 
 // Setup registers every webhook with the manager's webhook server (the conversion webhook at
 // ConvertPath too). The claim webhooks and the binding guard read through the manager's
-// cache and fall back to the API server (see ClaimWebhook.templateOf and SandboxWebhook).
+// cache and fall back to the API server (see ClaimWebhook.templateOf and BindingGuard).
 func Setup(mgr ctrl.Manager, opts Options) error {
 	if opts.OperatorUser == "" {
 		opts.OperatorUser = DefaultOperatorUser
 	}
 	authority := Authority{OperatorUser: opts.OperatorUser, PlatformGroups: opts.PlatformGroups}
 	claims := &ClaimWebhook{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), OperatorUser: opts.OperatorUser, Authority: authority, Now: opts.Now}
-	sandboxes := &SandboxWebhook{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), OperatorUser: opts.OperatorUser,
+	guard := &BindingGuard{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), OperatorUser: opts.OperatorUser,
 		Authority: authority, Authorizer: mgr.GetClient(), ClaimUIDIndex: opts.ClaimUIDIndex}
 	for _, err := range []error{
 		wrap("SandboxClaim (stamping, validation)", register(mgr, &extv1beta1.SandboxClaim{}, claims, claims)),
-		wrap("Sandbox (defaulting, binding guard)", register(mgr, &agentsv1beta1.Sandbox{}, sandboxes, sandboxes)),
+		wrap("Sandbox (defaulting, binding guard)", register(mgr, &agentsv1beta1.Sandbox{}, SandboxDefaulter{}, guard)),
 		wrap("SandboxTemplate", register(mgr, &extv1beta1.SandboxTemplate{}, TemplateWebhook{}, TemplateWebhook{})),
 		wrap("SandboxWarmPool", register(mgr, &extv1beta1.SandboxWarmPool{}, PoolWebhook{}, PoolWebhook{})),
 		wrap("conversion", registerConversion(mgr)),
@@ -93,6 +97,24 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// register serves a kind's defaulter and validator at the paths ctrl.NewWebhookManagedBy would
+// use (and config/webhook names), each behind decodeErrors.
+func register[T runtime.Object](mgr ctrl.Manager, obj T, d admission.Defaulter[T], v admission.Validator[T]) error {
+	gvk, err := apiutil.GVKForObject(obj, mgr.GetScheme())
+	if err != nil {
+		return err
+	}
+	suffix := strings.ReplaceAll(gvk.Group, ".", "-") + "-" + gvk.Version + "-" + strings.ToLower(gvk.Kind)
+	server := mgr.GetWebhookServer()
+	mutating := admission.WithDefaulter(mgr.GetScheme(), d)
+	mutating.Handler = decodeErrors{next: mutating.Handler, gk: gvk.GroupKind(), proto: obj}
+	server.Register("/mutate-"+suffix, mutating)
+	validating := admission.WithValidator(mgr.GetScheme(), v)
+	validating.Handler = decodeErrors{next: validating.Handler, gk: gvk.GroupKind(), proto: obj}
+	server.Register("/validate-"+suffix, validating)
 	return nil
 }
 

@@ -13,27 +13,15 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
 
-// register serves a kind's defaulter and validator at the paths ctrl.NewWebhookManagedBy would
-// use (and config/webhook names), each behind decodeErrors.
-func register[T runtime.Object](mgr ctrl.Manager, obj T, d admission.Defaulter[T], v admission.Validator[T]) error {
-	gvk, err := apiutil.GVKForObject(obj, mgr.GetScheme())
-	if err != nil {
-		return err
+// invalid wraps a non-empty error list as a 422 Invalid; nil for an empty one.
+func invalid(gk schema.GroupKind, name string, errs field.ErrorList) error {
+	if len(errs) == 0 {
+		return nil
 	}
-	suffix := strings.ReplaceAll(gvk.Group, ".", "-") + "-" + gvk.Version + "-" + strings.ToLower(gvk.Kind)
-	server := mgr.GetWebhookServer()
-	mutating := admission.WithDefaulter(mgr.GetScheme(), d)
-	mutating.Handler = decodeErrors{next: mutating.Handler, gk: gvk.GroupKind(), proto: obj}
-	server.Register("/mutate-"+suffix, mutating)
-	validating := admission.WithValidator(mgr.GetScheme(), v)
-	validating.Handler = decodeErrors{next: validating.Handler, gk: gvk.GroupKind(), proto: obj}
-	server.Register("/validate-"+suffix, validating)
-	return nil
+	return apierrors.NewInvalid(gk, name, errs)
 }
 
 // decodeErrors turns the bare 400 of an object that does not decode into its Go type (a value

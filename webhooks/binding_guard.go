@@ -27,8 +27,8 @@ var (
 	sandboxGR = agentsv1beta1.GroupVersion.WithResource("sandboxes").GroupResource()
 )
 
-// SandboxWebhook defaults and validates Sandboxes and is the binding guard: the one place that
-// decides whether a Sandbox may become a claim's, and whether it may be a pool's.
+// BindingGuard validates Sandboxes and is the binding guard: the one place that decides
+// whether a Sandbox may become a claim's, and whether it may be a pool's.
 //
 // What it guarantees, whatever any controller's cache says and whoever asks:
 //
@@ -45,7 +45,7 @@ var (
 //     spec of a pool member. Anyone may take a pool's owner reference off (the garbage
 //     collector orphaning members does): a Sandbox that leaves a pool never comes back.
 //   - Unbinding: only the operator, or anyone once the claim is gone.
-type SandboxWebhook struct {
+type BindingGuard struct {
 	// Cache reads claims, pools, templates and Sandboxes first (the manager's cached client);
 	// nil reads everything from the API server.
 	Cache client.Reader
@@ -66,21 +66,12 @@ type SandboxWebhook struct {
 	ClaimUIDIndex string
 }
 
-var (
-	_ admission.Defaulter[*agentsv1beta1.Sandbox] = &SandboxWebhook{}
-	_ admission.Validator[*agentsv1beta1.Sandbox] = &SandboxWebhook{}
-)
-
-// Default applies DefaultSandbox.
-func (w *SandboxWebhook) Default(_ context.Context, sb *agentsv1beta1.Sandbox) error {
-	DefaultSandbox(sb)
-	return nil
-}
+var _ admission.Validator[*agentsv1beta1.Sandbox] = &BindingGuard{}
 
 // ValidateCreate validates a new Sandbox. One created bound to a claim is the operator's cold
 // start and must be exactly what the claim is owed; one created in a pool must be the
 // operator's.
-func (w *SandboxWebhook) ValidateCreate(ctx context.Context, sb *agentsv1beta1.Sandbox) (admission.Warnings, error) {
+func (w *BindingGuard) ValidateCreate(ctx context.Context, sb *agentsv1beta1.Sandbox) (admission.Warnings, error) {
 	operator := isOperator(ctx, w.OperatorUser)
 	if err := w.guardBinding(ctx, &agentsv1beta1.Sandbox{}, sb, operator); err != nil {
 		return nil, err
@@ -99,7 +90,7 @@ func (w *SandboxWebhook) ValidateCreate(ctx context.Context, sb *agentsv1beta1.S
 
 // ValidateUpdate runs the binding and membership guards, then the validation of what the
 // update introduces.
-func (w *SandboxWebhook) ValidateUpdate(ctx context.Context, oldSB, newSB *agentsv1beta1.Sandbox) (admission.Warnings, error) {
+func (w *BindingGuard) ValidateUpdate(ctx context.Context, oldSB, newSB *agentsv1beta1.Sandbox) (admission.Warnings, error) {
 	operator := isOperator(ctx, w.OperatorUser)
 	if err := w.guardBinding(ctx, oldSB, newSB, operator); err != nil {
 		return nil, err
@@ -127,7 +118,7 @@ func (w *SandboxWebhook) ValidateUpdate(ctx context.Context, oldSB, newSB *agent
 
 // ValidateDelete admits the deletion of a Sandbox bound to a claim by the claim's creator, the
 // operator, the platform and the Kubernetes controllers only; every other deletion is RBAC's.
-func (w *SandboxWebhook) ValidateDelete(ctx context.Context, sb *agentsv1beta1.Sandbox) (admission.Warnings, error) {
+func (w *BindingGuard) ValidateDelete(ctx context.Context, sb *agentsv1beta1.Sandbox) (admission.Warnings, error) {
 	return nil, w.guardOwner(ctx, sb, "delete")
 }
 
@@ -139,7 +130,7 @@ func (w *SandboxWebhook) ValidateDelete(ctx context.Context, sb *agentsv1beta1.S
 // annotation on a Sandbox they create (the defaulter sets it), and the v1alpha1 fields the
 // conversion keeps in conversion.sandgate.dev annotations when the request is a v1alpha1
 // client's.
-func (w *SandboxWebhook) guardMetadata(ctx context.Context, oldSB, newSB *agentsv1beta1.Sandbox) error {
+func (w *BindingGuard) guardMetadata(ctx context.Context, oldSB, newSB *agentsv1beta1.Sandbox) error {
 	u := userInfo(ctx)
 	if w.authority().trusted(u) {
 		return nil
@@ -194,7 +185,7 @@ func changedKeys(old, new map[string]string) []string {
 // only from the claim's creator, the operator, the platform and the Kubernetes controllers:
 // another tenant of the namespace cannot suspend a victim's Sandbox, change its image and resume
 // it under the victim's Ready claim.
-func (w *SandboxWebhook) guardOwner(ctx context.Context, sb *agentsv1beta1.Sandbox, verb string) error {
+func (w *BindingGuard) guardOwner(ctx context.Context, sb *agentsv1beta1.Sandbox, verb string) error {
 	u := userInfo(ctx)
 	ref, _ := ClaimBindingOf(sb)
 	if ref == nil || w.authority().trusted(u) {
@@ -215,7 +206,7 @@ func (w *SandboxWebhook) guardOwner(ctx context.Context, sb *agentsv1beta1.Sandb
 // whose blueprint they change only if they may create pods in its namespace: the operator runs
 // the pod for them, with whatever service account, secrets and volumes the blueprint names, and
 // must never be a way around pod RBAC.
-func (w *SandboxWebhook) guardPodRights(ctx context.Context, sb *agentsv1beta1.Sandbox) error {
+func (w *BindingGuard) guardPodRights(ctx context.Context, sb *agentsv1beta1.Sandbox) error {
 	u := userInfo(ctx)
 	if w.Authorizer == nil || w.authority().trusted(u) {
 		return nil
@@ -243,7 +234,7 @@ func (w *SandboxWebhook) guardPodRights(ctx context.Context, sb *agentsv1beta1.S
 // a template created before sandgate's admission ran may hold reserved keys: the Sandbox
 // controller leaves those keys off the pod (policy.PodMetadataFromTemplate), so the
 // operator's writes are not refused for them.
-func (w *SandboxWebhook) validate(sb *agentsv1beta1.Sandbox, operator bool) field.ErrorList {
+func (w *BindingGuard) validate(sb *agentsv1beta1.Sandbox, operator bool) field.ErrorList {
 	errs := ValidateSandbox(sb)
 	if !operator {
 		return errs
@@ -263,8 +254,8 @@ func ClaimBindingOf(sb *agentsv1beta1.Sandbox) (*metav1.OwnerReference, types.UI
 	return policy.ControllerOf(sb, policy.ClaimKind), types.UID(sb.Labels[agentsv1beta1.LabelClaimUID])
 }
 
-// guardMembership keeps pool membership the operator's: see SandboxWebhook.
-func (w *SandboxWebhook) guardMembership(ctx context.Context, oldSB, newSB *agentsv1beta1.Sandbox, operator bool) error {
+// guardMembership keeps pool membership the operator's: see BindingGuard.
+func (w *BindingGuard) guardMembership(ctx context.Context, oldSB, newSB *agentsv1beta1.Sandbox, operator bool) error {
 	if operator {
 		return nil
 	}
@@ -305,8 +296,8 @@ func hasOwner(obj metav1.Object, uid types.UID) bool {
 	return false
 }
 
-// guardBinding admits a change of a Sandbox's binding only as SandboxWebhook says.
-func (w *SandboxWebhook) guardBinding(ctx context.Context, oldSB, newSB *agentsv1beta1.Sandbox, operator bool) error {
+// guardBinding admits a change of a Sandbox's binding only as BindingGuard says.
+func (w *BindingGuard) guardBinding(ctx context.Context, oldSB, newSB *agentsv1beta1.Sandbox, operator bool) error {
 	oldRef, oldUID := ClaimBindingOf(oldSB)
 	newRef, newUID := ClaimBindingOf(newSB)
 	if sameRef(oldRef, newRef) && oldUID == newUID {
@@ -373,7 +364,7 @@ func (w *SandboxWebhook) guardBinding(ctx context.Context, oldSB, newSB *agentsv
 // claimUnbound refuses a second Sandbox for a claim: one its status reports, or one the cache
 // shows bound to it. (The claim controller never asks for a second; the check keeps a bug or a
 // second operator instance from making one.)
-func (w *SandboxWebhook) claimUnbound(ctx context.Context, sb *agentsv1beta1.Sandbox, claim *extv1beta1.SandboxClaim) error {
+func (w *BindingGuard) claimUnbound(ctx context.Context, sb *agentsv1beta1.Sandbox, claim *extv1beta1.SandboxClaim) error {
 	if other := claim.Status.Sandbox.Name; other != "" && other != sb.Name {
 		return w.denyFor(sb, claim, "the claim is bound to Sandbox %s already", other)
 	}
@@ -394,7 +385,7 @@ func (w *SandboxWebhook) claimUnbound(ctx context.Context, sb *agentsv1beta1.San
 // cache's claim-uid index when there is one (a lookup, not a scan of the namespace on every
 // binding), by label from the cache otherwise, and from the API server when the cache cannot
 // answer (a namespace it does not cover).
-func (w *SandboxWebhook) sandboxesOfClaim(ctx context.Context, ns string, uid types.UID) ([]agentsv1beta1.Sandbox, error) {
+func (w *BindingGuard) sandboxesOfClaim(ctx context.Context, ns string, uid types.UID) ([]agentsv1beta1.Sandbox, error) {
 	byLabel := client.MatchingLabels{agentsv1beta1.LabelClaimUID: string(uid)}
 	var list agentsv1beta1.SandboxList
 	if w.Cache != nil {
@@ -415,7 +406,7 @@ func (w *SandboxWebhook) sandboxesOfClaim(ctx context.Context, ns string, uid ty
 // guardWarmBinding admits the binding of a pool member: an unused member of the claim's own
 // pool, built from the stamped template version, whose spec the binding changes only by the
 // claim's pod metadata.
-func (w *SandboxWebhook) guardWarmBinding(ctx context.Context, oldSB, newSB *agentsv1beta1.Sandbox, claim *extv1beta1.SandboxClaim) error {
+func (w *BindingGuard) guardWarmBinding(ctx context.Context, oldSB, newSB *agentsv1beta1.Sandbox, claim *extv1beta1.SandboxClaim) error {
 	stamp := claim.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash]
 	poolName := claim.Spec.WarmPoolRef.Name
 	ref := policy.ControllerOf(oldSB, policy.PoolKind)
@@ -452,7 +443,7 @@ func (w *SandboxWebhook) guardWarmBinding(ctx context.Context, oldSB, newSB *age
 
 // guardColdStart admits a Sandbox created bound to a claim when it is exactly what the claim
 // is owed: policy.ClaimBlueprint of its pool's template, at the version of the claim's stamp.
-func (w *SandboxWebhook) guardColdStart(ctx context.Context, sb *agentsv1beta1.Sandbox, claim *extv1beta1.SandboxClaim) error {
+func (w *BindingGuard) guardColdStart(ctx context.Context, sb *agentsv1beta1.Sandbox, claim *extv1beta1.SandboxClaim) error {
 	stamp := claim.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash]
 	poolName := claim.Spec.WarmPoolRef.Name
 	pool := &extv1beta1.SandboxWarmPool{}
@@ -490,7 +481,7 @@ func (w *SandboxWebhook) guardColdStart(ctx context.Context, sb *agentsv1beta1.S
 // once the claim is gone or going: the garbage collector removes the ownerReference of an
 // orphaned Sandbox (`kubectl delete --cascade=orphan`), and refusing it would keep the claim's
 // deletion from completing. Otherwise a user could take a Sandbox from its claim.
-func (w *SandboxWebhook) guardUnbinding(ctx context.Context, oldRef *metav1.OwnerReference, oldUID types.UID, newSB *agentsv1beta1.Sandbox, operator bool) error {
+func (w *BindingGuard) guardUnbinding(ctx context.Context, oldRef *metav1.OwnerReference, oldUID types.UID, newSB *agentsv1beta1.Sandbox, operator bool) error {
 	if operator || oldRef == nil {
 		// Without an ownerReference the claim is already released: what remains is a label.
 		return nil
@@ -509,7 +500,7 @@ func (w *SandboxWebhook) guardUnbinding(ctx context.Context, oldRef *metav1.Owne
 // claim finds the claim named name with the given uid: in the cache first, from the API server
 // when the cache misses it, holds another claim of that name, or holds a copy current (nil:
 // any) says may predate what the request needs. nil when there is none.
-func (w *SandboxWebhook) claim(ctx context.Context, ns, name string, uid types.UID, current func(*extv1beta1.SandboxClaim) bool) (*extv1beta1.SandboxClaim, error) {
+func (w *BindingGuard) claim(ctx context.Context, ns, name string, uid types.UID, current func(*extv1beta1.SandboxClaim) bool) (*extv1beta1.SandboxClaim, error) {
 	c := &extv1beta1.SandboxClaim{}
 	if err := w.read(ctx, types.NamespacedName{Namespace: ns, Name: name}, c, func() bool {
 		return c.UID == uid && (current == nil || current(c))
@@ -528,7 +519,7 @@ func (w *SandboxWebhook) claim(ctx context.Context, ns, name string, uid types.U
 // read gets an object from the cache, and from the API server when the cache fails (a
 // namespace it does not cover, an informer not synced, no such object yet) or when ok says the
 // cached version is not the one the request needs. ok nil accepts any cached version.
-func (w *SandboxWebhook) read(ctx context.Context, key types.NamespacedName, obj client.Object, ok func() bool) error {
+func (w *BindingGuard) read(ctx context.Context, key types.NamespacedName, obj client.Object, ok func() bool) error {
 	if w.Cache != nil {
 		if err := w.Cache.Get(ctx, key, obj); err == nil && (ok == nil || ok()) {
 			return nil
@@ -540,14 +531,14 @@ func (w *SandboxWebhook) read(ctx context.Context, key types.NamespacedName, obj
 // deny is the guard's 403: it names the Sandbox, the claim and both hashes (the Sandbox's is
 // computed from its blueprint), so that whoever reads it can tell a stale Sandbox from a
 // forged request.
-func (w *SandboxWebhook) deny(sb *agentsv1beta1.Sandbox, claim, claimHash, format string, args ...any) error {
+func (w *BindingGuard) deny(sb *agentsv1beta1.Sandbox, claim, claimHash, format string, args ...any) error {
 	msg := fmt.Sprintf("binding Sandbox %s/%s (template hash %s) to SandboxClaim %s (template hash %s) is refused: %s",
 		sb.Namespace, sb.Name, policy.SandboxHash(sb), claim, orNone(claimHash), fmt.Sprintf(format, args...))
 	return apierrors.NewForbidden(sandboxGR, sb.Name, errors.New(msg))
 }
 
 // denyFor is deny for a binding to claim, found and read.
-func (w *SandboxWebhook) denyFor(sb *agentsv1beta1.Sandbox, claim *extv1beta1.SandboxClaim, format string, args ...any) error {
+func (w *BindingGuard) denyFor(sb *agentsv1beta1.Sandbox, claim *extv1beta1.SandboxClaim, format string, args ...any) error {
 	return w.deny(sb, claimName(&metav1.OwnerReference{Name: claim.Name, UID: claim.UID}, ""),
 		claim.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash], format, args...)
 }
@@ -596,4 +587,4 @@ func orNone(s string) string {
 }
 
 // authority is w.Authority, with OperatorUser as its operator when it names none.
-func (w *SandboxWebhook) authority() Authority { return w.Authority.withOperator(w.OperatorUser) }
+func (w *BindingGuard) authority() Authority { return w.Authority.withOperator(w.OperatorUser) }
