@@ -31,9 +31,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/sandgate-dev/sandgate/cmd/internal/bench/harness"
-	"github.com/sandgate-dev/sandgate/cmd/internal/bench/load"
-	"github.com/sandgate-dev/sandgate/cmd/internal/bench/report"
+	"github.com/sandgate-dev/sandgate/test/bench/harness"
+	"github.com/sandgate-dev/sandgate/test/bench/load"
+	"github.com/sandgate-dev/sandgate/test/bench/report"
 	"github.com/sandgate-dev/sandgate/test/controlplane"
 )
 

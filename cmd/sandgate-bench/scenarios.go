@@ -12,8 +12,8 @@ import (
 
 	"k8s.io/utils/ptr"
 
-	"github.com/sandgate-dev/sandgate/cmd/internal/bench/load"
-	"github.com/sandgate-dev/sandgate/cmd/internal/bench/report"
+	"github.com/sandgate-dev/sandgate/test/bench/load"
+	"github.com/sandgate-dev/sandgate/test/bench/report"
 	"github.com/sandgate-dev/sandgate/test/controlplane"
 )
 

@@ -19,8 +19,8 @@ import (
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
-	"github.com/sandgate-dev/sandgate/cmd/internal/bench/harness"
-	"github.com/sandgate-dev/sandgate/cmd/internal/bench/load"
+	"github.com/sandgate-dev/sandgate/test/bench/harness"
+	"github.com/sandgate-dev/sandgate/test/bench/load"
 )
 
 // Bounds of the demo's waits; generous, the machines are shared.

@@ -23,7 +23,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sandgate-dev/sandgate/cmd/internal/bench/harness"
+	"github.com/sandgate-dev/sandgate/test/bench/harness"
 	"github.com/sandgate-dev/sandgate/test/controlplane"
 )
 

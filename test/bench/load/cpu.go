@@ -11,9 +11,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sandgate-dev/sandgate/cmd/internal/bench/proc"
-	"github.com/sandgate-dev/sandgate/cmd/internal/bench/report"
-	"github.com/sandgate-dev/sandgate/cmd/internal/bench/scrape"
+	"github.com/sandgate-dev/sandgate/test/bench/proc"
+	"github.com/sandgate-dev/sandgate/test/bench/report"
+	"github.com/sandgate-dev/sandgate/test/bench/scrape"
 )
 
 // cpuWindow measures kube-apiserver's CPU from just before the first claim's create call to

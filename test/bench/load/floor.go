@@ -34,8 +34,8 @@ import (
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
-	"github.com/sandgate-dev/sandgate/cmd/internal/bench/report"
-	"github.com/sandgate-dev/sandgate/cmd/internal/bench/stats"
+	"github.com/sandgate-dev/sandgate/test/bench/report"
+	"github.com/sandgate-dev/sandgate/test/bench/stats"
 )
 
 // Kinds of the owner references of the floor.

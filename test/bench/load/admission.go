@@ -9,8 +9,8 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/sandgate-dev/sandgate/cmd/internal/bench/report"
-	"github.com/sandgate-dev/sandgate/cmd/internal/bench/scrape"
+	"github.com/sandgate-dev/sandgate/test/bench/report"
+	"github.com/sandgate-dev/sandgate/test/bench/scrape"
 )
 
 // Metrics of the API server's admission webhooks.

@@ -15,8 +15,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sandgate-dev/sandgate/cmd/internal/bench/proc"
-	"github.com/sandgate-dev/sandgate/cmd/internal/bench/scrape"
+	"github.com/sandgate-dev/sandgate/test/bench/proc"
+	"github.com/sandgate-dev/sandgate/test/bench/scrape"
 	"github.com/sandgate-dev/sandgate/test/controlplane"
 )
 

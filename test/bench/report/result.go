@@ -11,8 +11,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/sandgate-dev/sandgate/cmd/internal/bench/scrape"
-	"github.com/sandgate-dev/sandgate/cmd/internal/bench/stats"
+	"github.com/sandgate-dev/sandgate/test/bench/scrape"
+	"github.com/sandgate-dev/sandgate/test/bench/stats"
 )
 
 // Parameters are what a run was asked to do.

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/sandgate-dev/sandgate/cmd/internal/bench/scrape"
-	"github.com/sandgate-dev/sandgate/cmd/internal/bench/stats"
+	"github.com/sandgate-dev/sandgate/test/bench/scrape"
+	"github.com/sandgate-dev/sandgate/test/bench/stats"
 )
 
 // WriteText prints r as the table a person reads after a run.

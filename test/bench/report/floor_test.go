@@ -7,7 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/sandgate-dev/sandgate/cmd/internal/bench/stats"
+	"github.com/sandgate-dev/sandgate/test/bench/stats"
 )
 
 // serialWithFloor is a serial scenario whose figures add up: sandgate's mean claim takes

@@ -5,8 +5,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/sandgate-dev/sandgate/cmd/internal/bench/report"
-	"github.com/sandgate-dev/sandgate/cmd/internal/bench/scrape"
+	"github.com/sandgate-dev/sandgate/test/bench/report"
+	"github.com/sandgate-dev/sandgate/test/bench/scrape"
 )
 
 func TestWebhookCosts(t *testing.T) {

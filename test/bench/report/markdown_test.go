@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandgate-dev/sandgate/cmd/internal/bench/stats"
+	"github.com/sandgate-dev/sandgate/test/bench/stats"
 )
 
 func TestWriteMarkdown(t *testing.T) {

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandgate-dev/sandgate/cmd/internal/bench/harness"
-	"github.com/sandgate-dev/sandgate/cmd/internal/bench/load"
+	"github.com/sandgate-dev/sandgate/test/bench/harness"
+	"github.com/sandgate-dev/sandgate/test/bench/load"
 	"github.com/sandgate-dev/sandgate/test/controlplane"
 )
 

@@ -30,9 +30,9 @@ import (
 	"github.com/sandgate-dev/sandgate/api"
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
-	"github.com/sandgate-dev/sandgate/cmd/internal/bench/proc"
-	"github.com/sandgate-dev/sandgate/cmd/internal/bench/report"
-	"github.com/sandgate-dev/sandgate/cmd/internal/bench/scrape"
+	"github.com/sandgate-dev/sandgate/test/bench/proc"
+	"github.com/sandgate-dev/sandgate/test/bench/report"
+	"github.com/sandgate-dev/sandgate/test/bench/scrape"
 )
 
 // Names of the objects a run creates in its namespace.

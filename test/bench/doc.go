@@ -1,6 +1,8 @@
 // Package bench groups what the load generator (cmd/sandgate-bench) and the demo
-// (cmd/sandgate-demo) are built from. They sit under cmd/internal/ because only those
-// commands use them; the local control plane they start is cmd/controlplane.
+// (cmd/sandgate-demo) are built from; the local control plane they start is
+// test/controlplane. They sit under test/ because only those development commands and tests
+// use them, never the shipped operator, and they never import "testing" (make verify-deps
+// checks both).
 //
 //   - stats: percentiles of latency samples;
 //   - scrape: Prometheus text scraping and the deltas between two scrapes;

@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
-	"github.com/sandgate-dev/sandgate/cmd/internal/bench/proc"
+	"github.com/sandgate-dev/sandgate/test/bench/proc"
 	"github.com/sandgate-dev/sandgate/test/controlplane"
 	"github.com/sandgate-dev/sandgate/webhooks"
 )
