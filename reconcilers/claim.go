@@ -28,6 +28,7 @@ import (
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/reconcilers/indexes"
 )
 
 // claimControllerName names the SandboxClaim controller in logs and metrics.
@@ -56,7 +57,7 @@ const (
 //
 // The Sandbox is the record of a binding (controller reference and claim-uid label); the
 // claim's status only reports it. After a restart a claim finds its Sandbox again through
-// the IndexSandboxClaimUID cache index.
+// the indexes.SandboxClaimUID cache index.
 type claimReconciler struct {
 	Client client.Client
 	// APIReader reads from the API server: the stamp fallback must not hash a stale template.
@@ -146,7 +147,7 @@ func (r *claimReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Opt
 // wait for a Sandbox (bound claims do not care).
 func (r *claimReconciler) unboundClaimsOfPool(ctx context.Context, obj client.Object) []reconcile.Request {
 	var claims extv1beta1.SandboxClaimList
-	if err := r.Client.List(ctx, &claims, client.InNamespace(obj.GetNamespace()), client.MatchingFields{IndexClaimPool: obj.GetName()}); err != nil {
+	if err := r.Client.List(ctx, &claims, client.InNamespace(obj.GetNamespace()), client.MatchingFields{indexes.ClaimPool: obj.GetName()}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "listing claims of pool", "pool", klog.KObj(obj))
 		return nil
 	}
@@ -370,7 +371,7 @@ func (r *claimReconciler) annotateClaim(ctx context.Context, claim *extv1beta1.S
 // claim's status, records the binding.
 func (r *claimReconciler) boundSandbox(ctx context.Context, s *claimStep) (*agentsv1beta1.Sandbox, error) {
 	var list agentsv1beta1.SandboxList
-	if err := r.Client.List(ctx, &list, client.InNamespace(s.claim.Namespace), client.MatchingFields{IndexSandboxClaimUID: string(s.claim.UID)}); err != nil {
+	if err := r.Client.List(ctx, &list, client.InNamespace(s.claim.Namespace), client.MatchingFields{indexes.SandboxClaimUID: string(s.claim.UID)}); err != nil {
 		return nil, fmt.Errorf("looking up the claim's sandbox: %w", err)
 	}
 	var found []*agentsv1beta1.Sandbox

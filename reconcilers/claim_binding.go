@@ -19,7 +19,7 @@ package reconcilers
 //     SandboxAdopted event.
 //
 // A crash between 2 and 3 loses nothing: after a restart the claim finds its Sandbox through
-// the IndexSandboxClaimUID index and writes the status then. The pool sees its member leave
+// the indexes.SandboxClaimUID index and writes the status then. The pool sees its member leave
 // (controller reference gone) through its own Sandbox watch and refills, off this path; the
 // Sandbox controller moves the new labels to the pod, off this path too.
 //

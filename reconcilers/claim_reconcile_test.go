@@ -22,6 +22,7 @@ import (
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/reconcilers/indexes"
 	"github.com/sandgate-dev/sandgate/test/builders"
 )
 
@@ -101,7 +102,7 @@ func getClaim(t *testing.T, a *fakeAPI) *extv1beta1.SandboxClaim {
 func claimSandboxes(t *testing.T, a *fakeAPI, uid types.UID) []agentsv1beta1.Sandbox {
 	t.Helper()
 	var list agentsv1beta1.SandboxList
-	if err := a.List(context.Background(), &list, client.MatchingFields{IndexSandboxClaimUID: string(uid)}); err != nil {
+	if err := a.List(context.Background(), &list, client.MatchingFields{indexes.SandboxClaimUID: string(uid)}); err != nil {
 		t.Fatal(err)
 	}
 	return list.Items

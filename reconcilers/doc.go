@@ -31,7 +31,7 @@
 // (controller reference to the claim, claim-uid label), then one status patch of the claim,
 // then the SandboxAdopted event. A lost race (409) or a refusal of the binding guard (403)
 // only means the next member is tried. After a restart a claim finds its Sandbox through the
-// IndexSandboxClaimUID cache index. Pool refill and the pod's labels follow through the
+// indexes.SandboxClaimUID cache index. Pool refill and the pod's labels follow through the
 // pool's and the Sandbox controller's own watches, off the claim's path.
 //
 // Claim startup latency is observed into the contract's histograms

@@ -20,42 +20,24 @@ import (
 	"github.com/sandgate-dev/sandgate/api"
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/reconcilers/indexes"
 )
 
 // newClientBuilder returns a fake client builder shaped like the manager's client: the scheme
 // of both groups, the status subresource of every kind that has one (so a status write
-// changes only status and a spec write never status, as on an API server), and the cache
-// indexes registered by SetupIndexes and SetupExtensionIndexes themselves, through asIndexer:
-// a List by index in a Reconcile test runs the production index functions.
+// changes only status and a spec write never status, as on an API server), and every cache
+// index of package indexes, with its production extractor: a List by index in a Reconcile
+// test runs the production index functions.
 func newClientBuilder(t testing.TB) *fake.ClientBuilder {
 	t.Helper()
 	b := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithStatusSubresource(
 		&agentsv1beta1.Sandbox{}, &extv1beta1.SandboxClaim{}, &extv1beta1.SandboxWarmPool{}, &extv1beta1.SandboxTemplate{},
 		&corev1.Pod{}, &corev1.Service{}, &corev1.PersistentVolumeClaim{},
 	)
-	ix := asIndexer(b)
-	if err := SetupIndexes(context.Background(), ix); err != nil {
-		t.Fatalf("registering the indexes: %v", err)
+	for _, ix := range indexes.All() {
+		b = b.WithIndex(ix.Object, ix.Name, ix.Extract)
 	}
-	if err := SetupExtensionIndexes(context.Background(), ix); err != nil {
-		t.Fatalf("registering the extension indexes: %v", err)
-	}
-	return ix.ClientBuilder
-}
-
-// builderIndexer is a client.FieldIndexer that registers each index with a fake client
-// builder, so that the production Setup*Indexes functions configure fake clients too.
-type builderIndexer struct {
-	*fake.ClientBuilder
-}
-
-var _ client.FieldIndexer = &builderIndexer{}
-
-func asIndexer(b *fake.ClientBuilder) *builderIndexer { return &builderIndexer{ClientBuilder: b} }
-
-func (b *builderIndexer) IndexField(_ context.Context, obj client.Object, field string, extract client.IndexerFunc) error {
-	b.ClientBuilder = b.WithIndex(obj, field, extract)
-	return nil
+	return b
 }
 
 // fakeAPI is the API server of a Reconcile test: a fake client built by newClientBuilder

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/reconcilers/indexes"
 )
 
 // annotationPropagatedKeys (on a Sandbox's pod) lists the label and annotation keys the
@@ -42,7 +43,7 @@ var sandboxLabelsOnPod = []string{
 // ownedPods lists the pods controlled by sb, from the cache index.
 func (r *sandboxReconciler) ownedPods(ctx context.Context, sb *agentsv1beta1.Sandbox) ([]corev1.Pod, error) {
 	var pods corev1.PodList
-	if err := r.Client.List(ctx, &pods, client.InNamespace(sb.Namespace), client.MatchingFields{IndexPodController: sb.Name}); err != nil {
+	if err := r.Client.List(ctx, &pods, client.InNamespace(sb.Namespace), client.MatchingFields{indexes.PodController: sb.Name}); err != nil {
 		return nil, fmt.Errorf("listing pods of sandbox: %w", err)
 	}
 	out := pods.Items[:0]

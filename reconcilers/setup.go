@@ -16,16 +16,6 @@ import (
 	"github.com/sandgate-dev/sandgate/reconcilers/indexes"
 )
 
-// Cache indexes, shared by the manager, the test suites and fake clients: the names package
-// indexes declares.
-const (
-	IndexPodController   = indexes.PodController
-	IndexSandboxClaimUID = indexes.SandboxClaimUID
-	IndexSandboxPool     = indexes.SandboxPool
-	IndexPoolTemplate    = indexes.PoolTemplate
-	IndexClaimPool       = indexes.ClaimPool
-)
-
 // Config configures the controllers Setup registers.
 type Config struct {
 	// Metrics receives the controllers' counters; required.
@@ -59,7 +49,7 @@ type Config struct {
 	Refill RefillPolicy
 }
 
-// Setup registers the cache indexes and the controllers with mgr.
+// Setup registers the cache indexes (package indexes) and the controllers with mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	if cfg.Metrics == nil {
 		return errors.New("reconcilers: Config.Metrics is required")
@@ -70,13 +60,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	if err := SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+	if err := indexes.Setup(ctx, mgr.GetFieldIndexer(), cfg.Extensions); err != nil {
 		return err
-	}
-	if cfg.Extensions {
-		if err := SetupExtensionIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
-			return err
-		}
 	}
 	// Claims and pools share what they know of claims' arrival; so does the Sandbox controller,
 	// to leave bookkeeping writes until claims pause.
@@ -142,24 +127,6 @@ func setupExtensions(mgr ctrl.Manager, cfg Config, activity *poolActivity) error
 	}
 	if err := claims.SetupWithManager(mgr, options(cfg.ClaimWorkers)); err != nil {
 		return fmt.Errorf("setting up the claim controller: %w", err)
-	}
-	return nil
-}
-
-// SetupIndexes registers the field indexes of the Sandbox controller (and the binding guard).
-func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
-	return indexes.Setup(ctx, indexer, false)
-}
-
-// SetupExtensionIndexes registers the field indexes of the template, pool and claim
-// controllers.
-func SetupExtensionIndexes(ctx context.Context, indexer client.FieldIndexer) error {
-	for _, ix := range indexes.All() {
-		if ix.Extension {
-			if err := indexer.IndexField(ctx, ix.Object, ix.Name, ix.Extract); err != nil {
-				return fmt.Errorf("indexing %s: %w", ix.Name, err)
-			}
-		}
 	}
 	return nil
 }

@@ -29,6 +29,7 @@ import (
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/reconcilers/indexes"
 )
 
 // warmPoolControllerName names the SandboxWarmPool controller in logs and metrics.
@@ -113,7 +114,7 @@ func (r *warmPoolReconciler) poolsOfTemplate(ctx context.Context, obj client.Obj
 // failure is logged and yields none (for map functions of watches, which cannot fail).
 func listPoolsOfTemplate(ctx context.Context, c client.Reader, tmpl client.Object) []extv1beta1.SandboxWarmPool {
 	var pools extv1beta1.SandboxWarmPoolList
-	if err := c.List(ctx, &pools, client.InNamespace(tmpl.GetNamespace()), client.MatchingFields{IndexPoolTemplate: tmpl.GetName()}); err != nil {
+	if err := c.List(ctx, &pools, client.InNamespace(tmpl.GetNamespace()), client.MatchingFields{indexes.PoolTemplate: tmpl.GetName()}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "listing pools of template", "template", klog.KObj(tmpl))
 		return nil
 	}
@@ -225,7 +226,7 @@ func replicas(pool *extv1beta1.SandboxWarmPool) int {
 // out.
 func (r *warmPoolReconciler) members(ctx context.Context, pool *extv1beta1.SandboxWarmPool) ([]*agentsv1beta1.Sandbox, error) {
 	var list agentsv1beta1.SandboxList
-	if err := r.Client.List(ctx, &list, client.InNamespace(pool.Namespace), client.MatchingFields{IndexSandboxPool: pool.Name}); err != nil {
+	if err := r.Client.List(ctx, &list, client.InNamespace(pool.Namespace), client.MatchingFields{indexes.SandboxPool: pool.Name}); err != nil {
 		return nil, fmt.Errorf("listing pool members: %w", err)
 	}
 	out := make([]*agentsv1beta1.Sandbox, 0, len(list.Items))

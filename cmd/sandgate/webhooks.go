@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/sandgate-dev/sandgate/certs"
-	"github.com/sandgate-dev/sandgate/reconcilers"
+	"github.com/sandgate-dev/sandgate/reconcilers/indexes"
 	"github.com/sandgate-dev/sandgate/webhooks"
 )
 
@@ -70,7 +70,7 @@ func setupWebhooks(mgr ctrl.Manager, opts options, watcher *certs.Watcher) error
 	}
 	wopts := webhooks.Options{OperatorUser: opts.operatorUser, PlatformGroups: opts.platformGroups}
 	if opts.extensions {
-		wopts.ClaimUIDIndex = reconcilers.IndexSandboxClaimUID // registered with the claim controller
+		wopts.ClaimUIDIndex = indexes.SandboxClaimUID // registered with the claim controller
 	}
 	if err := webhooks.Setup(mgr, wopts); err != nil {
 		return fmt.Errorf("setting up webhooks: %w", err)

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/sandgate-dev/sandgate/certs"
-	"github.com/sandgate-dev/sandgate/reconcilers"
+	"github.com/sandgate-dev/sandgate/reconcilers/indexes"
 	"github.com/sandgate-dev/sandgate/webhooks"
 )
 
@@ -43,7 +43,7 @@ func setupWebhooks(mgr manager.Manager, w *certs.Watcher, extensions bool) error
 	}
 	var opts webhooks.Options
 	if extensions {
-		opts.ClaimUIDIndex = reconcilers.IndexSandboxClaimUID
+		opts.ClaimUIDIndex = indexes.SandboxClaimUID
 	}
 	return webhooks.Setup(mgr, opts)
 }
