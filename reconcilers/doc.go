@@ -18,15 +18,15 @@
 //
 // # Templates, warm pools and claims (Config.Extensions)
 //
-// The SandboxTemplate controller (template.go) labels each template with the hash of its
-// name and keeps its managed NetworkPolicy. The SandboxWarmPool controller (warmpool.go)
+// The SandboxTemplate controller (sandboxtemplate_controller.go) labels each template with the hash of its
+// name and keeps its managed NetworkPolicy. The SandboxWarmPool controller (sandboxwarmpool_controller.go)
 // keeps spec.replicas unbound members per pool, created in growing batches behind
-// create/delete expectations. The SandboxClaim controller (claim.go, claim_lifecycle.go)
-// serves claims, warm from the warmIndex (warmindex.go: the ready, unbound members per
+// create/delete expectations. The SandboxClaim controller (sandboxclaim_controller.go, sandboxclaim_lifecycle.go)
+// serves claims, warm from the warmIndex (sandboxclaim_warmindex.go: the ready, unbound members per
 // namespace, pool and template hash, fed by the Sandbox informer, picked in O(1) without a
 // List) or cold from the pool's template, and ends them when their lifecycle says so.
 //
-// The binding protocol is in claim_binding.go. In short: the Sandbox is the record of a
+// The binding protocol is in sandboxclaim_binding.go. In short: the Sandbox is the record of a
 // binding; binding is one merge patch of the member with a resourceVersion precondition
 // (controller reference to the claim, claim-uid label), then one status patch of the claim,
 // then the SandboxAdopted event. A lost race (409) or a refusal of the binding guard (403)

@@ -35,7 +35,7 @@ type Metrics struct {
 	wakeups           *prometheus.CounterVec
 	writes            *prometheus.CounterVec
 
-	// Claims (see claim_metrics.go).
+	// Claims (see sandboxclaim_metrics.go).
 	claimStartup           *prometheus.HistogramVec
 	claimControllerStartup *prometheus.HistogramVec
 	warmHits               prometheus.Counter

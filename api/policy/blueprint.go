@@ -30,7 +30,8 @@ func UsesSecureDefault(tmpl *extv1beta1.SandboxTemplate) bool {
 // The token default applies to every template, whatever its network policy, as the public
 // controller applies it (its ApplySandboxSecureDefaults; the API documents it on
 // podTemplate): the pods are the same, and the members that controller left behind are
-// what this builds, so the pool takes them over in place (see reconcilers/warmpool.go).
+// what this builds, so the pool takes them over in place (see
+// reconcilers/sandboxwarmpool_controller.go).
 func TemplateBlueprint(tmpl *extv1beta1.SandboxTemplate) agentsv1beta1.SandboxBlueprint {
 	bp := *tmpl.Spec.SandboxBlueprint.DeepCopy()
 	if bp.PodTemplate.ObjectMeta.Labels == nil {

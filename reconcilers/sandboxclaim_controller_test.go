@@ -26,7 +26,7 @@ import (
 	"github.com/sandgate-dev/sandgate/test/builders"
 )
 
-// The Reconcile tests of this file, claim_lifecycle_test.go and claim_policy_test.go run the
+// The Reconcile tests of this file, sandboxclaim_lifecycle_test.go and claim_policy_test.go run the
 // claim controller on a fake API server with the production indexes (fakeclient_test.go): the
 // paths the claims integration suite covers on a real control plane, in milliseconds, with
 // every write and event in the journal.

@@ -51,9 +51,9 @@ const (
 )
 
 // claimReconciler serves SandboxClaims: it binds a ready warm member of the claim's pool
-// (see claim_binding.go for the protocol), or cold-starts a Sandbox from the pool's
+// (see sandboxclaim_binding.go for the protocol), or cold-starts a Sandbox from the pool's
 // template, mirrors the Sandbox's readiness into the claim and ends the claim when its
-// lifecycle says so (claim_lifecycle.go).
+// lifecycle says so (sandboxclaim_lifecycle.go).
 //
 // The Sandbox is the record of a binding (controller reference and claim-uid label); the
 // claim's status only reports it. After a restart a claim finds its Sandbox again through
