@@ -1,8 +1,10 @@
-// Package bench groups what the load generator (cmd/sandgate-bench) and the demo
-// (cmd/sandgate-demo) are built from; the local control plane they start is
-// test/controlplane. They sit under test/ because only those development commands and tests
-// use them, never the shipped operator, and they never import "testing" (make verify-deps
-// checks both).
+// Package bench is the load generator that cmd/sandgate-bench parses flags for: Run makes one
+// load run, or runs the canonical scenarios of `make bench` (scenarios.go), each with its
+// floor, and writes docs/performance.md from their results. Its subpackages are what it and
+// the demo (test/demo, cmd/sandgate-demo) are built from; the local control plane they start
+// is test/controlplane. They sit under test/ because only development commands and tests use
+// them, never the shipped operator, and they never import "testing" (make verify-deps checks
+// both).
 //
 //   - stats: percentiles of latency samples;
 //   - scrape: Prometheus text scraping and the deltas between two scrapes;

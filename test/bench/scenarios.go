@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -91,8 +91,8 @@ func scenarios(scalePool int) []scenario {
 	}
 }
 
-// scenarioNames lists the names --scenarios accepts (the large scale one at its default size).
-func scenarioNames() []string {
+// ScenarioNames lists the names --scenarios accepts (the large scale one at its default size).
+func ScenarioNames() []string {
 	var names []string
 	for _, s := range scenarios(5000) {
 		names = append(names, s.name)
@@ -121,7 +121,7 @@ func selectScenarios(list string, scalePool int) ([]scenario, error) {
 			}
 		}
 		if !found {
-			return nil, fmt.Errorf("unknown scenario %q (known: all, %s, scale-large)", name, strings.Join(scenarioNames(), ", "))
+			return nil, fmt.Errorf("unknown scenario %q (known: all, %s, scale-large)", name, strings.Join(ScenarioNames(), ", "))
 		}
 	}
 	return out, nil
@@ -133,30 +133,30 @@ func selectScenarios(list string, scalePool int) ([]scenario, error) {
 // with the same options, and is kept in the scenario's result: a ratio is only ever taken
 // between two runs of the same invocation, under the same machine load as far as one can
 // tell.
-func runScenarios(ctx context.Context, o options, stdout, stderr io.Writer) error {
-	selected, err := selectScenarios(o.scenarios, o.scalePool)
+func runScenarios(ctx context.Context, o Options, stdout, stderr io.Writer) error {
+	selected, err := selectScenarios(o.Scenarios, o.ScalePool)
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(o.resultsDir, 0o755); err != nil {
+	if err := os.MkdirAll(o.ResultsDir, 0o755); err != nil {
 		return fmt.Errorf("creating results directory: %w", err)
 	}
 	var failed []string
-	if !o.render {
+	if !o.Render {
 		for i, sc := range selected {
 			logf(stderr, "\n=== scenario %d/%d: %s (%s, pool %d)\n", i+1, len(selected), sc.name, sc.description, sc.pool)
 			so := o
-			so.burstSize, so.totalBursts, so.qps, so.warmPoolSize = sc.burstSize, sc.totalBursts, sc.qps, sc.pool
-			so.namespace = "bench"
-			so.serveV1alpha1 = o.serveV1alpha1 && !sc.v1beta1Only
-			so.profile = string(controlplane.ProfileFast)
+			so.BurstSize, so.TotalBursts, so.QPS, so.WarmPoolSize = sc.burstSize, sc.totalBursts, sc.qps, sc.pool
+			so.Namespace = "bench"
+			so.ServeV1alpha1 = o.ServeV1alpha1 && !sc.v1beta1Only
+			so.Profile = controlplane.ProfileFast
 			if sc.profile != "" {
-				so.profile = string(sc.profile)
+				so.Profile = sc.profile
 			}
 			// Filling a pool of thousands takes minutes on two cores.
-			so.poolCreateWait = max(o.poolCreateWait, time.Duration(sc.pool)*200*time.Millisecond)
+			so.PoolCreateWait = max(o.PoolCreateWait, time.Duration(sc.pool)*200*time.Millisecond)
 			rounds := max(sc.rounds, 1)
-			if o.skipFloor {
+			if o.SkipFloor {
 				rounds = 1 // rounds are compared by their ratio to their floor
 			}
 			var results []*report.Result
@@ -193,30 +193,30 @@ func runScenarios(ctx context.Context, o options, stdout, stderr io.Writer) erro
 				res = results[report.MedianRound(all)]
 				res.Rounds = all
 			}
-			if err := res.WriteJSON(filepath.Join(o.resultsDir, sc.name+".json")); err != nil {
+			if err := res.WriteJSON(filepath.Join(o.ResultsDir, sc.name+".json")); err != nil {
 				return err
 			}
 		}
 	}
-	if o.out != "" {
+	if o.Out != "" {
 		if err := writeReport(o, selected, stderr); err != nil {
 			return err
 		}
 	}
 	if len(failed) > 0 {
-		return fmt.Errorf("%w:\n  %s", errFailedClaims, strings.Join(failed, "\n  "))
+		return fmt.Errorf("%w:\n  %s", ErrFailedClaims, strings.Join(failed, "\n  "))
 	}
 	return nil
 }
 
 // runRound measures scenario sc once: its floor and, for sc.admissionFloor, its admission
-// floor (unless so.skipFloor), then sandgate, each on a fresh cluster. It returns the result
+// floor (unless so.SkipFloor), then sandgate, each on a fresh cluster. It returns the result
 // with its floors (nil when the sandgate run failed), and what failed; an error only when ctx
 // ends.
-func runRound(ctx context.Context, so options, sc scenario, which string, stdout, stderr io.Writer) (*report.Result, []string, error) {
+func runRound(ctx context.Context, so Options, sc scenario, which string, stdout, stderr io.Writer) (*report.Result, []string, error) {
 	var failed []string
 	var floor, admissionFloor *report.Result
-	if !so.skipFloor {
+	if !so.SkipFloor {
 		var floorFailed []string
 		var err error
 		if floor, floorFailed, err = runFloor(ctx, so, sc, which, false, stdout, stderr); err != nil {
@@ -254,13 +254,13 @@ func runRound(ctx context.Context, so options, sc scenario, which string, stdout
 // runFloor measures the floor of scenario sc, with admission answered at once when admission
 // is set (--floor-admission). It returns the result (nil when the run failed) and what failed;
 // an error only when ctx ends.
-func runFloor(ctx context.Context, so options, sc scenario, which string, admission bool, stdout, stderr io.Writer) (*report.Result, []string, error) {
+func runFloor(ctx context.Context, so Options, sc scenario, which string, admission bool, stdout, stderr io.Writer) (*report.Result, []string, error) {
 	name, how := "floor", "no operator, no admission webhooks while the claims run"
 	if admission {
 		name, how = "admission floor", "no operator; admission webhooks kept and answered at once"
 	}
 	fo := so
-	fo.floor, fo.floorAdmission = true, admission
+	fo.Floor, fo.FloorAdmission = true, admission
 	logf(stderr, "\n=== scenario %s: %s, its %s (%s)\n", which, sc.name, name, how)
 	f, err := runOnce(ctx, fo, load.DefaultPodSpec(), "built-in", stderr)
 	switch {
@@ -282,12 +282,12 @@ func runFloor(ctx context.Context, so options, sc scenario, which string, admiss
 }
 
 // writeReport renders the results of the selected scenarios found in the results directory.
-func writeReport(o options, selected []scenario, stderr io.Writer) error {
+func writeReport(o Options, selected []scenario, stderr io.Writer) error {
 	var results []*report.Result
 	for _, sc := range selected {
-		res, err := report.ReadJSON(filepath.Join(o.resultsDir, sc.name+".json"))
+		res, err := report.ReadJSON(filepath.Join(o.ResultsDir, sc.name+".json"))
 		if errors.Is(err, os.ErrNotExist) {
-			logf(stderr, "no result for scenario %s in %s: left out of the report\n", sc.name, o.resultsDir)
+			logf(stderr, "no result for scenario %s in %s: left out of the report\n", sc.name, o.ResultsDir)
 			continue
 		}
 		if err != nil {
@@ -298,16 +298,16 @@ func writeReport(o options, selected []scenario, stderr io.Writer) error {
 		results = append(results, res)
 	}
 	if len(results) == 0 {
-		return fmt.Errorf("no results in %s to write %s from", o.resultsDir, o.out)
+		return fmt.Errorf("no results in %s to write %s from", o.ResultsDir, o.Out)
 	}
 	root, err := controlplane.RepoRoot()
 	if err != nil {
 		root = "."
 	}
-	if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
-		return fmt.Errorf("creating %s: %w", filepath.Dir(o.out), err)
+	if err := os.MkdirAll(filepath.Dir(o.Out), 0o755); err != nil {
+		return fmt.Errorf("creating %s: %w", filepath.Dir(o.Out), err)
 	}
-	f, err := os.Create(o.out)
+	f, err := os.Create(o.Out)
 	if err != nil {
 		return fmt.Errorf("writing report: %w", err)
 	}
@@ -318,6 +318,6 @@ func writeReport(o options, selected []scenario, stderr io.Writer) error {
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("writing report: %w", err)
 	}
-	logf(stderr, "wrote %s from %d result(s)\n", o.out, len(results))
+	logf(stderr, "wrote %s from %d result(s)\n", o.Out, len(results))
 	return nil
 }

@@ -1,0 +1,37 @@
+package bench
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestSelectScenarios(t *testing.T) {
+	cases := []struct {
+		name      string
+		list      string
+		scalePool int
+		want      []string
+		wantErr   bool
+	}{
+		{name: "all in order", list: "all", scalePool: 5000, want: []string{"serial", "burst-100", "burst", "burst-v1beta1", "kubelet", "scale-50", "scale-5000"}},
+		{name: "shrunk large pool", list: "all", scalePool: 2000, want: []string{"serial", "burst-100", "burst", "burst-v1beta1", "kubelet", "scale-50", "scale-2000"}},
+		{name: "scale-large alias", list: "scale-50, scale-large", scalePool: 3000, want: []string{"scale-50", "scale-3000"}},
+		{name: "unknown", list: "serial,nope", scalePool: 5000, wantErr: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := selectScenarios(tc.list, tc.scalePool)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("selectScenarios error = %v, wantErr %v", err, tc.wantErr)
+			}
+			var names []string
+			for _, s := range got {
+				names = append(names, s.name)
+			}
+			if diff := cmp.Diff(tc.want, names); diff != "" {
+				t.Errorf("scenarios mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
