@@ -1,27 +1,17 @@
 package webhooks_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/sandgate-dev/sandgate/api"
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/test/builders"
 	"github.com/sandgate-dev/sandgate/webhooks"
 )
-
-func requestAs(u authenticationv1.UserInfo, op admissionv1.Operation) context.Context {
-	return admission.NewContextWithRequest(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
-		Operation: op, Namespace: "ns", UserInfo: u,
-	}})
-}
 
 // A claim belongs to its recorded creator: who may change its spec or delete it.
 func TestClaimOwnership(t *testing.T) {
@@ -36,7 +26,7 @@ func TestClaimOwnership(t *testing.T) {
 
 	owned := builders.MakeClaim("c", "ns", "pool").Annotation(agentsv1beta1.AnnotationCreator, "alice").Obj()
 	legacy := builders.MakeClaim("old", "ns", "pool").Obj() // admitted before creators were recorded
-	reader := fake.NewClientBuilder().WithScheme(api.NewScheme()).Build()
+	reader := fakeClient()
 	w := &webhooks.ClaimWebhook{Cache: reader, APIReader: reader, OperatorUser: operatorUser,
 		Authority: webhooks.Authority{PlatformGroups: []string{"system:masters", "platform-team"}}}
 

@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
@@ -107,6 +109,21 @@ func (w *SandboxWrapper) Label(k, v string) *SandboxWrapper {
 // Annotation sets an annotation of the Sandbox.
 func (w *SandboxWrapper) Annotation(k, v string) *SandboxWrapper {
 	metav1.SetMetaDataAnnotation(&w.ObjectMeta, k, v)
+	return w
+}
+
+// UID sets the Sandbox's UID, as the API server would.
+func (w *SandboxWrapper) UID(uid types.UID) *SandboxWrapper { w.ObjectMeta.UID = uid; return w }
+
+// ControlledBy adds a controller reference to owner, of kind gvk.
+func (w *SandboxWrapper) ControlledBy(owner metav1.Object, gvk schema.GroupVersionKind) *SandboxWrapper {
+	w.OwnerReferences = append(w.OwnerReferences, *metav1.NewControllerRef(owner, gvk))
+	return w
+}
+
+// Blueprint replaces the Sandbox's blueprint (podTemplate, volumeClaimTemplates, ...).
+func (w *SandboxWrapper) Blueprint(bp agentsv1beta1.SandboxBlueprint) *SandboxWrapper {
+	w.Spec.SandboxBlueprint = bp
 	return w
 }
 
@@ -263,6 +280,9 @@ func (w *PoolWrapper) Obj() *extv1beta1.SandboxWarmPool { return &w.SandboxWarmP
 // Replicas sets spec.replicas.
 func (w *PoolWrapper) Replicas(n int32) *PoolWrapper { w.Spec.Replicas = ptr.To(n); return w }
 
+// UID sets the pool's UID, as the API server would.
+func (w *PoolWrapper) UID(uid types.UID) *PoolWrapper { w.ObjectMeta.UID = uid; return w }
+
 // UpdateStrategy sets spec.updateStrategy.type.
 func (w *PoolWrapper) UpdateStrategy(s extv1beta1.UpdateStrategyType) *PoolWrapper {
 	w.Spec.UpdateStrategy.Type = s
@@ -294,6 +314,15 @@ func (w *ClaimWrapper) Annotation(k, v string) *ClaimWrapper {
 // Label sets a label of the claim.
 func (w *ClaimWrapper) Label(k, v string) *ClaimWrapper {
 	metav1.SetMetaDataLabel(&w.ObjectMeta, k, v)
+	return w
+}
+
+// UID sets the claim's UID, as the API server would.
+func (w *ClaimWrapper) UID(uid types.UID) *ClaimWrapper { w.ObjectMeta.UID = uid; return w }
+
+// StatusSandbox sets status.sandbox.name: the Sandbox the claim reports bound to it.
+func (w *ClaimWrapper) StatusSandbox(name string) *ClaimWrapper {
+	w.Status.Sandbox.Name = name
 	return w
 }
 

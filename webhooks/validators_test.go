@@ -4,23 +4,12 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/utils/ptr"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/test/builders"
 	"github.com/sandgate-dev/sandgate/webhooks"
 )
-
-// summary is what a test compares of an error list: type and field path of each error.
-func summary(errs field.ErrorList) []string {
-	var out []string
-	for _, e := range errs {
-		out = append(out, e.Type.String()+" "+e.Field)
-	}
-	return out
-}
 
 func TestValidateTemplate(t *testing.T) {
 	for _, tc := range []struct {
@@ -196,45 +185,5 @@ func TestRatchetUpdate(t *testing.T) {
 				t.Errorf("RatchetUpdate (-want +got):\n%s", diff)
 			}
 		})
-	}
-}
-
-func TestDefaults(t *testing.T) {
-	pool := builders.MakePool("p", "ns", "t").Obj()
-	pool.Spec.Replicas = nil
-	pool.Spec.UpdateStrategy.Type = ""
-	webhooks.DefaultPool(pool)
-	if diff := cmp.Diff(extv1beta1.SandboxWarmPoolSpec{
-		Replicas:           ptr.To[int32](1),
-		SandboxTemplateRef: extv1beta1.SandboxTemplateRef{Name: "t"},
-		UpdateStrategy:     extv1beta1.UpdateStrategy{Type: extv1beta1.OnReplenishUpdateStrategy},
-	}, pool.Spec); diff != "" {
-		t.Errorf("DefaultPool (-want +got):\n%s", diff)
-	}
-
-	tmpl := builders.MakeTemplate("t", "ns").Obj()
-	webhooks.DefaultTemplate(tmpl)
-	if diff := cmp.Diff([]string{"Managed", "Disallowed", "Disallowed"}, []string{
-		string(tmpl.Spec.NetworkPolicyManagement), string(tmpl.Spec.EnvVarsInjectionPolicy), string(tmpl.Spec.VolumeClaimTemplatesPolicy),
-	}); diff != "" {
-		t.Errorf("DefaultTemplate (-want +got):\n%s", diff)
-	}
-
-	sb := builders.MakeSandbox("s", "ns").Obj()
-	webhooks.DefaultSandbox(sb)
-	if diff := cmp.Diff([]string{"Retain", "Running"}, []string{string(sb.Spec.ShutdownPolicy), string(sb.Spec.OperatingMode)}); diff != "" {
-		t.Errorf("DefaultSandbox (-want +got):\n%s", diff)
-	}
-
-	claim := builders.MakeClaim("c", "ns", "p").TTLSecondsAfterFinished(5).Obj()
-	claim.Spec.Lifecycle.ShutdownPolicy = ""
-	webhooks.DefaultClaim(claim)
-	if got := claim.Spec.Lifecycle.ShutdownPolicy; got != extv1beta1.ClaimShutdownPolicyRetain {
-		t.Errorf("DefaultClaim: shutdownPolicy = %q, want Retain", got)
-	}
-	noLifecycle := builders.MakeClaim("c", "ns", "p").Obj()
-	webhooks.DefaultClaim(noLifecycle)
-	if noLifecycle.Spec.Lifecycle != nil {
-		t.Errorf("DefaultClaim added a lifecycle: %+v", noLifecycle.Spec.Lifecycle)
 	}
 }

@@ -6,9 +6,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	"github.com/sandgate-dev/sandgate/api"
 	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/webhooks"
@@ -24,8 +22,7 @@ import (
 // `go test` runs the seeds; `go test -fuzz FuzzBindingGuard ./webhooks` explores further.
 func FuzzBindingGuard(f *testing.F) {
 	fx := newGuardFixture()
-	claim := stampedClaim("c1", "uid-1", fx.hash)
-	claim.Annotations[agentsv1beta1.AnnotationCreator] = "alice"
+	claim := stampedClaim("c1", "uid-1", fx.hash).Annotation(agentsv1beta1.AnnotationCreator, "alice").Obj()
 	member := fx.member
 	bound := boundTo(member, claim, true, true)
 	stale := member.DeepCopy()
@@ -59,7 +56,7 @@ func FuzzBindingGuard(f *testing.F) {
 		f.Add(string(oldJSON), string(newJSON), true)
 		f.Add(string(oldJSON), string(newJSON), false)
 	}
-	reader := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithObjects(claim, fx.pool, fx.tmpl).Build()
+	reader := fakeClient(claim, fx.pool, fx.tmpl)
 	w := &webhooks.BindingGuard{Cache: reader, APIReader: reader, OperatorUser: operatorUser}
 
 	f.Fuzz(func(t *testing.T, oldJSON, newJSON string, byOperator bool) {
