@@ -1,0 +1,30 @@
+package devcluster
+
+import (
+	"path/filepath"
+	"testing"
+)
+
+func TestValidate(t *testing.T) {
+	o := DefaultOptions()
+	if err := o.validate(); err != nil {
+		t.Fatalf("validate of the defaults: %v", err)
+	}
+	if !filepath.IsAbs(o.Kubeconfig) {
+		t.Errorf("validate left the kubeconfig path %q relative", o.Kubeconfig)
+	}
+	cases := map[string]func(*Options){
+		"no nodes":         func(o *Options) { o.Nodes = 0 },
+		"unknown profile":  func(o *Options) { o.Profile = "slow" },
+		"empty kubeconfig": func(o *Options) { o.Kubeconfig = "" },
+	}
+	for name, change := range cases {
+		t.Run(name, func(t *testing.T) {
+			o := DefaultOptions()
+			change(&o)
+			if err := o.validate(); err == nil {
+				t.Errorf("validate of %+v succeeded, want an error", o)
+			}
+		})
+	}
+}
