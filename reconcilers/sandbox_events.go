@@ -7,9 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -68,13 +66,6 @@ func podCondition(p *corev1.Pod, typ corev1.PodConditionType) [3]string {
 	return [3]string{}
 }
 
-func controllerUID(obj client.Object) types.UID {
-	if ref := metav1.GetControllerOf(obj); ref != nil {
-		return ref.UID
-	}
-	return ""
-}
-
 // sandboxRequest maps a child to the Sandbox that controls it.
 func sandboxRequest(obj client.Object) (reconcile.Request, bool) {
 	ref := policy.ControllerOf(obj, policy.SandboxKind)
@@ -83,8 +74,6 @@ func sandboxRequest(obj client.Object) (reconcile.Request, bool) {
 	}
 	return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}}, true
 }
-
-type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 
 // podEventHandler wakes the controlling Sandbox of a pod as podWake decides. With
 // controller-runtime's priority queue a delayed wake-up merges with any earlier one for the

@@ -241,16 +241,3 @@ func nonNil[T any](s []T) []T {
 	}
 	return s
 }
-
-// sandboxFromTemplate is a Sandbox of template tmpl with blueprint bp (policy.TemplateBlueprint
-// for a pool member, policy.ClaimBlueprint for a cold start): the blueprint and the template
-// reference.
-func sandboxFromTemplate(tmpl *extv1beta1.SandboxTemplate, bp agentsv1beta1.SandboxBlueprint) *agentsv1beta1.Sandbox {
-	return &agentsv1beta1.Sandbox{
-		ObjectMeta: metav1.ObjectMeta{
-			Labels:      map[string]string{agentsv1beta1.LabelSandboxTemplateRefHash: agentsv1beta1.NameHash(tmpl.Name)},
-			Annotations: map[string]string{agentsv1beta1.AnnotationSandboxTemplateRef: tmpl.Name},
-		},
-		Spec: agentsv1beta1.SandboxSpec{SandboxBlueprint: bp},
-	}
-}

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -35,10 +33,7 @@ import (
 // warmPoolControllerName names the SandboxWarmPool controller in logs and metrics.
 const warmPoolControllerName = "sandboxwarmpool"
 
-const (
-	warmPoolKind = "SandboxWarmPool"
-	sandboxKind  = "Sandbox"
-)
+const warmPoolKind = "SandboxWarmPool"
 
 // defaultMemberReadyTimeout is how long a pool member may take to become Ready before the
 // pool replaces it.
@@ -108,17 +103,6 @@ func (r *warmPoolReconciler) poolsOfTemplate(ctx context.Context, obj client.Obj
 		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
 	}
 	return reqs
-}
-
-// listPoolsOfTemplate lists the pools built from a template, through the cache index; a
-// failure is logged and yields none (for map functions of watches, which cannot fail).
-func listPoolsOfTemplate(ctx context.Context, c client.Reader, tmpl client.Object) []extv1beta1.SandboxWarmPool {
-	var pools extv1beta1.SandboxWarmPoolList
-	if err := c.List(ctx, &pools, client.InNamespace(tmpl.GetNamespace()), client.MatchingFields{indexes.PoolTemplate: tmpl.GetName()}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "listing pools of template", "template", klog.KObj(tmpl))
-		return nil
-	}
-	return pools.Items
 }
 
 // Reconcile brings one pool's members to spec.replicas and writes its status.
@@ -194,32 +178,6 @@ func (r *warmPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		r.written.record(pool, pool.Status.DeepCopy())
 	}
 	return quiet(result, errors.Join(errs...))
-}
-
-// noteDeferral sends an event when the pool starts or stops deferring its refill.
-func (r *warmPoolReconciler) noteDeferral(pool *extv1beta1.SandboxWarmPool, wait time.Duration, missing int) {
-	nn := client.ObjectKeyFromObject(pool)
-	_, was := r.deferring.Load(nn)
-	switch {
-	case wait > 0 && !was:
-		r.deferring.Store(nn, true)
-		if r.Recorder != nil {
-			r.Recorder.Eventf(pool, nil, corev1.EventTypeNormal, EventRefillDeferred, "Refill",
-				"Deferring %d replacement(s) while claims arrive; refilling once claims pause for %s", missing, r.Refill.QuietPeriod)
-		}
-	case wait == 0 && was:
-		r.deferring.Delete(nn)
-		if r.Recorder != nil {
-			r.Recorder.Eventf(pool, nil, corev1.EventTypeNormal, EventRefillResumed, "Refill", "Refilling %d replacement(s)", missing)
-		}
-	}
-}
-
-func replicas(pool *extv1beta1.SandboxWarmPool) int {
-	if pool.Spec.Replicas == nil {
-		return 1
-	}
-	return int(*pool.Spec.Replicas)
 }
 
 // members lists the pool's unbound members from the cache index, those being deleted left
@@ -518,80 +476,4 @@ func newPoolMember(pool *extv1beta1.SandboxWarmPool, tmpl *extv1beta1.SandboxTem
 	sb.Labels[agentsv1beta1.LabelSandboxTemplateHash] = policy.TemplateHash(tmpl)
 	sb.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(pool, extv1beta1.GroupVersion.WithKind(warmPoolKind))}
 	return sb
-}
-
-// memberEventHandler wakes the pool that controls (or controlled) a Sandbox when the
-// Sandbox's part in the pool changes: created, deleted, ready or not, bound away, relabelled.
-// It also tells the pool's expectations what the informer has seen.
-type memberEventHandler struct {
-	expected *expectations
-}
-
-func poolOf(obj client.Object) (types.NamespacedName, bool) {
-	ref := policy.ControllerOf(obj, policy.PoolKind)
-	if ref == nil {
-		return types.NamespacedName{}, false
-	}
-	return types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}, true
-}
-
-func (h *memberEventHandler) Create(_ context.Context, e event.TypedCreateEvent[client.Object], q queue) {
-	if pool, ok := poolOf(e.Object); ok {
-		h.expected.observe(pool, createItem(sandboxKind, e.Object.GetName()))
-		q.Add(reconcile.Request{NamespacedName: pool})
-	}
-}
-
-func (h *memberEventHandler) Update(_ context.Context, e event.TypedUpdateEvent[client.Object], q queue) {
-	oldSb, okOld := e.ObjectOld.(*agentsv1beta1.Sandbox)
-	cur, okCur := e.ObjectNew.(*agentsv1beta1.Sandbox)
-	if !okOld || !okCur {
-		return
-	}
-	membership := controllerUID(oldSb) == controllerUID(cur) && memberFailed(oldSb) == memberFailed(cur) &&
-		oldSb.Labels[agentsv1beta1.LabelSandboxTemplateHash] == cur.Labels[agentsv1beta1.LabelSandboxTemplateHash] &&
-		oldSb.DeletionTimestamp.IsZero() == cur.DeletionTimestamp.IsZero()
-	readiness := meta.IsStatusConditionTrue(oldSb.Status.Conditions, agentsv1beta1.ConditionReady) ==
-		meta.IsStatusConditionTrue(cur.Status.Conditions, agentsv1beta1.ConditionReady)
-	if membership && readiness {
-		return
-	}
-	for _, obj := range []client.Object{oldSb, cur} {
-		pool, ok := poolOf(obj)
-		switch {
-		case !ok:
-		case membership || boundAway(oldSb, cur):
-			// Only readiness changed, which only status.readyReplicas shows, or a claim took
-			// the member, which the pool answers only once claims pause (see RefillPolicy):
-			// the wake-up waits, so that a burst of claims, or the members becoming ready
-			// after a refill, cost the pool one status write between them rather than one
-			// each.
-			q.AddAfter(reconcile.Request{NamespacedName: pool}, memberReadinessDelay)
-		default:
-			q.Add(reconcile.Request{NamespacedName: pool})
-		}
-	}
-}
-
-// boundAway reports whether a claim took the member: its controller went from a pool to a
-// claim.
-func boundAway(old, cur *agentsv1beta1.Sandbox) bool {
-	return policy.ControllerOf(old, policy.PoolKind) != nil && policy.ControllerOf(cur, policy.ClaimKind) != nil
-}
-
-// memberReadinessDelay is how long a pool's wake-up for a member's readiness change waits to
-// coalesce with others (see memberEventHandler.Update).
-const memberReadinessDelay = time.Second
-
-func (h *memberEventHandler) Delete(_ context.Context, e event.TypedDeleteEvent[client.Object], q queue) {
-	if pool, ok := poolOf(e.Object); ok {
-		h.expected.observe(pool, deleteItem(e.Object.GetName()))
-		q.Add(reconcile.Request{NamespacedName: pool})
-	}
-}
-
-func (h *memberEventHandler) Generic(_ context.Context, e event.TypedGenericEvent[client.Object], q queue) {
-	if pool, ok := poolOf(e.Object); ok {
-		q.Add(reconcile.Request{NamespacedName: pool})
-	}
 }

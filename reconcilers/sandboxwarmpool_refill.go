@@ -1,12 +1,13 @@
 package reconcilers
 
 import (
-	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
 
@@ -44,54 +45,6 @@ const (
 	EventRefillResumed  = "RefillResumed"
 )
 
-// poolActivity records, per pool, when a claim last asked for one of its members: the claim
-// controller writes it for every claim it serves or keeps waiting, the pool controller reads
-// it. In memory, of this process only (claims and pools are reconciled by the same leader).
-type poolActivity struct {
-	mu   sync.Mutex
-	last map[types.NamespacedName]time.Time
-	// any is when a claim of any pool last asked.
-	any time.Time
-}
-
-func newPoolActivity() *poolActivity {
-	return &poolActivity{last: map[types.NamespacedName]time.Time{}}
-}
-
-func (a *poolActivity) touch(pool types.NamespacedName, now time.Time) {
-	a.mu.Lock()
-	a.last[pool] = now
-	a.any = now
-	a.mu.Unlock()
-}
-
-// quietFor is how long it has been since a claim of any pool last asked; ok is false when
-// none ever did (or a is nil: no claim controller runs).
-func (a *poolActivity) quietFor(now time.Time) (d time.Duration, ok bool) {
-	if a == nil {
-		return 0, false
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.any.IsZero() {
-		return 0, false
-	}
-	return now.Sub(a.any), true
-}
-
-func (a *poolActivity) lastClaim(pool types.NamespacedName) (time.Time, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	t, ok := a.last[pool]
-	return t, ok
-}
-
-func (a *poolActivity) forget(pool types.NamespacedName) {
-	a.mu.Lock()
-	delete(a.last, pool)
-	a.mu.Unlock()
-}
-
 // refillDelay is how long pool's replacements wait under policy: 0 to create them now.
 func refillDelay(policy RefillPolicy, lastClaim time.Time, claimed bool, now time.Time, members []*agentsv1beta1.Sandbox, replicas int) time.Duration {
 	if policy.QuietPeriod <= 0 || !claimed {
@@ -111,4 +64,23 @@ func refillDelay(policy RefillPolicy, lastClaim time.Time, claimed bool, now tim
 		return 0 // below the low-water mark: claims would run dry
 	}
 	return policy.QuietPeriod - quietFor
+}
+
+// noteDeferral sends an event when the pool starts or stops deferring its refill.
+func (r *warmPoolReconciler) noteDeferral(pool *extv1beta1.SandboxWarmPool, wait time.Duration, missing int) {
+	nn := client.ObjectKeyFromObject(pool)
+	_, was := r.deferring.Load(nn)
+	switch {
+	case wait > 0 && !was:
+		r.deferring.Store(nn, true)
+		if r.Recorder != nil {
+			r.Recorder.Eventf(pool, nil, corev1.EventTypeNormal, EventRefillDeferred, "Refill",
+				"Deferring %d replacement(s) while claims arrive; refilling once claims pause for %s", missing, r.Refill.QuietPeriod)
+		}
+	case wait == 0 && was:
+		r.deferring.Delete(nn)
+		if r.Recorder != nil {
+			r.Recorder.Eventf(pool, nil, corev1.EventTypeNormal, EventRefillResumed, "Refill", "Refilling %d replacement(s)", missing)
+		}
+	}
 }
