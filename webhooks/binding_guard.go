@@ -20,6 +20,7 @@ import (
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/reconcilers/indexes"
 )
 
 var (
@@ -60,10 +61,6 @@ type BindingGuard struct {
 	// Authorizer creates SubjectAccessReviews: a Sandbox someone creates or rebuilds runs a
 	// pod, so they must be allowed to create pods themselves. nil skips the check (unit tests).
 	Authorizer client.Client
-	// ClaimUIDIndex names a field index of Cache that maps Sandboxes to their
-	// agents.x-k8s.io/claim-uid label (see Options.ClaimUIDIndex); "" lists by label instead,
-	// which reads every Sandbox of the namespace.
-	ClaimUIDIndex string
 }
 
 var _ admission.Validator[*agentsv1beta1.Sandbox] = &BindingGuard{}
@@ -382,22 +379,17 @@ func (w *BindingGuard) claimUnbound(ctx context.Context, sb *agentsv1beta1.Sandb
 }
 
 // sandboxesOfClaim lists the Sandboxes of namespace ns labelled with claim uid: through the
-// cache's claim-uid index when there is one (a lookup, not a scan of the namespace on every
-// binding), by label from the cache otherwise, and from the API server when the cache cannot
-// answer (a namespace it does not cover).
+// cache's indexes.SandboxClaimUID index (a lookup, not a scan of the namespace on every
+// binding), and by label from the API server when the cache cannot answer (a namespace it does
+// not cover, a cache without the index).
 func (w *BindingGuard) sandboxesOfClaim(ctx context.Context, ns string, uid types.UID) ([]agentsv1beta1.Sandbox, error) {
-	byLabel := client.MatchingLabels{agentsv1beta1.LabelClaimUID: string(uid)}
 	var list agentsv1beta1.SandboxList
 	if w.Cache != nil {
-		var match client.ListOption = byLabel
-		if w.ClaimUIDIndex != "" {
-			match = client.MatchingFields{w.ClaimUIDIndex: string(uid)}
-		}
-		if err := w.Cache.List(ctx, &list, client.InNamespace(ns), match); err == nil {
+		if err := w.Cache.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{indexes.SandboxClaimUID: string(uid)}); err == nil {
 			return list.Items, nil
 		}
 	}
-	if err := w.APIReader.List(ctx, &list, client.InNamespace(ns), byLabel); err != nil {
+	if err := w.APIReader.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{agentsv1beta1.LabelClaimUID: string(uid)}); err != nil {
 		return nil, err
 	}
 	return list.Items, nil

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -335,22 +336,22 @@ func TestColdStartGuardReadsAStampThroughTheCache(t *testing.T) {
 }
 
 // The guard refuses a second Sandbox for a claim whose status does not show the first one
-// yet, however it finds the first: through the cache's claim-uid index (the operator's
-// setup), by label from the cache, or from the API server when the cache cannot answer.
+// yet, however it finds the first: through the cache's indexes.SandboxClaimUID index (the
+// operator's setup), or by label from the API server when the cache cannot answer.
 func TestBindingGuardFindsTheClaimsOtherSandbox(t *testing.T) {
 	f := newGuardFixture()
 	claim := stampedClaim("c1", "uid-1", f.hash).Obj()
 	first := boundTo(f.member, claim, true, true)
 	first.Name = "first"
-	const index = "sandboxes-by-claim-uid"
-	byUID := func(obj client.Object) []string { return []string{obj.GetLabels()[agentsv1beta1.LabelClaimUID]} }
 	objects := []client.Object{claim, f.pool, f.tmpl, first}
-	withIndex := fakeClientBuilder(objects...).WithIndex(&agentsv1beta1.Sandbox{}, index, byUID).Build()
-	plain := fakeClient(objects...)
+	// Only the cache holds the first Sandbox: the guard finds it through the index.
+	indexed := fakeClient(objects...)
+	withoutFirst := fakeClient(claim, f.pool, f.tmpl)
+	// A cache without the index cannot answer: the API server does.
+	unindexed := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithObjects(objects...).Build()
 	for name, w := range map[string]*webhooks.BindingGuard{
-		"index":      {Cache: withIndex, APIReader: withIndex, ClaimUIDIndex: index},
-		"label":      {Cache: plain, APIReader: plain},
-		"API server": {Cache: plain, APIReader: plain, ClaimUIDIndex: "an index the cache lacks"},
+		"index":      {Cache: indexed, APIReader: withoutFirst},
+		"API server": {Cache: unindexed, APIReader: fakeClient(objects...)},
 	} {
 		t.Run(name, func(t *testing.T) {
 			w.OperatorUser = operatorUser

@@ -21,6 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/sandgate-dev/sandgate/api"
+	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/reconcilers/indexes"
 	"github.com/sandgate-dev/sandgate/test/policycases"
 	"github.com/sandgate-dev/sandgate/webhooks"
 )
@@ -46,9 +48,10 @@ func requestAs(u authenticationv1.UserInfo, op admissionv1.Operation) context.Co
 }
 
 // fakeClientBuilder starts a fake client holding objs, to stand for the API server or the
-// manager's cache.
+// manager's cache: with the indexes.SandboxClaimUID index, as the operator registers it.
 func fakeClientBuilder(objs ...client.Object) *fake.ClientBuilder {
-	return fake.NewClientBuilder().WithScheme(api.NewScheme()).WithObjects(objs...)
+	return fake.NewClientBuilder().WithScheme(api.NewScheme()).WithObjects(objs...).
+		WithIndex(&agentsv1beta1.Sandbox{}, indexes.SandboxClaimUID, indexes.SandboxClaimUIDOf)
 }
 
 // fakeClient is a fake client holding objs.

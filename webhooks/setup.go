@@ -68,11 +68,6 @@ type Options struct {
 	// PlatformGroups are the groups trusted to act on every claim and Sandbox (Authority);
 	// nil means DefaultPlatformGroups.
 	PlatformGroups []string
-	// ClaimUIDIndex names a field index of the manager's cache that maps Sandboxes to their
-	// agents.x-k8s.io/claim-uid label (indexes.SandboxClaimUID, which the claim
-	// controller registers): the binding guard looks a claim's Sandboxes up in it. "" lists
-	// them by label, which reads every Sandbox of the namespace on each binding.
-	ClaimUIDIndex string
 }
 
 // Setup registers every webhook with the manager's webhook server (the conversion webhook at
@@ -85,7 +80,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	authority := Authority{OperatorUser: opts.OperatorUser, PlatformGroups: opts.PlatformGroups}
 	claims := &ClaimWebhook{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), OperatorUser: opts.OperatorUser, Authority: authority, Now: opts.Now}
 	guard := &BindingGuard{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), OperatorUser: opts.OperatorUser,
-		Authority: authority, Authorizer: mgr.GetClient(), ClaimUIDIndex: opts.ClaimUIDIndex}
+		Authority: authority, Authorizer: mgr.GetClient()}
 	for _, err := range []error{
 		wrap("SandboxClaim (stamping, validation)", register(mgr, &extv1beta1.SandboxClaim{}, claims, claims)),
 		wrap("Sandbox (defaulting, binding guard)", register(mgr, &agentsv1beta1.Sandbox{}, SandboxDefaulter{}, guard)),
