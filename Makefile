@@ -72,12 +72,34 @@ verify-fmt: ## Fail when a Go file is not gofmt-formatted.
 verify-mod: ## Fail when go.mod or go.sum is not tidy.
 	@go mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy: run go mod tidy"; go mod tidy -diff; exit 1; }
 
+# What the commands under cmd/ may link. cmd/sandgate is the shipped operator: neither package
+# testing nor anything under test/ (so not the local control plane). The development commands
+# (sandgate-dev, sandgate-demo, sandgate-bench) may link the libraries under test/ made for
+# them, DEV_COMMAND_LIBS, but neither package testing nor the helpers made for _test.go files
+# (test/framework, test/builders, ...).
+MODULE := github.com/sandgate-dev/sandgate
+DEV_COMMAND_LIBS := test/controlplane|test/bench(/.*)?|test/demo|test/devcluster
+
 .PHONY: verify-deps
-verify-deps: ## Fail when a command links package testing or a test/ package (only _test.go files may import them).
-	@edges="$$(go list -deps -f '{{$$p := .ImportPath}}{{range .Imports}}{{$$p}} imports {{.}}{{"\n"}}{{end}}' ./cmd/...)"; \
-	bad="$$(grep -E ' imports (testing|github\.com/sandgate-dev/sandgate/test(/.*)?)$$' <<<"$$edges" || true)"; \
-	if [ -n "$$bad" ]; then echo "commands must not link package testing or test/ packages:"; echo "$$bad"; exit 1; fi; \
-	echo "no command links package testing or test/"
+verify-deps: ## Fail when cmd/ holds a library, cmd/sandgate links testing or test/ (or a dir the Dockerfile lacks), or a dev command links testing or a _test.go helper.
+	@edges() { go list -deps -f '{{$$p := .ImportPath}}{{range .Imports}}{{$$p}} imports {{.}}{{"\n"}}{{end}}' "$$1"; }; \
+	failed=0; \
+	pkgs="$$(go list -f '{{.Name}} {{.ImportPath}}' ./cmd/...)"; \
+	libs="$$(grep -v '^main ' <<<"$$pkgs" | sed 's|^\([^ ]*\) \(.*\)|\2 is package \1|' || true)"; \
+	if [ -n "$$libs" ]; then echo "cmd/ holds commands only (package main); move these libraries out of cmd/:"; echo "$$libs"; failed=1; fi; \
+	e="$$(edges ./cmd/sandgate)"; \
+	bad="$$(grep -E ' imports (testing|$(MODULE)/test(/.*)?)$$' <<<"$$e" || true)"; \
+	if [ -n "$$bad" ]; then echo "cmd/sandgate, the shipped operator, must link neither package testing nor anything under test/:"; echo "$$bad"; failed=1; fi; \
+	for cmd in $$(sed -n 's|^main ||p' <<<"$$pkgs" | grep -vx '$(MODULE)/cmd/sandgate' || true); do \
+		e="$$(edges $$cmd)"; \
+		bad="$$(grep -E ' imports (testing|$(MODULE)/test(/.*)?)$$' <<<"$$e" | grep -vE ' imports $(MODULE)/($(DEV_COMMAND_LIBS))$$' || true)"; \
+		if [ -n "$$bad" ]; then echo "$${cmd#$(MODULE)/} may link test/controlplane, test/bench/..., test/demo and test/devcluster, but neither package testing nor a test helper made for _test.go files:"; echo "$$bad"; failed=1; fi; \
+	done; \
+	deps="$$(go list -deps -f '{{.ImportPath}}' ./cmd/sandgate)"; \
+	for dir in $$(sed -n 's|^$(MODULE)/\([^/]*\).*|\1|p' <<<"$$deps" | sort -u); do \
+		grep -qE "^COPY $$dir/ " Dockerfile || { echo "Dockerfile: cmd/sandgate links $(MODULE)/$$dir/... but the image build does not COPY $$dir/"; failed=1; }; \
+	done; \
+	[ "$$failed" = 0 ] && echo "cmd/ holds commands only; cmd/sandgate links neither testing nor test/; the dev commands link no test helper; the Dockerfile copies what cmd/sandgate needs"
 
 .PHONY: vet
 vet: ## Run go vet, on integration test files too.
