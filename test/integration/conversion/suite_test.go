@@ -2,7 +2,7 @@
 
 // Package conversion_test proves the deprecated v1alpha1 API against a local control plane
 // with the real webhooks and controllers: the API server converts every v1alpha1 request
-// through the manager's conversion webhook (CRDs installed as cmd/controlplane installs them,
+// through the manager's conversion webhook (CRDs installed as test/controlplane installs them,
 // pointed at the local webhook address with the local CA), and admits it through the v1beta1
 // admission webhooks (matchPolicy Equivalent). kubectl applies, lists and scales v1alpha1
 // objects; a v1alpha1 claim is served warm from a pool, stamped at admission, and a
