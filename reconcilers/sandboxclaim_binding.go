@@ -31,18 +31,16 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
@@ -55,6 +53,249 @@ const (
 	bindLostDenied   = "denied"
 	bindLostGone     = "gone"
 )
+
+// serve gives an unbound claim a Sandbox: warm when a ready member of its template version
+// exists, after a bounded wait for members being created, cold otherwise.
+func (r *claimReconciler) serve(ctx context.Context, s *claimStep) (ctrl.Result, error) {
+	claim := s.claim
+	r.activity.touch(types.NamespacedName{Namespace: claim.Namespace, Name: claim.Spec.WarmPoolRef.Name}, r.Clock.Now())
+	pool := &extv1beta1.SandboxWarmPool{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: claim.Namespace, Name: claim.Spec.WarmPoolRef.Name}, pool); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonWarmPoolNotFound, fmt.Sprintf(messageWarmPoolNotFoundFmt, claim.Spec.WarmPoolRef.Name))
+			return ctrl.Result{}, nil // the pool watch wakes the claim
+		}
+		return ctrl.Result{}, fmt.Errorf("reading pool: %w", err)
+	}
+	tmpl := &extv1beta1.SandboxTemplate{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: claim.Namespace, Name: pool.Spec.SandboxTemplateRef.Name}, tmpl); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonTemplateNotFound, fmt.Sprintf(messageTemplateNotFoundFmt, pool.Spec.SandboxTemplateRef.Name))
+			return ctrl.Result{}, nil // the template watch wakes the claim
+		}
+		return ctrl.Result{}, fmt.Errorf("reading template: %w", err)
+	}
+	stamp, err := r.ensureStamp(ctx, claim, tmpl)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	// What admission checked, again: a claim admitted before a rule existed, or while the
+	// template was missing, is not served against the rules.
+	if errs := policy.ValidateClaimPodMetadata(&claim.Spec.AdditionalPodMetadata, field.NewPath("spec", "additionalPodMetadata")); len(errs) > 0 {
+		r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonInvalidMetadata, errs.ToAggregate().Error())
+		return ctrl.Result{}, nil
+	}
+	if policy.AddsToTemplate(claim) { // only then can the template's policies refuse it
+		if _, errs := policy.ClaimBlueprint(tmpl, claim); len(errs) > 0 {
+			reason, msg := claimRejection(errs)
+			r.setReady(claim, metav1.ConditionFalse, reason, msg)
+			return ctrl.Result{}, nil
+		}
+	}
+	if len(claim.Spec.Env) > 0 || len(claim.Spec.VolumeClaimTemplates) > 0 {
+		return ctrl.Result{}, r.coldStart(ctx, s, tmpl, stamp)
+	}
+
+	nn := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
+	key := memberKey{Namespace: claim.Namespace, Pool: pool.Name, Hash: stamp}
+	sb, err := r.bindWarm(ctx, s, pool, key, tmpl.Name)
+	if err != nil || sb != nil {
+		if sb != nil {
+			r.Index.StopWaiting(nn)
+			r.mirror(claim, sb)
+		}
+		return ctrl.Result{}, err
+	}
+
+	// No ready member. Wait while members of the claim's version are on their way: being
+	// created, or about to be (the pool refills with the current version when it has fewer
+	// members than replicas; stale members kept under OnReplenish fill it too).
+	_, pending := r.Index.Counts(key)
+	coming := pending > 0 ||
+		(stamp == policy.TemplateHash(tmpl) && r.Index.PoolMembers(pool.Namespace, pool.Name) < replicas(pool))
+	left := s.mem.firstSeen.Add(r.ColdStartGrace).Sub(r.Clock.Now())
+	if coming && left > 0 {
+		r.Index.Wait(key, nn)
+		r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonSandboxCreatePending, messageWaitingForMember)
+		if available, _ := r.Index.Counts(key); available > 0 {
+			// A member became ready between the pick and the registration.
+			return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+		}
+		return ctrl.Result{RequeueAfter: left}, nil
+	}
+	r.Index.StopWaiting(nn)
+	return ctrl.Result{}, r.coldStart(ctx, s, tmpl, stamp)
+}
+
+// ensureStamp returns the claim's stamp, stamping it with the hash of the template as the
+// API server has it when admission could not (the pool or template did not exist yet, or no
+// webhook runs).
+func (r *claimReconciler) ensureStamp(ctx context.Context, claim *extv1beta1.SandboxClaim, cached *extv1beta1.SandboxTemplate) (string, error) {
+	if stamp := claim.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash]; stamp != "" {
+		return stamp, nil
+	}
+	tmpl := &extv1beta1.SandboxTemplate{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(cached), tmpl); err != nil {
+		return "", fmt.Errorf("reading template for the stamp: %w", err)
+	}
+	stamp := policy.TemplateHash(tmpl)
+	if err := r.annotateClaim(ctx, claim, agentsv1beta1.AnnotationSandboxTemplateHash, stamp); err != nil {
+		return "", fmt.Errorf("stamping claim: %w", err)
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("stamped claim", "templateHash", stamp)
+	return stamp, nil
+}
+
+// claimRejection is the Ready reason and message of a claim its template cannot serve: the
+// reason of the first problem's field (env, volumeClaimTemplates, additionalPodMetadata) and
+// every problem in the message.
+func claimRejection(errs field.ErrorList) (reason, message string) {
+	reason = extv1beta1.ReasonInvalidMetadata
+	switch first := errs[0].Field; {
+	case strings.HasPrefix(first, "spec.env"):
+		reason = extv1beta1.ReasonEnvVarsInjectionRejected
+	case strings.HasPrefix(first, "spec.volumeClaimTemplates"):
+		reason = extv1beta1.ReasonVolumeClaimTemplatesError
+	}
+	return reason, errs.ToAggregate().Error()
+}
+
+// coldStart creates the claim's own Sandbox from the template: policy.ClaimBlueprint of the
+// template at the claim's version. A rejection by the template's policies is reported in the
+// claim's Ready condition and is not an error: nothing changes until the claim or the template
+// does. The Sandbox is named after the claim; when that name is taken by a Sandbox this claim
+// does not control (someone else's, whatever its owner references say), it is never adopted:
+// the claim gets a Sandbox under a generated name instead, and an event says why.
+func (r *claimReconciler) coldStart(ctx context.Context, s *claimStep, tmpl *extv1beta1.SandboxTemplate, stamp string) error {
+	claim := s.claim
+	tmpl, err := r.templateOfVersion(ctx, s, tmpl, stamp)
+	if err != nil || tmpl == nil {
+		return err
+	}
+	bp, errs := policy.ClaimBlueprint(tmpl, claim)
+	if len(errs) > 0 {
+		reason, msg := claimRejection(errs)
+		r.setReady(claim, metav1.ConditionFalse, reason, msg)
+		return nil
+	}
+	sb := sandboxFromTemplate(tmpl, bp)
+	sb.Name, sb.Namespace = claim.Name, claim.Namespace
+	sb.Labels[agentsv1beta1.LabelClaimUID] = string(claim.UID)
+	sb.Labels[agentsv1beta1.LabelLaunchType] = agentsv1beta1.LaunchTypeCold
+	// The version the Sandbox is built from, which is the claim's stamp (templateOfVersion).
+	sb.Labels[agentsv1beta1.LabelSandboxTemplateHash] = policy.TemplateHash(tmpl)
+	if cb := createdBy(claim); cb != "" {
+		sb.Labels[agentsv1beta1.LabelCreatedBy] = cb
+	}
+	sb.OwnerReferences = []metav1.OwnerReference{claimRef(claim)}
+
+	sb, err = r.createClaimSandbox(ctx, s, sb)
+	if err != nil {
+		return err
+	}
+	if sb.UID == "" {
+		return nil // not created; the claim is not served yet
+	}
+	r.eventf(s, corev1.EventTypeNormal, extv1beta1.EventSandboxProvisioned, "Provision", "Created sandbox %s from template %s", sb.Name, tmpl.Name)
+	r.expected.expect(client.ObjectKeyFromObject(claim), createItem(sandboxKind, sb.Name))
+	s.mem.launchType, s.mem.template = agentsv1beta1.LaunchTypeCold, tmpl.Name
+	r.mirror(claim, sb)
+	return nil
+}
+
+// templateOfVersion returns the template to cold-start claim from, so that the Sandbox is
+// built from exactly the version the claim is stamped with. The cached template may lag the
+// API server (the claim was stamped from a newer version): then the API server's copy is
+// used. The template may also have moved on since the claim was admitted, with no warm member
+// of the claim's version left to bind: old versions are not kept, so the claim is restamped
+// with the current version (only the operator may) before its Sandbox exists, and the stamp
+// and the Sandbox's hash never disagree. A restamp is visible: a ClaimRestamped Warning event
+// and Ready=False with reason Restamped until the claim is served. With RefuseRestamp the
+// claim is not restamped but reported StampedVersionGone, and nil is returned.
+func (r *claimReconciler) templateOfVersion(ctx context.Context, s *claimStep, cached *extv1beta1.SandboxTemplate, stamp string) (*extv1beta1.SandboxTemplate, error) {
+	claim := s.claim
+	if policy.TemplateHash(cached) == stamp {
+		return cached, nil
+	}
+	current := &extv1beta1.SandboxTemplate{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(cached), current); err != nil {
+		return nil, fmt.Errorf("reading template: %w", err)
+	}
+	hash := policy.TemplateHash(current)
+	if hash == stamp {
+		return current, nil
+	}
+	if r.RefuseRestamp {
+		r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonStampedVersionGone, fmt.Sprintf(
+			"template %s no longer builds version %s the claim was stamped with (it is at %s) and restamping is off (--restamp=false)",
+			current.Name, stamp, hash))
+		return nil, nil
+	}
+	if err := r.annotateClaim(ctx, claim, agentsv1beta1.AnnotationSandboxTemplateHash, hash); err != nil {
+		return nil, fmt.Errorf("restamping claim: %w", err)
+	}
+	ctrl.LoggerFrom(ctx).Info("restamped claim: its template version is gone and no warm sandbox of it is left",
+		"oldTemplateHash", stamp, "templateHash", hash)
+	msg := fmt.Sprintf("template %s no longer builds version %s the claim was stamped with; restamped to %s", current.Name, stamp, hash)
+	r.eventf(s, corev1.EventTypeWarning, extv1beta1.EventClaimRestamped, "Restamp", "%s", msg)
+	r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonRestamped, msg)
+	return current, nil
+}
+
+// createdBy is the created-by label the claim passes on to its Sandbox, "" for none.
+func createdBy(claim *extv1beta1.SandboxClaim) string {
+	v, ok := claim.Labels[agentsv1beta1.LabelCreatedBy]
+	if !ok {
+		return ""
+	}
+	switch v {
+	case agentsv1beta1.CreatedByGoClient, agentsv1beta1.CreatedByPythonClient, agentsv1beta1.CreatedByController:
+		return v
+	}
+	return agentsv1beta1.CreatedByUnknown
+}
+
+// claimRef is the controller reference a claim's Sandbox carries.
+func claimRef(claim *extv1beta1.SandboxClaim) metav1.OwnerReference {
+	return *metav1.NewControllerRef(claim, extv1beta1.GroupVersion.WithKind(claimKind))
+}
+
+// createClaimSandbox creates sb, named after the claim, and returns it as created or as an
+// earlier attempt of this claim created it. When the name belongs to a Sandbox the claim does
+// not control, sb is created under a generated name instead.
+func (r *claimReconciler) createClaimSandbox(ctx context.Context, s *claimStep, sb *agentsv1beta1.Sandbox) (*agentsv1beta1.Sandbox, error) {
+	claim := s.claim
+	if s.mem.nameTaken {
+		sb.Name, sb.GenerateName = "", claim.Name+"-"
+	}
+	if sb.Name != "" {
+		sb.Annotations[agentsv1beta1.AnnotationPodName] = sb.Name // its pod's, recorded without a write of its own
+	} else {
+		delete(sb.Annotations, agentsv1beta1.AnnotationPodName)
+	}
+	err := r.Client.Create(ctx, sb)
+	if err == nil {
+		r.Metrics.coldStart()
+		ctrl.LoggerFrom(ctx).V(1).Info("cold-started sandbox", "sandbox", klog.KObj(sb))
+		return sb, nil
+	}
+	if !apierrors.IsAlreadyExists(err) || sb.Name == "" {
+		return nil, fmt.Errorf("creating sandbox: %w", err)
+	}
+	// Ours from an earlier attempt the cache does not show yet, or someone else's.
+	existing := &agentsv1beta1.Sandbox{}
+	if gerr := r.APIReader.Get(ctx, client.ObjectKeyFromObject(sb), existing); gerr != nil {
+		return nil, fmt.Errorf("reading existing sandbox: %w", gerr)
+	}
+	if policy.IsControlledBy(existing, policy.ClaimKind, claim.UID) {
+		return existing, nil
+	}
+	s.mem.nameTaken = true
+	ctrl.LoggerFrom(ctx).Info("the claim's sandbox name is taken by a sandbox it does not control; using a generated name", "sandbox", klog.KObj(existing))
+	r.eventf(s, corev1.EventTypeWarning, extv1beta1.EventSandboxNameTaken, "Provision",
+		"Sandbox %s exists and is not this claim's: the claim's Sandbox gets a generated name", existing.Name)
+	return r.createClaimSandbox(ctx, s, sb)
+}
 
 // bindWarm binds the claim to a ready member of key, trying members until one binds or none
 // is left. It returns the bound Sandbox as the API server returned it, or nil.
@@ -152,211 +393,4 @@ func bindPatch(claim *extv1beta1.SandboxClaim, member *agentsv1beta1.Sandbox) ma
 		body["spec"] = map[string]any{"podTemplate": map[string]any{"metadata": podMeta}}
 	}
 	return body
-}
-
-// coldStart creates the claim's own Sandbox from the template: policy.ClaimBlueprint of the
-// template at the claim's version. A rejection by the template's policies is reported in the
-// claim's Ready condition and is not an error: nothing changes until the claim or the template
-// does. The Sandbox is named after the claim; when that name is taken by a Sandbox this claim
-// does not control (someone else's, whatever its owner references say), it is never adopted:
-// the claim gets a Sandbox under a generated name instead, and an event says why.
-func (r *claimReconciler) coldStart(ctx context.Context, s *claimStep, tmpl *extv1beta1.SandboxTemplate, stamp string) error {
-	claim := s.claim
-	tmpl, err := r.templateOfVersion(ctx, s, tmpl, stamp)
-	if err != nil || tmpl == nil {
-		return err
-	}
-	bp, errs := policy.ClaimBlueprint(tmpl, claim)
-	if len(errs) > 0 {
-		reason, msg := claimRejection(errs)
-		r.setReady(claim, metav1.ConditionFalse, reason, msg)
-		return nil
-	}
-	sb := sandboxFromTemplate(tmpl, bp)
-	sb.Name, sb.Namespace = claim.Name, claim.Namespace
-	sb.Labels[agentsv1beta1.LabelClaimUID] = string(claim.UID)
-	sb.Labels[agentsv1beta1.LabelLaunchType] = agentsv1beta1.LaunchTypeCold
-	// The version the Sandbox is built from, which is the claim's stamp (templateOfVersion).
-	sb.Labels[agentsv1beta1.LabelSandboxTemplateHash] = policy.TemplateHash(tmpl)
-	if cb := createdBy(claim); cb != "" {
-		sb.Labels[agentsv1beta1.LabelCreatedBy] = cb
-	}
-	sb.OwnerReferences = []metav1.OwnerReference{claimRef(claim)}
-
-	sb, err = r.createClaimSandbox(ctx, s, sb)
-	if err != nil {
-		return err
-	}
-	if sb.UID == "" {
-		return nil // not created; the claim is not served yet
-	}
-	r.eventf(s, corev1.EventTypeNormal, extv1beta1.EventSandboxProvisioned, "Provision", "Created sandbox %s from template %s", sb.Name, tmpl.Name)
-	r.expected.expect(client.ObjectKeyFromObject(claim), createItem(sandboxKind, sb.Name))
-	s.mem.launchType, s.mem.template = agentsv1beta1.LaunchTypeCold, tmpl.Name
-	r.mirror(claim, sb)
-	return nil
-}
-
-// createClaimSandbox creates sb, named after the claim, and returns it as created or as an
-// earlier attempt of this claim created it. When the name belongs to a Sandbox the claim does
-// not control, sb is created under a generated name instead.
-func (r *claimReconciler) createClaimSandbox(ctx context.Context, s *claimStep, sb *agentsv1beta1.Sandbox) (*agentsv1beta1.Sandbox, error) {
-	claim := s.claim
-	if s.mem.nameTaken {
-		sb.Name, sb.GenerateName = "", claim.Name+"-"
-	}
-	if sb.Name != "" {
-		sb.Annotations[agentsv1beta1.AnnotationPodName] = sb.Name // its pod's, recorded without a write of its own
-	} else {
-		delete(sb.Annotations, agentsv1beta1.AnnotationPodName)
-	}
-	err := r.Client.Create(ctx, sb)
-	if err == nil {
-		r.Metrics.coldStart()
-		ctrl.LoggerFrom(ctx).V(1).Info("cold-started sandbox", "sandbox", klog.KObj(sb))
-		return sb, nil
-	}
-	if !apierrors.IsAlreadyExists(err) || sb.Name == "" {
-		return nil, fmt.Errorf("creating sandbox: %w", err)
-	}
-	// Ours from an earlier attempt the cache does not show yet, or someone else's.
-	existing := &agentsv1beta1.Sandbox{}
-	if gerr := r.APIReader.Get(ctx, client.ObjectKeyFromObject(sb), existing); gerr != nil {
-		return nil, fmt.Errorf("reading existing sandbox: %w", gerr)
-	}
-	if policy.IsControlledBy(existing, policy.ClaimKind, claim.UID) {
-		return existing, nil
-	}
-	s.mem.nameTaken = true
-	ctrl.LoggerFrom(ctx).Info("the claim's sandbox name is taken by a sandbox it does not control; using a generated name", "sandbox", klog.KObj(existing))
-	r.eventf(s, corev1.EventTypeWarning, extv1beta1.EventSandboxNameTaken, "Provision",
-		"Sandbox %s exists and is not this claim's: the claim's Sandbox gets a generated name", existing.Name)
-	return r.createClaimSandbox(ctx, s, sb)
-}
-
-// claimRejection is the Ready reason and message of a claim its template cannot serve: the
-// reason of the first problem's field (env, volumeClaimTemplates, additionalPodMetadata) and
-// every problem in the message.
-func claimRejection(errs field.ErrorList) (reason, message string) {
-	reason = extv1beta1.ReasonInvalidMetadata
-	switch first := errs[0].Field; {
-	case strings.HasPrefix(first, "spec.env"):
-		reason = extv1beta1.ReasonEnvVarsInjectionRejected
-	case strings.HasPrefix(first, "spec.volumeClaimTemplates"):
-		reason = extv1beta1.ReasonVolumeClaimTemplatesError
-	}
-	return reason, errs.ToAggregate().Error()
-}
-
-// templateOfVersion returns the template to cold-start claim from, so that the Sandbox is
-// built from exactly the version the claim is stamped with. The cached template may lag the
-// API server (the claim was stamped from a newer version): then the API server's copy is
-// used. The template may also have moved on since the claim was admitted, with no warm member
-// of the claim's version left to bind: old versions are not kept, so the claim is restamped
-// with the current version (only the operator may) before its Sandbox exists, and the stamp
-// and the Sandbox's hash never disagree. A restamp is visible: a ClaimRestamped Warning event
-// and Ready=False with reason Restamped until the claim is served. With RefuseRestamp the
-// claim is not restamped but reported StampedVersionGone, and nil is returned.
-func (r *claimReconciler) templateOfVersion(ctx context.Context, s *claimStep, cached *extv1beta1.SandboxTemplate, stamp string) (*extv1beta1.SandboxTemplate, error) {
-	claim := s.claim
-	if policy.TemplateHash(cached) == stamp {
-		return cached, nil
-	}
-	current := &extv1beta1.SandboxTemplate{}
-	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(cached), current); err != nil {
-		return nil, fmt.Errorf("reading template: %w", err)
-	}
-	hash := policy.TemplateHash(current)
-	if hash == stamp {
-		return current, nil
-	}
-	if r.RefuseRestamp {
-		r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonStampedVersionGone, fmt.Sprintf(
-			"template %s no longer builds version %s the claim was stamped with (it is at %s) and restamping is off (--restamp=false)",
-			current.Name, stamp, hash))
-		return nil, nil
-	}
-	if err := r.annotateClaim(ctx, claim, agentsv1beta1.AnnotationSandboxTemplateHash, hash); err != nil {
-		return nil, fmt.Errorf("restamping claim: %w", err)
-	}
-	ctrl.LoggerFrom(ctx).Info("restamped claim: its template version is gone and no warm sandbox of it is left",
-		"oldTemplateHash", stamp, "templateHash", hash)
-	msg := fmt.Sprintf("template %s no longer builds version %s the claim was stamped with; restamped to %s", current.Name, stamp, hash)
-	r.eventf(s, corev1.EventTypeWarning, extv1beta1.EventClaimRestamped, "Restamp", "%s", msg)
-	r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonRestamped, msg)
-	return current, nil
-}
-
-// claimSandboxHandler feeds the warmIndex from the Sandbox informer, in event order, and
-// wakes claims: the claim bound to a Sandbox whose readiness, IPs or existence changed, and
-// the longest-waiting claim when a member becomes available.
-type claimSandboxHandler struct {
-	index *warmIndex
-}
-
-func claimOf(obj client.Object) (types.NamespacedName, bool) {
-	ref := policy.ControllerOf(obj, policy.ClaimKind)
-	if ref == nil {
-		return types.NamespacedName{}, false
-	}
-	return types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}, true
-}
-
-func (h *claimSandboxHandler) observe(sb *agentsv1beta1.Sandbox, q queue) {
-	if waiter, ok := h.index.Observe(sb); ok {
-		q.Add(reconcile.Request{NamespacedName: waiter})
-	}
-}
-
-func (h *claimSandboxHandler) Create(_ context.Context, e event.TypedCreateEvent[client.Object], q queue) {
-	sb, ok := e.Object.(*agentsv1beta1.Sandbox)
-	if !ok {
-		return
-	}
-	h.observe(sb, q)
-	if claim, ok := claimOf(sb); ok {
-		q.Add(reconcile.Request{NamespacedName: claim})
-	}
-}
-
-func (h *claimSandboxHandler) Update(_ context.Context, e event.TypedUpdateEvent[client.Object], q queue) {
-	old, okOld := e.ObjectOld.(*agentsv1beta1.Sandbox)
-	cur, okCur := e.ObjectNew.(*agentsv1beta1.Sandbox)
-	if !okOld || !okCur {
-		return
-	}
-	h.observe(cur, q)
-	if claimView(old) == claimView(cur) {
-		return
-	}
-	for _, obj := range []client.Object{old, cur} {
-		if claim, ok := claimOf(obj); ok {
-			q.Add(reconcile.Request{NamespacedName: claim})
-		}
-	}
-}
-
-func (h *claimSandboxHandler) Delete(_ context.Context, e event.TypedDeleteEvent[client.Object], q queue) {
-	h.index.Forget(e.Object.GetNamespace(), e.Object.GetName())
-	if claim, ok := claimOf(e.Object); ok {
-		q.Add(reconcile.Request{NamespacedName: claim})
-	}
-}
-
-func (h *claimSandboxHandler) Generic(_ context.Context, e event.TypedGenericEvent[client.Object], q queue) {
-	if claim, ok := claimOf(e.Object); ok {
-		q.Add(reconcile.Request{NamespacedName: claim})
-	}
-}
-
-// claimView is what a claim reports of its Sandbox; a Sandbox update that leaves it the
-// same does not wake the claim.
-func claimView(sb *agentsv1beta1.Sandbox) string {
-	view := fmt.Sprint(controllerUID(sb), sb.DeletionTimestamp.IsZero(), sb.Status.PodIPs)
-	for _, typ := range []string{agentsv1beta1.ConditionReady, agentsv1beta1.ConditionFinished} {
-		if c := meta.FindStatusCondition(sb.Status.Conditions, typ); c != nil {
-			view += fmt.Sprint("|", c.Status, c.Reason, c.Message, c.LastTransitionTime.Unix())
-		}
-	}
-	return view
 }

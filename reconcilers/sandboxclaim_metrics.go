@@ -6,7 +6,32 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
+
+// observeStartup records the claim's startup latencies the first time this process writes it
+// Ready: from admission (webhook-first-observed-at) and from the controller's first sight.
+func (r *claimReconciler) observeStartup(s *claimStep) {
+	if s.mem.readyObserved || !meta.IsStatusConditionTrue(s.claim.Status.Conditions, agentsv1beta1.ConditionReady) {
+		return
+	}
+	s.mem.readyObserved = true
+	now := r.Clock.Now()
+	launch := s.mem.launchType
+	if launch == "" {
+		launch = "unknown" // bound by an earlier run of the operator
+	}
+	template := s.mem.template
+	var fromWebhook *time.Duration
+	if at, err := time.Parse(time.RFC3339Nano, s.claim.Annotations[agentsv1beta1.AnnotationWebhookFirstObservedAt]); err == nil {
+		d := now.Sub(at)
+		fromWebhook = &d
+	}
+	r.Metrics.claimReady(launch, template, fromWebhook, now.Sub(s.mem.firstSeen))
+	r.Metrics.claimPhase(PhaseReadyToStatus, now.Sub(s.mem.firstSeen))
+}
 
 // Names of the claim startup histograms clients scrape (the contract's).
 const (

@@ -1,0 +1,122 @@
+package reconcilers
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	"github.com/sandgate-dev/sandgate/api/policy"
+	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/reconcilers/indexes"
+)
+
+// The claim controller's watches: the Sandbox informer feeds the warm index and wakes claims;
+// a pool or template that appears or changes wakes the claims still waiting for a Sandbox.
+
+// claimSandboxHandler feeds the warmIndex from the Sandbox informer, in event order, and
+// wakes claims: the claim bound to a Sandbox whose readiness, IPs or existence changed, and
+// the longest-waiting claim when a member becomes available.
+type claimSandboxHandler struct {
+	index *warmIndex
+}
+
+func claimOf(obj client.Object) (types.NamespacedName, bool) {
+	ref := policy.ControllerOf(obj, policy.ClaimKind)
+	if ref == nil {
+		return types.NamespacedName{}, false
+	}
+	return types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}, true
+}
+
+func (h *claimSandboxHandler) observe(sb *agentsv1beta1.Sandbox, q queue) {
+	if waiter, ok := h.index.Observe(sb); ok {
+		q.Add(reconcile.Request{NamespacedName: waiter})
+	}
+}
+
+func (h *claimSandboxHandler) Create(_ context.Context, e event.TypedCreateEvent[client.Object], q queue) {
+	sb, ok := e.Object.(*agentsv1beta1.Sandbox)
+	if !ok {
+		return
+	}
+	h.observe(sb, q)
+	if claim, ok := claimOf(sb); ok {
+		q.Add(reconcile.Request{NamespacedName: claim})
+	}
+}
+
+func (h *claimSandboxHandler) Update(_ context.Context, e event.TypedUpdateEvent[client.Object], q queue) {
+	old, okOld := e.ObjectOld.(*agentsv1beta1.Sandbox)
+	cur, okCur := e.ObjectNew.(*agentsv1beta1.Sandbox)
+	if !okOld || !okCur {
+		return
+	}
+	h.observe(cur, q)
+	if claimView(old) == claimView(cur) {
+		return
+	}
+	for _, obj := range []client.Object{old, cur} {
+		if claim, ok := claimOf(obj); ok {
+			q.Add(reconcile.Request{NamespacedName: claim})
+		}
+	}
+}
+
+func (h *claimSandboxHandler) Delete(_ context.Context, e event.TypedDeleteEvent[client.Object], q queue) {
+	h.index.Forget(e.Object.GetNamespace(), e.Object.GetName())
+	if claim, ok := claimOf(e.Object); ok {
+		q.Add(reconcile.Request{NamespacedName: claim})
+	}
+}
+
+func (h *claimSandboxHandler) Generic(_ context.Context, e event.TypedGenericEvent[client.Object], q queue) {
+	if claim, ok := claimOf(e.Object); ok {
+		q.Add(reconcile.Request{NamespacedName: claim})
+	}
+}
+
+// claimView is what a claim reports of its Sandbox; a Sandbox update that leaves it the
+// same does not wake the claim.
+func claimView(sb *agentsv1beta1.Sandbox) string {
+	view := fmt.Sprint(controllerUID(sb), sb.DeletionTimestamp.IsZero(), sb.Status.PodIPs)
+	for _, typ := range []string{agentsv1beta1.ConditionReady, agentsv1beta1.ConditionFinished} {
+		if c := meta.FindStatusCondition(sb.Status.Conditions, typ); c != nil {
+			view += fmt.Sprint("|", c.Status, c.Reason, c.Message, c.LastTransitionTime.Unix())
+		}
+	}
+	return view
+}
+
+// unboundClaimsOfPool wakes the claims of a pool that appeared or changed and that still
+// wait for a Sandbox (bound claims do not care).
+func (r *claimReconciler) unboundClaimsOfPool(ctx context.Context, obj client.Object) []reconcile.Request {
+	var claims extv1beta1.SandboxClaimList
+	if err := r.Client.List(ctx, &claims, client.InNamespace(obj.GetNamespace()), client.MatchingFields{indexes.ClaimPool: obj.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing claims of pool", "pool", klog.KObj(obj))
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, c := range claims.Items {
+		if c.Status.Sandbox.Name == "" {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Name}})
+		}
+	}
+	return reqs
+}
+
+func (r *claimReconciler) unboundClaimsOfTemplate(ctx context.Context, obj client.Object) []reconcile.Request {
+	pools := listPoolsOfTemplate(ctx, r.Client, obj)
+	var reqs []reconcile.Request
+	for i := range pools {
+		reqs = append(reqs, r.unboundClaimsOfPool(ctx, &pools[i])...)
+	}
+	return reqs
+}

@@ -1,0 +1,125 @@
+package reconcilers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+)
+
+// What a claim reports of its Sandbox: the Ready condition mirrored from the Sandbox, the events
+// sent once the status write that records them succeeded, and, once the claim was reported
+// Ready, the bookkeeping off the claim's path (its sandbox-name annotation, its Sandbox's
+// template-uid label).
+
+// mirror reports the bound Sandbox in the claim's status.
+func (r *claimReconciler) mirror(claim *extv1beta1.SandboxClaim, sb *agentsv1beta1.Sandbox) {
+	claim.Status.Sandbox = extv1beta1.SandboxStatusRef{Name: sb.Name, PodIPs: sb.Status.PodIPs}
+	ready := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.ConditionReady)
+	switch {
+	case ready != nil && ready.Status == metav1.ConditionTrue:
+		r.setReady(claim, metav1.ConditionTrue, ready.Reason, ready.Message)
+	case ready != nil && ready.Reason == agentsv1beta1.ReasonSandboxExpired:
+		r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonSandboxExpired, ready.Message)
+	case ready != nil && ready.Message != "":
+		r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonSandboxNotReady, ready.Message)
+	default:
+		r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonSandboxNotReady, messageSandboxNotReady)
+	}
+	if f := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.ConditionFinished); f != nil {
+		finished := *f
+		finished.ObservedGeneration = claim.Generation
+		meta.SetStatusCondition(&claim.Status.Conditions, finished)
+	} else {
+		meta.RemoveStatusCondition(&claim.Status.Conditions, agentsv1beta1.ConditionFinished)
+	}
+}
+
+// setReady sets the claim's Ready condition, keeping its transition time when the status
+// does not change.
+func (r *claimReconciler) setReady(claim *extv1beta1.SandboxClaim, status metav1.ConditionStatus, reason, msg string) {
+	setCondition(&claim.Status.Conditions, claim.Generation, r.Clock.Now(), agentsv1beta1.ConditionReady, status, reason, msg)
+}
+
+func (r *claimReconciler) eventf(s *claimStep, eventType, reason, action, note string, args ...any) {
+	claim := s.claim
+	s.event(func() { r.Recorder.Eventf(claim, nil, eventType, reason, action, note, args...) })
+}
+
+func (s *claimStep) event(f func()) { s.events = append(s.events, f) }
+
+// labelTemplateUID gives a bound Sandbox that does not say which template's UID its pod is
+// selected by (one the public controller built and bound before the switch-over: its blueprint
+// predates the label) the UID of its template as a metadata label, which the Sandbox
+// controller puts on the pod: the template's NetworkPolicy selects it again. Every Sandbox the
+// operator builds has the label in its blueprint, so this writes nothing for them.
+func (r *claimReconciler) labelTemplateUID(ctx context.Context, sb *agentsv1beta1.Sandbox, template string) error {
+	if template == "" || sb.Spec.PodTemplate.ObjectMeta.Labels[agentsv1beta1.LabelTemplateUID] != "" || sb.Labels[agentsv1beta1.LabelTemplateUID] != "" {
+		return nil
+	}
+	tmpl := &extv1beta1.SandboxTemplate{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: sb.Namespace, Name: template}, tmpl); err != nil || tmpl.UID == "" {
+		return client.IgnoreNotFound(err)
+	}
+	uid := string(tmpl.UID)
+	p := &metadataPatch{}
+	p.setLabel(agentsv1beta1.LabelTemplateUID, &uid)
+	if err := patchMetadata(ctx, r.Client, sb, p); err != nil {
+		return fmt.Errorf("labelling sandbox with its template's uid: %w", err)
+	}
+	return nil
+}
+
+// recordSandboxName writes the name of the claim's Sandbox into its agents.x-k8s.io/sandbox-name
+// annotation, which clients of the public API read, and sends the SandboxAdopted event of a
+// warm binding. Both are bookkeeping, not the claim's path:
+// it is written once the claim has been reported Ready, and only after claims of its pool
+// pause (the refill policy's quiet period), so that a burst's claims are not slowed by it. It
+// returns how long to wait before trying again.
+func (r *claimReconciler) recordSandboxName(ctx context.Context, s *claimStep, sb *agentsv1beta1.Sandbox) (time.Duration, error) {
+	claim := s.claim
+	if claim.Annotations[agentsv1beta1.AnnotationSandboxName] == sb.Name && s.mem.adopted == "" {
+		return 0, nil
+	}
+	if last, ok := r.activity.lastClaim(types.NamespacedName{Namespace: claim.Namespace, Name: claim.Spec.WarmPoolRef.Name}); ok {
+		if wait := r.BookkeepingDelay - r.Clock.Since(last); wait > 0 {
+			return wait, nil
+		}
+	}
+	if claim.Annotations[agentsv1beta1.AnnotationSandboxName] != sb.Name {
+		if err := r.annotateClaim(ctx, claim, agentsv1beta1.AnnotationSandboxName, sb.Name); err != nil {
+			return 0, fmt.Errorf("recording the sandbox name: %w", err)
+		}
+		r.Metrics.claimBookkeepingWrite()
+	}
+	if s.mem.adopted != "" {
+		r.eventf(s, corev1.EventTypeNormal, extv1beta1.EventSandboxAdopted, "Bind", "Adopted warm sandbox %s", s.mem.adopted)
+		s.mem.adopted = ""
+	}
+	return 0, nil
+}
+
+// annotateClaim sets one annotation of the claim, in the API server and in claim. The patch
+// goes through a bare copy, which takes the API server's answer: claim holds the status this
+// reconcile is working out.
+func (r *claimReconciler) annotateClaim(ctx context.Context, claim *extv1beta1.SandboxClaim, key, value string) error {
+	p := &metadataPatch{}
+	p.setAnnotation(key, &value)
+	target := &extv1beta1.SandboxClaim{ObjectMeta: metav1.ObjectMeta{Namespace: claim.Namespace, Name: claim.Name}}
+	if err := patchMetadata(ctx, r.Client, target, p); err != nil {
+		return err
+	}
+	if claim.Annotations == nil {
+		claim.Annotations = map[string]string{}
+	}
+	claim.Annotations[key] = value
+	return nil
+}
