@@ -3,18 +3,17 @@ package framework
 import (
 	"context"
 	"errors"
+	"net"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/kubernetes"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/sandgate-dev/sandgate/api"
-	"github.com/sandgate-dev/sandgate/certs"
+	"github.com/sandgate-dev/sandgate/internal/operator"
 	"github.com/sandgate-dev/sandgate/reconcilers"
 )
 
@@ -27,7 +26,9 @@ const (
 	Quiet = 2*reconcilers.DefaultPodProgressDelay + 500*time.Millisecond
 )
 
-// ManagerOptions configure StartManager.
+// ManagerOptions configure StartManager. Whatever they leave unset is the operator's
+// production default (operator.DefaultOptions): the workers, the refill policy, the cold-start
+// grace, the operator user and the platform groups.
 type ManagerOptions struct {
 	// Namespaces restricts the manager's cache to these namespaces, so that a test's counts
 	// are its own; empty means all namespaces.
@@ -42,11 +43,15 @@ type ManagerOptions struct {
 	// Refill is the pools' refill policy; nil means the operator's defaults
 	// (reconcilers.DefaultRefillQuietPeriod and DefaultRefillLowWaterPercent).
 	Refill *reconcilers.RefillPolicy
-	// Webhooks serves sandgate's admission webhooks (webhooks.Setup) on the address the
-	// cluster's webhook configurations call; the cluster must have been started with
-	// Options.Webhooks. StartManager returns once the webhook server accepts connections.
-	// Only one such manager can run at a time per cluster.
+	// Webhooks serves sandgate's admission webhooks on the address the cluster's webhook
+	// configurations call; the cluster must have been started with Options.Webhooks. Only one
+	// such manager can run at a time per cluster. Without it the manager serves them too (it
+	// is the same operator), on a free loopback port with a self-signed certificate that no
+	// webhook configuration calls.
 	Webhooks bool
+	// Configure, when set, changes the operator's options last: for a test that needs a knob
+	// ManagerOptions does not have (worker counts, a clock). Most tests should not need it.
+	Configure func(*operator.Options)
 }
 
 // Manager is a sandgate manager running in the test process against a Cluster.
@@ -59,71 +64,29 @@ type Manager struct {
 	Metrics *reconcilers.Metrics
 }
 
-// StartManager runs the sandgate controllers against c, as cmd/sandgate wires them, until
-// the test ends. Each manager has its own metrics registry, so tests read their own counts.
+// StartManager runs the operator against c until the test ends: operator.New, the wiring
+// cmd/sandgate runs, with every controller and webhook and the production defaults, under
+// the operator's identity (the user the binding guard admits), with its metrics in a registry
+// of its own so that tests read their own counts, and with the metrics and probe endpoints
+// off. It returns once the cache has synced and the readiness checks /readyz serves pass:
+// the webhook server answers TLS handshakes on its address (with Webhooks, the one the API
+// server's admission calls go to) and a serving certificate is loaded.
 func (c *Cluster) StartManager(t testing.TB, opts ManagerOptions) *Manager {
 	t.Helper()
-	if opts.ClusterDomain == "" {
-		opts.ClusterDomain = "cluster.local"
-	}
-	metrics, err := reconcilers.NewMetrics(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatalf("creating metrics: %v", err)
-	}
-	cacheOpts := reconcilers.CacheOptions()
-	if len(opts.Namespaces) > 0 {
-		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
-		for _, ns := range opts.Namespaces {
-			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
-		}
-	}
-	scheme := api.NewScheme()
+	oopts := c.operatorOptions(t, opts)
 	// The manager acts as the operator's identity, the one the binding guard admits.
 	operatorCfg, err := c.operatorConfig()
 	if err != nil {
 		t.Fatalf("provisioning the operator user: %v", err)
 	}
-	mgrOpts := ctrl.Options{
-		Scheme:                 scheme,
-		Cache:                  cacheOpts,
-		NewClient:              reconcilers.NewClientFunc(metrics),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	}
-	var certWatcher *certs.Watcher
-	if opts.Webhooks {
-		mgrOpts.WebhookServer, certWatcher = c.webhookServer(t)
-	}
-	mgr, err := ctrl.NewManager(operatorCfg, mgrOpts)
-	if err != nil {
-		t.Fatalf("creating manager: %v", err)
-	}
-	if opts.Webhooks {
-		if err := setupWebhooks(mgr, certWatcher, opts.Extensions); err != nil {
-			t.Fatalf("setting up webhooks: %v", err)
-		}
-	}
-	refill := reconcilers.RefillPolicy{QuietPeriod: reconcilers.DefaultRefillQuietPeriod, LowWaterPercent: reconcilers.DefaultRefillLowWaterPercent}
-	if opts.Refill != nil {
-		refill = *opts.Refill
-	}
 	ctx, cancel := context.WithCancel(context.Background())
-	if err := reconcilers.Setup(ctx, mgr, reconcilers.Config{
-		Refill:             refill,
-		Metrics:            metrics,
-		ClusterDomain:      opts.ClusterDomain,
-		SandboxWorkers:     4,
-		Extensions:         opts.Extensions,
-		ColdStartGrace:     opts.ColdStartGrace,
-		WarmPoolWorkers:    2,
-		ClaimWorkers:       4,
-		SkipNameValidation: true,
-	}); err != nil {
+	op, err := operator.New(ctx, operatorCfg, oopts)
+	if err != nil {
 		cancel()
-		t.Fatalf("setting up controllers: %v", err)
+		t.Fatalf("creating the operator: %v", err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
+	go func() { done <- op.Start(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -137,17 +100,14 @@ func (c *Cluster) StartManager(t testing.TB, opts ManagerOptions) *Manager {
 	})
 	syncCtx, syncCancel := context.WithTimeout(ctx, Timeout)
 	defer syncCancel()
-	if !mgr.GetCache().WaitForCacheSync(syncCtx) {
+	if !op.GetCache().WaitForCacheSync(syncCtx) {
 		t.Fatalf("manager cache did not sync within %s", Timeout)
 	}
-	if opts.Webhooks {
-		started := mgr.GetWebhookServer().StartedChecker()
-		if err := c.waitForWebhookServer(syncCtx, func() error { return started(nil) }); err != nil {
-			t.Fatalf("waiting for the webhook server: %v", err)
-		}
+	if err := waitReady(syncCtx, op); err != nil {
+		t.Fatalf("manager not ready within %s: %v", Timeout, err)
 	}
 
-	direct, err := client.New(c.Config, client.Options{Scheme: scheme})
+	direct, err := client.New(c.Config, client.Options{Scheme: api.NewScheme()})
 	if err != nil {
 		t.Fatalf("creating client: %v", err)
 	}
@@ -155,5 +115,66 @@ func (c *Cluster) StartManager(t testing.TB, opts ManagerOptions) *Manager {
 	if err != nil {
 		t.Fatalf("creating clientset: %v", err)
 	}
-	return &Manager{Client: direct, Clientset: cs, Metrics: metrics}
+	return &Manager{Client: direct, Clientset: cs, Metrics: op.Metrics}
+}
+
+// operatorOptions are the production defaults with the test's settings: a metrics registry
+// of the manager's own, the cache restricted to the test's namespaces, no metrics or probe
+// endpoint, several managers with the same controllers allowed in one process, and the
+// webhook server where the cluster calls it (Webhooks) or on a free loopback port.
+func (c *Cluster) operatorOptions(t testing.TB, opts ManagerOptions) operator.Options {
+	t.Helper()
+	o := operator.DefaultOptions()
+	o.MetricsRegistry = prometheus.NewRegistry()
+	o.MetricsBindAddress = "0"
+	o.HealthProbeBindAddress = "0"
+	o.CacheNamespaces = opts.Namespaces
+	o.SkipNameValidation = true
+	o.Extensions = opts.Extensions
+	if opts.ClusterDomain != "" {
+		o.ClusterDomain = opts.ClusterDomain
+	}
+	if opts.ColdStartGrace != 0 {
+		o.ColdStartGrace = opts.ColdStartGrace
+	}
+	if opts.Refill != nil {
+		o.Refill = *opts.Refill
+	}
+	if opts.Webhooks {
+		c.envtestWebhookServer(t, &o)
+	} else {
+		o.WebhookHost, o.WebhookPort = "127.0.0.1", freePort(t)
+		o.WebhookCertDir, o.SelfSignedCerts = filepath.Join(t.TempDir(), "webhook-certs"), true
+	}
+	if opts.Configure != nil {
+		opts.Configure(&o)
+	}
+	return o
+}
+
+// waitReady returns once every readiness check of op passes, or the last failure when ctx
+// ends first.
+func waitReady(ctx context.Context, op *operator.Operator) error {
+	for {
+		err := op.Ready(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// freePort returns a TCP port on 127.0.0.1 that nothing listened on a moment ago.
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("finding a free port: %v", err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port
 }

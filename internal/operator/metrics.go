@@ -1,4 +1,4 @@
-package main
+package operator
 
 import (
 	"crypto/tls"
@@ -7,16 +7,16 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
-// metricsOptions configures the metrics endpoint. With --metrics-secure it serves HTTPS and
+// metricsServerOptions configures the metrics endpoint. With SecureMetrics it serves HTTPS and
 // answers only requests whose bearer token the API server authenticates (TokenReview) and
 // whose user may get the non-resource URL /metrics (SubjectAccessReview): config/rbac's
 // metrics-reader ClusterRole grants that, metrics-auth-role lets the manager ask. The
 // certificate is one controller-runtime makes in memory at start: scrapers authenticate
 // themselves and encrypt, they do not verify the server (as with kube-controller-manager).
-// Without --metrics-secure it serves plain HTTP to anyone who can reach the port.
-func metricsOptions(opts options) metricsserver.Options {
-	o := metricsserver.Options{BindAddress: opts.metricsAddr}
-	if !opts.metricsSecure {
+// Without SecureMetrics it serves plain HTTP to anyone who can reach the port.
+func metricsServerOptions(opts Options) metricsserver.Options {
+	o := metricsserver.Options{BindAddress: opts.MetricsBindAddress}
+	if !opts.SecureMetrics {
 		return o
 	}
 	o.SecureServing = true

@@ -1,4 +1,4 @@
-package main
+package operator
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"github.com/sandgate-dev/sandgate/certs"
 )
 
-// --self-signed-certs writes a certificate the webhook server then serves, verifiable with the
+// SelfSignedCerts writes a certificate the webhook server then serves, verifiable with the
 // ca.crt written next to it for the names a local webhook configuration uses.
 func TestSelfSignedWebhookServing(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -25,7 +25,7 @@ func TestSelfSignedWebhookServing(t *testing.T) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
-	opts := options{webhookHost: "127.0.0.1", webhookPort: port, webhookCertDir: filepath.Join(t.TempDir(), "certs"), selfSignedCerts: true}
+	opts := Options{WebhookHost: "127.0.0.1", WebhookPort: port, WebhookCertDir: filepath.Join(t.TempDir(), "certs"), SelfSignedCerts: true}
 	srv, watcher, err := webhookServer(opts, logr.Discard())
 	if err != nil {
 		t.Fatalf("webhookServer: %v", err)
@@ -43,7 +43,7 @@ func TestSelfSignedWebhookServing(t *testing.T) {
 		}
 	}()
 
-	caPEM, err := os.ReadFile(filepath.Join(opts.webhookCertDir, certs.CAFile))
+	caPEM, err := os.ReadFile(filepath.Join(opts.WebhookCertDir, certs.CAFile))
 	if err != nil {
 		t.Fatal(err)
 	}

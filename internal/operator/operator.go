@@ -1,0 +1,150 @@
+// Package operator is the one wiring of the sandgate manager: New builds it with every
+// controller (reconcilers.Setup) and every admission webhook (webhooks.Setup), the webhook
+// server and the watcher of its certificate, the metrics, health and readiness endpoints and
+// leader election. cmd/sandgate calls it with the options of its flags, the integration suites
+// (test/framework.StartManager) with DefaultOptions and their test settings: what the suites
+// run is what ships.
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/sandgate-dev/sandgate/api"
+	"github.com/sandgate-dev/sandgate/api/policy"
+	"github.com/sandgate-dev/sandgate/reconcilers"
+)
+
+// Operator is a sandgate manager with every controller and webhook registered: Start (the
+// embedded manager's) runs it until its context ends.
+type Operator struct {
+	manager.Manager
+	// Metrics are the controllers' counters, registered in Options.MetricsRegistry.
+	Metrics *reconcilers.Metrics
+
+	readyz []namedCheck
+}
+
+type namedCheck struct {
+	name  string
+	check healthz.Checker
+}
+
+// New builds the operator's manager against the cluster of cfg (which it copies, to set QPS
+// and Burst) from opts, which Validate must accept. ctx bounds the registration of the cache
+// indexes; it need not be the context Start runs with.
+func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid operator options: %w", err)
+	}
+	log := ctrl.Log.WithName("setup")
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS = opts.QPS
+	cfg.Burst = opts.Burst
+	policy.SetRuntimeAnnotationPrefixes(opts.RefusedAnnotationPrefixes)
+
+	registry := opts.MetricsRegistry
+	if registry == nil {
+		registry = ctrlmetrics.Registry
+	}
+	metrics, err := reconcilers.NewMetrics(registry)
+	if err != nil {
+		return nil, fmt.Errorf("registering metrics: %w", err)
+	}
+	webhookSrv, certWatcher, err := webhookServer(opts, log)
+	if err != nil {
+		return nil, err
+	}
+	gracefulShutdown := opts.GracefulShutdownTimeout
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  api.NewScheme(),
+		Cache:                   cacheOptions(opts),
+		NewClient:               reconcilers.NewClientFunc(metrics),
+		Metrics:                 metricsServerOptions(opts),
+		HealthProbeBindAddress:  opts.HealthProbeBindAddress,
+		PprofBindAddress:        opts.PprofBindAddress,
+		LeaderElection:          opts.LeaderElection,
+		LeaderElectionID:        LeaderElectionID,
+		LeaderElectionNamespace: opts.LeaderElectionNamespace,
+		// The manager exits on its own after losing the lease; releasing it on a clean stop lets
+		// the next replica take over at once instead of after the lease duration.
+		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       &gracefulShutdown,
+		WebhookServer:                 webhookSrv,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	op := &Operator{Manager: mgr, Metrics: metrics}
+
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("adding health check: %w", err)
+	}
+	if err := setupWebhooks(op, opts, certWatcher); err != nil {
+		return nil, err
+	}
+	rcfg := reconcilers.Config{
+		Metrics:            metrics,
+		ClusterDomain:      opts.ClusterDomain,
+		SandboxWorkers:     opts.SandboxWorkers,
+		Extensions:         opts.Extensions,
+		ColdStartGrace:     opts.ColdStartGrace,
+		Refill:             opts.Refill,
+		WarmPoolWorkers:    opts.WarmPoolWorkers,
+		ClaimWorkers:       opts.ClaimWorkers,
+		RefuseRestamp:      opts.RefuseRestamp,
+		SkipNameValidation: opts.SkipNameValidation,
+		Clock:              opts.Clock,
+	}
+	if err := reconcilers.Setup(ctx, mgr, rcfg); err != nil {
+		return nil, err
+	}
+	return op, nil
+}
+
+// cacheOptions are reconcilers.CacheOptions, restricted to Options.CacheNamespaces.
+func cacheOptions(opts Options) cache.Options {
+	o := reconcilers.CacheOptions()
+	if len(opts.CacheNamespaces) > 0 {
+		o.DefaultNamespaces = make(map[string]cache.Config, len(opts.CacheNamespaces))
+		for _, ns := range opts.CacheNamespaces {
+			o.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	return o
+}
+
+// addReadyzCheck adds a readiness check to the manager's /readyz and to Ready.
+func (o *Operator) addReadyzCheck(name string, check healthz.Checker) error {
+	if err := o.AddReadyzCheck(name, check); err != nil {
+		return err
+	}
+	o.readyz = append(o.readyz, namedCheck{name: name, check: check})
+	return nil
+}
+
+// Ready runs the readiness checks the manager serves on /readyz (the webhook server answers
+// TLS handshakes, a serving certificate is loaded) and returns their failures, nil once the
+// operator is ready. It works with the probe endpoint disabled too: the suites wait on it.
+func (o *Operator) Ready(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "/readyz", http.NoBody)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, c := range o.readyz {
+		if err := c.check(req); err != nil {
+			errs = append(errs, fmt.Errorf("readiness check %s: %w", c.name, err))
+		}
+	}
+	return errors.Join(errs...)
+}

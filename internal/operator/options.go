@@ -1,0 +1,177 @@
+package operator
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/clock"
+
+	"github.com/sandgate-dev/sandgate/api/policy"
+	"github.com/sandgate-dev/sandgate/reconcilers"
+	"github.com/sandgate-dev/sandgate/webhooks"
+)
+
+// The production defaults: DefaultOptions returns them, cmd/sandgate's flags show them.
+const (
+	DefaultQPS                     = 1000
+	DefaultBurst                   = 2000
+	DefaultMetricsBindAddress      = ":8080"
+	DefaultHealthProbeBindAddress  = ":8081"
+	DefaultWebhookPort             = 9443
+	DefaultWebhookCertDir          = "/tmp/k8s-webhook-server/serving-certs"
+	DefaultSandboxWorkers          = 10
+	DefaultClaimWorkers            = 64
+	DefaultWarmPoolWorkers         = 4
+	DefaultClusterDomain           = "cluster.local"
+	DefaultGracefulShutdownTimeout = 30 * time.Second
+)
+
+// LeaderElectionID names the leader election Lease of every sandgate manager.
+const LeaderElectionID = "sandgate.agents.x-k8s.io"
+
+// Options are every knob of the operator: cmd/sandgate sets them from its flags, the
+// integration suites from DefaultOptions and their test settings. Start from DefaultOptions:
+// the zero value is not a working configuration (New rejects zero workers, for one).
+type Options struct {
+	// QPS and Burst limit the manager's requests to the API server.
+	QPS   float32
+	Burst int
+
+	// LeaderElection elects a leader so that only one replica reconciles; the Lease lives in
+	// LeaderElectionNamespace ("" means the manager's namespace) and is released on a clean
+	// stop, so that the next replica takes over at once.
+	LeaderElection          bool
+	LeaderElectionNamespace string
+
+	// MetricsBindAddress is the address of the Prometheus endpoint; "0" disables it. With
+	// SecureMetrics it serves HTTPS to authenticated and authorized clients only (see
+	// metricsServerOptions).
+	MetricsBindAddress string
+	SecureMetrics      bool
+	// MetricsRegistry receives the controllers' counters; nil means controller-runtime's
+	// registry, the one the metrics endpoint serves. Tests give each manager its own.
+	MetricsRegistry prometheus.Registerer
+	// HealthProbeBindAddress is the address of /healthz and /readyz; "0" disables it (the
+	// checks still run: see Operator.Ready).
+	HealthProbeBindAddress string
+	// PprofBindAddress is the address of /debug/pprof; "" disables it.
+	PprofBindAddress string
+
+	// WebhookHost ("" means every interface) and WebhookPort are where the admission webhook
+	// server listens; WebhookCertDir holds its tls.crt and tls.key, watched for renewals.
+	WebhookHost    string
+	WebhookPort    int
+	WebhookCertDir string
+	// SelfSignedCerts writes a throwaway certificate for localhost, the loopback addresses and
+	// WebhookHost, with the ca.crt that signed it, into WebhookCertDir before the server starts.
+	// For local runs and tests only, never in production.
+	SelfSignedCerts bool
+
+	// OperatorUser is the user name of the manager's requests; the binding guard admits
+	// bindings from it only.
+	OperatorUser string
+	// PlatformGroups are trusted to act on every claim and Sandbox.
+	PlatformGroups []string
+	// RefusedAnnotationPrefixes are the annotation prefixes a claim's additionalPodMetadata
+	// may not use. The setting is process-wide (policy.SetRuntimeAnnotationPrefixes): New
+	// applies it, nil restores policy.DefaultRuntimeAnnotationPrefixes.
+	RefusedAnnotationPrefixes []string
+
+	// SandboxWorkers, ClaimWorkers and WarmPoolWorkers are the numbers of concurrent
+	// reconciles of Sandboxes, SandboxClaims and SandboxWarmPools (and SandboxTemplates).
+	SandboxWorkers, ClaimWorkers, WarmPoolWorkers int
+	// ClusterDomain is the cluster's DNS domain, for Sandbox status.serviceFQDN.
+	ClusterDomain string
+	// Extensions also runs the SandboxTemplate, SandboxWarmPool and SandboxClaim controllers.
+	Extensions bool
+	// ColdStartGrace is how long a claim waits for warm members before a cold start; 0 means
+	// reconcilers.DefaultColdStartGrace.
+	ColdStartGrace time.Duration
+	// Refill says when pools replace the members claims took.
+	Refill reconcilers.RefillPolicy
+	// RefuseRestamp leaves a claim whose stamped template version is gone Ready=False
+	// (StampedVersionGone) instead of restamping it.
+	RefuseRestamp bool
+	// GracefulShutdownTimeout is how long running reconciles may take to finish on shutdown;
+	// 0 skips waiting, a negative duration waits without bound (as controller-runtime has it).
+	GracefulShutdownTimeout time.Duration
+
+	// CacheNamespaces restricts the manager's cache, and so what it reconciles, to these
+	// namespaces; empty means every namespace. Tests use it to keep their counts their own.
+	CacheNamespaces []string
+	// SkipNameValidation lets several managers with the same controllers run in one process.
+	SkipNameValidation bool
+	// Clock is the controllers' and the webhooks' clock; nil means the real one.
+	Clock clock.Clock
+}
+
+// DefaultOptions are the production defaults: the operator as cmd/sandgate runs it without
+// flags.
+func DefaultOptions() Options {
+	return Options{
+		QPS:                       DefaultQPS,
+		Burst:                     DefaultBurst,
+		MetricsBindAddress:        DefaultMetricsBindAddress,
+		HealthProbeBindAddress:    DefaultHealthProbeBindAddress,
+		WebhookPort:               DefaultWebhookPort,
+		WebhookCertDir:            DefaultWebhookCertDir,
+		OperatorUser:              webhooks.DefaultOperatorUser,
+		PlatformGroups:            append([]string(nil), webhooks.DefaultPlatformGroups...),
+		RefusedAnnotationPrefixes: append([]string(nil), policy.DefaultRuntimeAnnotationPrefixes...),
+		SandboxWorkers:            DefaultSandboxWorkers,
+		ClaimWorkers:              DefaultClaimWorkers,
+		WarmPoolWorkers:           DefaultWarmPoolWorkers,
+		ClusterDomain:             DefaultClusterDomain,
+		ColdStartGrace:            reconcilers.DefaultColdStartGrace,
+		Refill: reconcilers.RefillPolicy{
+			QuietPeriod:     reconcilers.DefaultRefillQuietPeriod,
+			LowWaterPercent: reconcilers.DefaultRefillLowWaterPercent,
+		},
+		GracefulShutdownTimeout: DefaultGracefulShutdownTimeout,
+	}
+}
+
+// Validate reports every setting New cannot run with. cmd/sandgate checks its flags first,
+// with the flags' names (the same checks, so a command line it accepts New accepts too); this
+// is the check for every other caller.
+func (o Options) Validate() error {
+	var errs []error
+	if o.QPS <= 0 {
+		errs = append(errs, fmt.Errorf("QPS must be positive, got %v", o.QPS))
+	}
+	if o.Burst <= 0 {
+		errs = append(errs, fmt.Errorf("Burst must be positive, got %d", o.Burst))
+	}
+	for _, w := range []struct {
+		name string
+		n    int
+	}{{"SandboxWorkers", o.SandboxWorkers}, {"ClaimWorkers", o.ClaimWorkers}, {"WarmPoolWorkers", o.WarmPoolWorkers}} {
+		if w.n < 1 {
+			errs = append(errs, fmt.Errorf("%s must be at least 1, got %d", w.name, w.n))
+		}
+	}
+	if o.WebhookPort < 1 || o.WebhookPort > 65535 {
+		errs = append(errs, fmt.Errorf("WebhookPort must be a TCP port, got %d", o.WebhookPort))
+	}
+	if o.OperatorUser == "" {
+		errs = append(errs, errors.New("OperatorUser must not be empty"))
+	}
+	if len(o.PlatformGroups) == 0 {
+		errs = append(errs, errors.New("PlatformGroups must name at least one group"))
+	}
+	if o.ClusterDomain == "" {
+		errs = append(errs, errors.New("ClusterDomain must not be empty"))
+	}
+	if o.ColdStartGrace < 0 {
+		errs = append(errs, fmt.Errorf("ColdStartGrace must not be negative, got %s", o.ColdStartGrace))
+	}
+	if o.Refill.QuietPeriod < 0 {
+		errs = append(errs, fmt.Errorf("Refill.QuietPeriod must not be negative, got %s", o.Refill.QuietPeriod))
+	}
+	if o.Refill.LowWaterPercent < 0 || o.Refill.LowWaterPercent > 100 {
+		errs = append(errs, fmt.Errorf("Refill.LowWaterPercent must be between 0 and 100, got %d", o.Refill.LowWaterPercent))
+	}
+	return errors.Join(errs...)
+}
