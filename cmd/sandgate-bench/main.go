@@ -1,21 +1,13 @@
-// Command sandgate-bench is sandgate's load generator. It creates a SandboxTemplate and a
-// SandboxWarmPool, waits for the pool to be full and Ready, fires bursts of SandboxClaims at
-// a given rate, watches them to Ready and reports startup latency (client and server view),
-// warm hits and cold starts, API requests by verb, resource and code (409s singled out),
-// reconciles, and the operator's CPU and memory.
-//
-// By default it starts a local control plane with simulated nodes (test/controlplane) and runs
-// the operator it builds from ./cmd/sandgate as a child process; --kubeconfig targets an
-// existing cluster instead, and --operator-cmd runs any operator binary, so the same harness
-// measures another implementation of the API:
+// Command sandgate-bench is sandgate's load generator (`make bench`): bursts of SandboxClaims
+// against a warm pool, measured (see package test/bench). By default on a local control plane
+// with the operator built from ./cmd/sandgate; --kubeconfig targets an existing cluster and
+// --operator-cmd runs any operator binary:
 //
 //	go run ./cmd/sandgate-bench --burst-size 300 --qps 300 --total-bursts 1 --warmpool-size 600
 //	go run ./cmd/sandgate-bench --serial 50 --warmpool-size 60 --json serial.json
 //	go run ./cmd/sandgate-bench --scenarios all --out docs/performance.md   # what `make bench` runs
 //
-// The exit status is 1 when a claim did not become Ready within --timeout. Everything talks
-// to 127.0.0.1 only and stops by itself; Ctrl-C stops the cluster and the operator. The runs
-// and the scenarios are in test/bench.
+// The exit status is 1 when a claim did not become Ready within --timeout, 2 on other errors.
 package main
 
 import (
@@ -23,22 +15,30 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/sandgate-dev/sandgate/test/bench"
 )
 
 func main() {
-	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	o, err := parseFlags(os.Args[1:], os.Stderr)
-	if err == nil {
-		err = bench.Run(ctx, o, os.Stdout, os.Stderr)
+	o := bench.DefaultOptions()
+	fs := flag.NewFlagSet("sandgate-bench", flag.ContinueOnError)
+	fs.Usage = func() {
+		_, _ = fmt.Fprintf(fs.Output(), "Usage: sandgate-bench [flags]\n\nLoad generator for the SandboxClaim path (see the package documentation).\n\nFlags:\n")
+		fs.PrintDefaults()
 	}
-	cancel()
+	o.AddFlags(fs)
+	err := fs.Parse(os.Args[1:])
+	if err == nil && fs.NArg() > 0 {
+		err = fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())
+	}
+	if err == nil {
+		ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		err = bench.Run(ctx, o, os.Stdout, os.Stderr)
+		cancel()
+	}
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		os.Exit(0)
@@ -49,55 +49,4 @@ func main() {
 		fmt.Fprintf(os.Stderr, "sandgate-bench: %v\n", err)
 		os.Exit(2)
 	}
-}
-
-// parseFlags maps the command line onto bench.Options; bench.Run validates them.
-func parseFlags(args []string, stderr io.Writer) (bench.Options, error) {
-	o := bench.DefaultOptions()
-	var serial int
-	fs := flag.NewFlagSet("sandgate-bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		_, _ = fmt.Fprintf(stderr, "Usage: sandgate-bench [flags]\n\nLoad generator for the SandboxClaim path (see the package documentation).\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	fs.IntVar(&o.BurstSize, "burst-size", o.BurstSize, "claims per burst")
-	fs.Float64Var(&o.QPS, "qps", o.QPS, "rate at which a burst's claims are created, per second")
-	fs.IntVar(&o.TotalBursts, "total-bursts", o.TotalBursts, "number of bursts; each waits for the previous one's claims to be Ready")
-	fs.IntVar(&serial, "serial", 0, "create N claims one at a time, each after the previous is Ready (same as --burst-size 1 --total-bursts N)")
-	fs.IntVar(&o.WarmPoolSize, "warmpool-size", o.WarmPoolSize, "replicas of the warm pool")
-	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "namespace of the run (created; default bench-<time>)")
-	fs.StringVar(&o.Template, "template", o.Template, "YAML or JSON file with the pod spec of the template (default: one container, image registry.example/agent:1)")
-	fs.DurationVar(&o.PoolCreateWait, "pool-create-wait", o.PoolCreateWait, "how long to wait for the pool to be full and Ready before the run")
-	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "how long a burst's claims may take to become Ready")
-	fs.DurationVar(&o.RefillWait, "refill-wait", o.RefillWait, "how long to wait after the run for the pool to be full again (its requests are counted)")
-	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig of an existing cluster (an admin: the API server's /metrics is read); default: start a local control plane")
-	fs.StringVar(&o.OperatorCmd, "operator-cmd", o.OperatorCmd,
-		"command line of the operator to run, with placeholders {{kubeconfig}} {{webhook-host}} {{webhook-port}} {{webhook-cert-dir}} {{metrics-port}} {{probe-port}}; "+
-			"default: build ./cmd/sandgate and run it (local cluster), none with --kubeconfig; \"none\" runs no operator")
-	fs.IntVar(&o.Nodes, "nodes", o.Nodes, "simulated nodes of the local cluster (default: enough for the pool and the claims)")
-	fs.StringVar((*string)(&o.Profile), "profile", string(o.Profile), "how the local cluster's pods become Ready: fast or kubelet")
-	fs.BoolVar(&o.Webhooks, "webhooks", o.Webhooks, "install config/webhook in the local cluster; --webhooks=false for an operator that serves none")
-	fs.BoolVar(&o.ServeV1alpha1, "serve-v1alpha1", o.ServeV1alpha1, "serve the deprecated v1alpha1 of the CRDs in the local cluster, as config/default does; --serve-v1alpha1=false serves v1beta1 only, as config/v1beta1-only does")
-	fs.StringVar(&o.CPUProfile, "apiserver-profile", o.CPUProfile, "write a CPU profile of kube-apiserver over the start of the run to this file (go tool pprof reads it)")
-	fs.IntVar(&o.ProfileSeconds, "apiserver-profile-seconds", o.ProfileSeconds, "length of the --apiserver-profile")
-	fs.BoolVar(&o.Floor, "floor", o.Floor, "measure the API server's floor instead of the operator: the operator fills the pool and is stopped, its webhooks removed, and the load generator makes each claim's three writes itself (local cluster only)")
-	fs.BoolVar(&o.FloorAdmission, "floor-admission", o.FloorAdmission, "with --floor: keep the operator's webhook configurations and answer every admission call at once from the load generator, allowing it (a claim's create gets webhook-first-observed-at): the floor of an API guarded by admission webhooks, their round trips included, no decision in them")
-	fs.StringVar(&o.JSONPath, "json", o.JSONPath, "also write the result as JSON to this file")
-	fs.StringVar(&o.Scenarios, "scenarios", o.Scenarios, "run canonical scenarios instead (each on a fresh local cluster): all, or a comma-separated list of "+strings.Join(bench.ScenarioNames(), ", "))
-	fs.IntVar(&o.ScalePool, "scale-pool", o.ScalePool, "pool size of the large scale scenario")
-	fs.StringVar(&o.Out, "out", o.Out, "with --scenarios: write the markdown report (docs/performance.md) from the results")
-	fs.StringVar(&o.ResultsDir, "results-dir", o.ResultsDir, "with --scenarios: where the JSON results of each scenario are written and read")
-	fs.BoolVar(&o.Render, "render", o.Render, "with --scenarios and --out: only rewrite the report from the JSON results already in --results-dir")
-	fs.BoolVar(&o.SkipFloor, "skip-floor", o.SkipFloor, "with --scenarios: do not measure each scenario's floor (faster; the report then has no ratios)")
-	if err := fs.Parse(args); err != nil {
-		return o, err
-	}
-	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())
-	}
-	if serial > 0 {
-		o.BurstSize, o.TotalBursts = 1, serial
-	}
-	return o, nil
 }

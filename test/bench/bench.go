@@ -23,12 +23,13 @@ func logf(w io.Writer, format string, args ...any) { _, _ = fmt.Fprintf(w, forma
 var ErrFailedClaims = errors.New("claims failed")
 
 // Options are what sandgate-bench runs: one load run, or the canonical scenarios when
-// Scenarios is set. Each field is the command-line flag named in its comment; the flags'
-// help tells more.
+// Scenarios is set. Each field is the command-line flag named in its comment (AddFlags); the
+// flags' help tells more.
 type Options struct {
 	BurstSize      int                  // --burst-size: claims per burst
 	QPS            float64              // --qps: rate at which a burst's claims are created
-	TotalBursts    int                  // --total-bursts (--serial N sets 1 × N)
+	TotalBursts    int                  // --total-bursts
+	Serial         int                  // --serial N: BurstSize 1 and TotalBursts N, whatever they say
 	WarmPoolSize   int                  // --warmpool-size
 	Namespace      string               // --namespace; "" means bench-<time>
 	Template       string               // --template: file with the template's pod spec; "" means built-in
@@ -65,8 +66,17 @@ func DefaultOptions() Options {
 	}
 }
 
+// resolved applies Serial.
+func (o Options) resolved() Options {
+	if o.Serial > 0 {
+		o.BurstSize, o.TotalBursts = 1, o.Serial
+	}
+	return o
+}
+
 // Validate reports every option that is out of range or contradicts another, by flag.
 func (o Options) Validate() error {
+	o = o.resolved()
 	var errs []error
 	if o.BurstSize < 1 || o.TotalBursts < 1 {
 		errs = append(errs, errors.New("--burst-size and --total-bursts must be at least 1"))
@@ -102,6 +112,7 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
+	o = o.resolved()
 	if o.Scenarios != "" {
 		return runScenarios(ctx, o, stdout, stderr)
 	}

@@ -1,10 +1,21 @@
-// Package bench is the load generator that cmd/sandgate-bench parses flags for: Run makes one
-// load run, or runs the canonical scenarios of `make bench` (scenarios.go), each with its
-// floor, and writes docs/performance.md from their results. Its subpackages are what it and
-// the demo (test/demo, cmd/sandgate-demo) are built from; the local control plane they start
-// is test/controlplane. They sit under test/ because only development commands and tests use
-// them, never the shipped operator, and they never import "testing" (make verify-deps checks
-// both).
+// Package bench is sandgate's load generator, what cmd/sandgate-bench parses flags for
+// (Options.AddFlags). Run creates a SandboxTemplate and a SandboxWarmPool, waits for the pool
+// to be full and Ready, fires bursts of SandboxClaims at a given rate, watches them to Ready
+// and reports startup latency (client and server view), warm hits and cold starts, API
+// requests by verb, resource and code (409s singled out), reconciles, and the operator's CPU
+// and memory. By default it starts a local control plane with simulated nodes and runs the
+// operator it builds from ./cmd/sandgate as a child process; Options.Kubeconfig targets an
+// existing cluster instead, and Options.OperatorCmd runs any operator binary, so the same
+// harness measures another implementation of the API. Everything talks to 127.0.0.1 only
+// and stops by itself, also when the context ends.
+//
+// With Options.Scenarios, Run runs the canonical scenarios of `make bench` (scenarios.go),
+// each with its floor, and writes docs/performance.md from their results.
+//
+// Its subpackages are what it and the demo (test/demo, cmd/sandgate-demo) are built from; the
+// local control plane they start is test/controlplane. They sit under test/ because only
+// development commands and tests use them, never the shipped operator, and they never import
+// "testing" (make verify-deps checks both).
 //
 //   - stats: percentiles of latency samples;
 //   - scrape: Prometheus text scraping and the deltas between two scrapes;
