@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 )
@@ -52,5 +54,24 @@ func TestExpectations(t *testing.T) {
 	e.forget(other)
 	if !e.satisfied(other) || e.pending(other) != nil {
 		t.Error("a forgotten owner expects nothing")
+	}
+}
+
+// A child's create event is no news to the Sandbox that created it; a Service of the same
+// name is another object.
+func TestChildCreateExpected(t *testing.T) {
+	e := newExpectations(clocktesting.NewFakePassiveClock(planNow))
+	owner := types.NamespacedName{Namespace: "ns", Name: "sb"}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "sb"}}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "sb"}}
+	e.expect(owner, createOf(pod))
+	if e.observe(owner, createOf(svc)) {
+		t.Error("a Service event consumed a pod expectation")
+	}
+	if !e.observe(owner, createOf(pod)) {
+		t.Error("the expected pod create was not recognised")
+	}
+	if e.observe(owner, createOf(pod)) {
+		t.Error("an expectation was consumed twice")
 	}
 }

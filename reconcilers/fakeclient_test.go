@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -255,4 +256,26 @@ func newSandboxReconciler(t testing.TB, a *fakeAPI, clk clock.PassiveClock) *san
 		PodProgressDelay: DefaultPodProgressDelay,
 		expected:         newExpectations(clk),
 	}
+}
+
+// eventsOf and writesOf split a journal. The Sandbox tables check what is written and which
+// events are sent; TestSandboxEventsFollowTheStatusWrite checks their order.
+func eventsOf(journal []string) []string {
+	var out []string
+	for _, e := range journal {
+		if strings.HasPrefix(e, "event ") {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func writesOf(journal []string) []string {
+	var out []string
+	for _, e := range journal {
+		if !strings.HasPrefix(e, "event ") {
+			out = append(out, e)
+		}
+	}
+	return out
 }

@@ -3,10 +3,10 @@ package reconcilers
 import (
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	"github.com/sandgate-dev/sandgate/test/builders"
 )
 
 // TestOwnStatusNewer: the last written status is used while the cached copy's
@@ -14,7 +14,9 @@ import (
 // anything after it (another writer, or an object recreated under the same name).
 func TestOwnStatusNewer(t *testing.T) {
 	pool := func(rv string) *extv1beta1.SandboxWarmPool {
-		return &extv1beta1.SandboxWarmPool{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pool", ResourceVersion: rv}}
+		p := builders.MakePool("pool", "ns", "tmpl").Obj()
+		p.ResourceVersion = rv
+		return p
 	}
 	tests := map[string]struct {
 		cached   string

@@ -3,17 +3,16 @@ package reconcilers
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/sandgate-dev/sandgate/api"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/test/builders"
 )
 
 func TestPatchStatusSendsTheDifference(t *testing.T) {
@@ -48,7 +47,8 @@ func TestPatchStatusSendsTheDifference(t *testing.T) {
 					return err
 				},
 			}).Build()
-			old := &agentsv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "sb", Namespace: "ns"}, Status: tc.old}
+			old := builders.MakeSandbox("sb", "ns").Obj()
+			old.Status = tc.old
 			cur := old.DeepCopy()
 			cur.Status = tc.cur
 			wrote, err := patchStatus(context.Background(), c, old, cur, func(s *agentsv1beta1.Sandbox) any { return s.Status })
@@ -60,26 +60,6 @@ func TestPatchStatusSendsTheDifference(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.wantPatch, got); diff != "" {
 				t.Errorf("patch (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
-func TestRequeueWithin(t *testing.T) {
-	const s = time.Second
-	tests := map[string]struct {
-		have, d, want time.Duration
-	}{
-		"none yet":          {have: 0, d: s, want: s},
-		"sooner wins":       {have: 3 * s, d: s, want: s},
-		"later is ignored":  {have: s, d: 3 * s, want: s},
-		"zero asks nothing": {have: 2 * s, d: 0, want: 2 * s},
-		"nothing and none":  {have: 0, d: 0, want: 0},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			if got := requeueWithin(ctrl.Result{RequeueAfter: tc.have}, tc.d).RequeueAfter; got != tc.want {
-				t.Errorf("RequeueAfter = %v, want %v", got, tc.want)
 			}
 		})
 	}

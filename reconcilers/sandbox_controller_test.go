@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -29,18 +29,25 @@ import (
 
 var sandboxKey = types.NamespacedName{Namespace: "ns", Name: "sb"}
 
+// sandbox is Sandbox "sb" with one container: the smallest a table needs.
+func sandbox(mutate ...func(*agentsv1beta1.Sandbox)) *agentsv1beta1.Sandbox {
+	sb := builders.MakeSandbox("sb", "ns").Image("img").UID("uid-1").Obj()
+	for _, m := range mutate {
+		m(sb)
+	}
+	return sb
+}
+
 // testSandbox is Sandbox "sb" with pod metadata to propagate, a label its pod carries and
 // its pod's name recorded, as the operator creates Sandboxes.
 func testSandbox(mutate ...func(*builders.SandboxWrapper)) *agentsv1beta1.Sandbox {
 	w := builders.MakeSandbox("sb", "ns").PodLabel("app", "agent").PodAnnotation("note", "x").
 		Label(agentsv1beta1.LabelClaimUID, "c1").Label("team", "not-on-the-pod").
-		Annotation(agentsv1beta1.AnnotationPodName, "sb")
+		Annotation(agentsv1beta1.AnnotationPodName, "sb").UID("sb-uid")
 	for _, m := range mutate {
 		m(w)
 	}
-	sb := w.Obj()
-	sb.UID = "sb-uid"
-	return sb
+	return w.Obj()
 }
 
 func sandboxOwner(sb *agentsv1beta1.Sandbox) []metav1.OwnerReference {
@@ -90,28 +97,6 @@ var (
 // withoutPodName is a Sandbox as a user creates it: its pod's name not recorded yet.
 func withoutPodName(w *builders.SandboxWrapper) {
 	delete(w.Annotations, agentsv1beta1.AnnotationPodName)
-}
-
-// eventsOf and writesOf split a journal. The Sandbox tables check what is written and which
-// events are sent; TestSandboxEventsFollowTheStatusWrite checks their order.
-func eventsOf(journal []string) []string {
-	var out []string
-	for _, e := range journal {
-		if strings.HasPrefix(e, "event ") {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-func writesOf(journal []string) []string {
-	var out []string
-	for _, e := range journal {
-		if !strings.HasPrefix(e, "event ") {
-			out = append(out, e)
-		}
-	}
-	return out
 }
 
 func reconcileSandbox(t *testing.T, r *sandboxReconciler) ctrl.Result {
@@ -581,5 +566,79 @@ func TestSandboxStatusFromACacheBehindItsOwnWrite(t *testing.T) {
 	}
 	if n := len(r.written.m); n != 0 {
 		t.Errorf("%d status writes still kept after the cache showed them", n)
+	}
+}
+
+func TestReadiness(t *testing.T) {
+	running := func(ready bool, ip string) *corev1.Pod {
+		p := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+		s := corev1.ConditionFalse
+		if ready {
+			s = corev1.ConditionTrue
+		}
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: s}}
+		if ip != "" {
+			p.Status.PodIPs = []corev1.PodIP{{IP: ip}}
+		}
+		return p
+	}
+	svc := &corev1.Service{}
+	withService := sandbox(func(sb *agentsv1beta1.Sandbox) { sb.Spec.Service = ptr.To(true) })
+	suspended := sandbox(func(sb *agentsv1beta1.Sandbox) { sb.Spec.OperatingMode = agentsv1beta1.OperatingModeSuspended })
+	type want struct {
+		ready           bool
+		reason, message string
+	}
+	cases := map[string]struct {
+		sb   *agentsv1beta1.Sandbox
+		pod  *corev1.Pod
+		svc  *corev1.Service
+		want want
+	}{
+		"no pod":            {sandbox(), nil, nil, want{false, agentsv1beta1.ReasonDependenciesNotReady, "Pod does not exist"}},
+		"pending":           {sandbox(), &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending}}, nil, want{false, agentsv1beta1.ReasonDependenciesNotReady, "Pod exists with phase: Pending"}},
+		"running not ready": {sandbox(), running(false, "10.0.0.1"), nil, want{false, agentsv1beta1.ReasonDependenciesNotReady, "Pod is Running but not Ready"}},
+		"ready without ip":  {sandbox(), running(true, ""), nil, want{false, agentsv1beta1.ReasonDependenciesNotReady, "Pod is Running but not Ready"}},
+		"ready":             {sandbox(), running(true, "10.0.0.1"), nil, want{true, agentsv1beta1.ReasonDependenciesReady, "Pod is Ready"}},
+		"ready with service": {withService, running(true, "10.0.0.1"), svc,
+			want{true, agentsv1beta1.ReasonDependenciesReady, "Pod is Ready; Service Exists"}},
+		"ready, service missing": {withService, running(true, "10.0.0.1"), nil,
+			want{false, agentsv1beta1.ReasonDependenciesNotReady, "Pod is Ready; Service sb does not exist"}},
+		"succeeded":  {sandbox(), &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodSucceeded}}, nil, want{false, agentsv1beta1.ReasonPodSucceeded, "Pod exists with phase: Succeeded"}},
+		"failed":     {sandbox(), &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed}}, nil, want{false, agentsv1beta1.ReasonPodFailed, "Pod exists with phase: Failed"}},
+		"suspending": {suspended, running(true, "10.0.0.1"), nil, want{false, agentsv1beta1.ReasonSandboxSuspended, "Sandbox is suspending"}},
+		"suspended":  {suspended, nil, nil, want{false, agentsv1beta1.ReasonSandboxSuspended, "Sandbox is suspended"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ready, reason, msg := readiness(tc.sb, tc.pod, tc.svc)
+			if diff := cmp.Diff(tc.want, want{ready, reason, msg}, cmp.AllowUnexported(want{})); diff != "" {
+				t.Errorf("readiness (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// Suspended with someone else's pod of the Sandbox's name: the public project's messages, and
+// nothing of that pod's scheduling reported as the Sandbox's.
+func TestSuspendedWithAForeignPod(t *testing.T) {
+	r := &sandboxReconciler{Clock: clocktesting.NewFakePassiveClock(planNow)}
+	sb := sandbox(func(sb *agentsv1beta1.Sandbox) { sb.Spec.OperatingMode = agentsv1beta1.OperatingModeSuspended })
+	foreign := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: sb.Name, Namespace: sb.Namespace},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIPs: []corev1.PodIP{{IP: "10.0.0.9"}}, Conditions: []corev1.PodCondition{
+			{Type: corev1.PodReady, Status: corev1.ConditionTrue}, {Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}},
+	}
+	r.setStatus(sb, foreign, nil)
+	got := map[string][3]string{}
+	for _, c := range sb.Status.Conditions {
+		got[c.Type] = [3]string{string(c.Status), c.Reason, c.Message}
+	}
+	want := map[string][3]string{
+		agentsv1beta1.ConditionSuspended: {"False", agentsv1beta1.ReasonPodNotOwned, "Refused to delete pod because it is not owned by this sandbox"},
+		agentsv1beta1.ConditionReady:     {"False", agentsv1beta1.ReasonSandboxSuspended, "Sandbox is suspending"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("conditions (-want +got):\n%s", diff)
 	}
 }

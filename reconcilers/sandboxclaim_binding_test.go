@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,155 +24,11 @@ import (
 	"github.com/sandgate-dev/sandgate/test/builders"
 )
 
-// The members of TestBindWarm are labelled with the version their (empty) blueprint is.
+// The members of TestBindWarm are labelled with the version their blueprint is.
 var (
-	emptyBlueprintHash = policy.SandboxHash(&agentsv1beta1.Sandbox{})
-	keyEmpty           = memberKey{Namespace: "ns", Pool: "p", Hash: emptyBlueprintHash}
+	memberHash = policy.SandboxHash(poolMember("m", "", true, ""))
+	keyMember  = memberKey{Namespace: "ns", Pool: "p", Hash: memberHash}
 )
-
-// A member whose blueprint is not the version its labels say is never handed out: the claim
-// path deletes it (the pool replaces it) and looks for the next one.
-func TestBindWarmRetiresAMemberThatIsNotItsVersion(t *testing.T) {
-	edited := poolMember("m1", emptyBlueprintHash, true, "1")
-	edited.Spec.PodTemplate.Spec.Containers = []corev1.Container{{Name: "agent", Image: "attacker.example/evil:1"}}
-	a := newFakeAPI(t, edited, claim())
-	index := newWarmIndex()
-	observeSandboxes(t, a, index) // as the informer shows them, resourceVersions included
-	r := newClaimReconciler(t, a, clocktesting.NewFakeClock(planNow))
-	r.Index = index
-	step := &claimStep{claim: claim(), mem: &claimMemory{}}
-	pool := &extv1beta1.SandboxWarmPool{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "pool-uid"}}
-
-	sb, err := r.bindWarm(context.Background(), step, pool, keyEmpty, "tmpl")
-	if err != nil || sb != nil {
-		t.Fatalf("bound %v (error %v), want nothing bound", sb, err)
-	}
-	if diff := cmp.Diff([]string{"delete Sandbox/m1"}, writesOf(a.Journal())); diff != "" {
-		t.Errorf("writes (-want +got):\n%s", diff)
-	}
-	if err := a.Get(context.Background(), client.ObjectKeyFromObject(edited), &agentsv1beta1.Sandbox{}); !apierrors.IsNotFound(err) {
-		t.Errorf("the edited member: %v, want it deleted", err)
-	}
-	if available, _ := index.Counts(keyEmpty); available != 0 {
-		t.Errorf("%d members available, want none", available)
-	}
-}
-
-// TestBindWarm drives the binding protocol against an API server that answers each bind
-// patch as the test says: losses (409, 403, 404) move on to the next member, other errors
-// end the attempt and leave the member available.
-func TestBindWarm(t *testing.T) {
-	gr := schema.GroupResource{Group: agentsv1beta1.GroupVersion.Group, Resource: "sandboxes"}
-	conflict := apierrors.NewConflict(gr, "m", errors.New("changed"))
-	denied := apierrors.NewForbidden(gr, "m", errors.New("binding guard"))
-	gone := apierrors.NewNotFound(gr, "m")
-	unavailable := apierrors.NewServiceUnavailable("try later")
-	tests := map[string]struct {
-		// answers are the API server's answers to the bind patches, in order; nil binds.
-		answers       []error
-		wantBound     bool
-		wantErr       bool
-		wantPatches   int
-		wantLost      float64
-		wantAvailable int
-	}{
-		"the first member binds": {
-			answers: []error{nil}, wantBound: true, wantPatches: 1, wantAvailable: 2,
-		},
-		"409 and 403 move on to the next member": {
-			answers: []error{conflict, denied, nil}, wantBound: true, wantPatches: 3, wantLost: 2, wantAvailable: 0,
-		},
-		"every member lost: nothing bound, no error": {
-			answers: []error{conflict, gone, denied}, wantPatches: 3, wantLost: 3, wantAvailable: 0,
-		},
-		"a server error ends the attempt and leaves the member available": {
-			answers: []error{unavailable}, wantErr: true, wantPatches: 1, wantAvailable: 3,
-		},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			var patches []map[string]any
-			var patched []string
-			c := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithInterceptorFuncs(interceptor.Funcs{
-				Patch: func(_ context.Context, _ client.WithWatch, obj client.Object, patch client.Patch, _ ...client.PatchOption) error {
-					data, err := patch.Data(obj)
-					if err != nil {
-						return err
-					}
-					var body map[string]any
-					if err := json.Unmarshal(data, &body); err != nil {
-						return err
-					}
-					patches = append(patches, body)
-					patched = append(patched, obj.GetName())
-					answer := tc.answers[len(patches)-1]
-					if answer == nil {
-						obj.SetResourceVersion("bound")
-					}
-					return answer
-				},
-			}).Build()
-			metrics, err := NewMetrics(prometheus.NewRegistry())
-			if err != nil {
-				t.Fatal(err)
-			}
-			index := newWarmIndex()
-			for _, name := range []string{"m1", "m2", "m3"} {
-				index.Observe(poolMember(name, emptyBlueprintHash, true, "1"))
-			}
-			r := &claimReconciler{Client: metrics.WrapClient(c), Metrics: metrics, Index: index}
-			r.init()
-			step := &claimStep{claim: claim(), mem: &claimMemory{}}
-
-			pool := &extv1beta1.SandboxWarmPool{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "pool-uid"}}
-			sb, err := r.bindWarm(context.Background(), step, pool, keyEmpty, "tmpl")
-
-			if (err != nil) != tc.wantErr {
-				t.Errorf("error = %v, want error = %v", err, tc.wantErr)
-			}
-			if (sb != nil) != tc.wantBound {
-				t.Errorf("bound = %v, want %v", sb, tc.wantBound)
-			}
-			if len(patches) != tc.wantPatches {
-				t.Errorf("bind patches = %d, want %d", len(patches), tc.wantPatches)
-			}
-			seen := map[string]bool{}
-			for i, p := range patches {
-				md := p["metadata"].(map[string]any)
-				if md["resourceVersion"] != "1" {
-					t.Errorf("bind patch without the member's resourceVersion as precondition: %v", md)
-				}
-				if seen[patched[i]] {
-					t.Errorf("member %s tried twice: %v", patched[i], patched)
-				}
-				seen[patched[i]] = true
-			}
-			if got := metrics.BindConflicts(); got != tc.wantLost {
-				t.Errorf("lost binds = %v, want %v", got, tc.wantLost)
-			}
-			if available, _ := index.Counts(keyEmpty); available != tc.wantAvailable {
-				t.Errorf("available after = %d, want %d", available, tc.wantAvailable)
-			}
-			wantHits := 0.0
-			if tc.wantBound {
-				wantHits = 1
-				if diff := cmp.Diff(agentsv1beta1.LaunchTypeWarm, step.mem.launchType); diff != "" {
-					t.Errorf("claim memory (-want +got):\n%s", diff)
-				}
-				if diff := cmp.Diff([]string{bindItem(sb.Name)}, r.expected.pending(client.ObjectKeyFromObject(step.claim))); diff != "" {
-					t.Errorf("expected binding until the cache shows it (-want +got):\n%s", diff)
-				}
-				if len(step.events) != 0 || step.mem.adopted != sb.Name {
-					t.Errorf("events queued %d, adopted %q: want none now, SandboxAdopted of %s left for the bookkeeping once claims pause",
-						len(step.events), step.mem.adopted, sb.Name)
-				}
-			}
-			if got := metrics.WarmHits(); got != wantHits {
-				t.Errorf("warm hits = %v, want %v", got, wantHits)
-			}
-		})
-	}
-}
 
 // TestTemplateOfVersion: a cold-started Sandbox is built from exactly the version its claim is
 // stamped with; when that version is gone, the claim is restamped before the Sandbox exists.
@@ -256,6 +111,208 @@ func TestTemplateOfVersion(t *testing.T) {
 			}
 			if restamp != tc.wantRestamp {
 				t.Errorf("restamped to %q, want %q", restamp, tc.wantRestamp)
+			}
+		})
+	}
+}
+
+func TestCreatedBy(t *testing.T) {
+	tests := map[string]struct {
+		claim         *extv1beta1.SandboxClaim
+		wantCreatedBy string
+	}{
+		"plain": {claim: claim()},
+		"known creator": {
+			claim:         claim(func(w *builders.ClaimWrapper) { w.Label(agentsv1beta1.LabelCreatedBy, "python-client") }),
+			wantCreatedBy: "python-client",
+		},
+		"unknown creator": {
+			claim:         claim(func(w *builders.ClaimWrapper) { w.Label(agentsv1beta1.LabelCreatedBy, "curl") }),
+			wantCreatedBy: agentsv1beta1.CreatedByUnknown,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := createdBy(tc.claim); got != tc.wantCreatedBy {
+				t.Errorf("createdBy = %q, want %q", got, tc.wantCreatedBy)
+			}
+		})
+	}
+}
+
+// TestBindWarm drives the binding protocol against an API server that answers each bind
+// patch as the test says: losses (409, 403, 404) move on to the next member, other errors
+// end the attempt and leave the member available.
+func TestBindWarm(t *testing.T) {
+	gr := schema.GroupResource{Group: agentsv1beta1.GroupVersion.Group, Resource: "sandboxes"}
+	conflict := apierrors.NewConflict(gr, "m", errors.New("changed"))
+	denied := apierrors.NewForbidden(gr, "m", errors.New("binding guard"))
+	gone := apierrors.NewNotFound(gr, "m")
+	unavailable := apierrors.NewServiceUnavailable("try later")
+	tests := map[string]struct {
+		// answers are the API server's answers to the bind patches, in order; nil binds.
+		answers       []error
+		wantBound     bool
+		wantErr       bool
+		wantPatches   int
+		wantLost      float64
+		wantAvailable int
+	}{
+		"the first member binds": {
+			answers: []error{nil}, wantBound: true, wantPatches: 1, wantAvailable: 2,
+		},
+		"409 and 403 move on to the next member": {
+			answers: []error{conflict, denied, nil}, wantBound: true, wantPatches: 3, wantLost: 2, wantAvailable: 0,
+		},
+		"every member lost: nothing bound, no error": {
+			answers: []error{conflict, gone, denied}, wantPatches: 3, wantLost: 3, wantAvailable: 0,
+		},
+		"a server error ends the attempt and leaves the member available": {
+			answers: []error{unavailable}, wantErr: true, wantPatches: 1, wantAvailable: 3,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var patches []map[string]any
+			var patched []string
+			c := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithInterceptorFuncs(interceptor.Funcs{
+				Patch: func(_ context.Context, _ client.WithWatch, obj client.Object, patch client.Patch, _ ...client.PatchOption) error {
+					data, err := patch.Data(obj)
+					if err != nil {
+						return err
+					}
+					var body map[string]any
+					if err := json.Unmarshal(data, &body); err != nil {
+						return err
+					}
+					patches = append(patches, body)
+					patched = append(patched, obj.GetName())
+					answer := tc.answers[len(patches)-1]
+					if answer == nil {
+						obj.SetResourceVersion("bound")
+					}
+					return answer
+				},
+			}).Build()
+			metrics, err := NewMetrics(prometheus.NewRegistry())
+			if err != nil {
+				t.Fatal(err)
+			}
+			index := newWarmIndex()
+			for _, name := range []string{"m1", "m2", "m3"} {
+				index.Observe(poolMember(name, memberHash, true, "1"))
+			}
+			r := &claimReconciler{Client: metrics.WrapClient(c), Metrics: metrics, Index: index}
+			r.init()
+			step := &claimStep{claim: claim(), mem: &claimMemory{}}
+
+			pool := builders.MakePool("p", "ns", "tmpl").UID("pool-uid").Obj()
+			sb, err := r.bindWarm(context.Background(), step, pool, keyMember, "tmpl")
+
+			if (err != nil) != tc.wantErr {
+				t.Errorf("error = %v, want error = %v", err, tc.wantErr)
+			}
+			if (sb != nil) != tc.wantBound {
+				t.Errorf("bound = %v, want %v", sb, tc.wantBound)
+			}
+			if len(patches) != tc.wantPatches {
+				t.Errorf("bind patches = %d, want %d", len(patches), tc.wantPatches)
+			}
+			seen := map[string]bool{}
+			for i, p := range patches {
+				md := p["metadata"].(map[string]any)
+				if md["resourceVersion"] != "1" {
+					t.Errorf("bind patch without the member's resourceVersion as precondition: %v", md)
+				}
+				if seen[patched[i]] {
+					t.Errorf("member %s tried twice: %v", patched[i], patched)
+				}
+				seen[patched[i]] = true
+			}
+			if got := metrics.BindConflicts(); got != tc.wantLost {
+				t.Errorf("lost binds = %v, want %v", got, tc.wantLost)
+			}
+			if available, _ := index.Counts(keyMember); available != tc.wantAvailable {
+				t.Errorf("available after = %d, want %d", available, tc.wantAvailable)
+			}
+			wantHits := 0.0
+			if tc.wantBound {
+				wantHits = 1
+				if diff := cmp.Diff(agentsv1beta1.LaunchTypeWarm, step.mem.launchType); diff != "" {
+					t.Errorf("claim memory (-want +got):\n%s", diff)
+				}
+				if diff := cmp.Diff([]string{bindItem(sb.Name)}, r.expected.pending(client.ObjectKeyFromObject(step.claim))); diff != "" {
+					t.Errorf("expected binding until the cache shows it (-want +got):\n%s", diff)
+				}
+				if len(step.events) != 0 || step.mem.adopted != sb.Name {
+					t.Errorf("events queued %d, adopted %q: want none now, SandboxAdopted of %s left for the bookkeeping once claims pause",
+						len(step.events), step.mem.adopted, sb.Name)
+				}
+			}
+			if got := metrics.WarmHits(); got != wantHits {
+				t.Errorf("warm hits = %v, want %v", got, wantHits)
+			}
+		})
+	}
+}
+
+// A member whose blueprint is not the version its labels say is never handed out: the claim
+// path deletes it (the pool replaces it) and looks for the next one.
+func TestBindWarmRetiresAMemberThatIsNotItsVersion(t *testing.T) {
+	edited := poolMember("m1", memberHash, true, "1")
+	edited.Spec.PodTemplate.Spec.Containers = []corev1.Container{{Name: "agent", Image: "attacker.example/evil:1"}}
+	a := newFakeAPI(t, edited, claim())
+	index := newWarmIndex()
+	observeSandboxes(t, a, index) // as the informer shows them, resourceVersions included
+	r := newClaimReconciler(t, a, clocktesting.NewFakeClock(planNow))
+	r.Index = index
+	step := &claimStep{claim: claim(), mem: &claimMemory{}}
+	pool := builders.MakePool("p", "ns", "tmpl").UID("pool-uid").Obj()
+
+	sb, err := r.bindWarm(context.Background(), step, pool, keyMember, "tmpl")
+	if err != nil || sb != nil {
+		t.Fatalf("bound %v (error %v), want nothing bound", sb, err)
+	}
+	if diff := cmp.Diff([]string{"delete Sandbox/m1"}, writesOf(a.Journal())); diff != "" {
+		t.Errorf("writes (-want +got):\n%s", diff)
+	}
+	if err := a.Get(context.Background(), client.ObjectKeyFromObject(edited), &agentsv1beta1.Sandbox{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the edited member: %v, want it deleted", err)
+	}
+	if available, _ := index.Counts(keyMember); available != 0 {
+		t.Errorf("%d members available, want none", available)
+	}
+}
+
+func TestBindPatch(t *testing.T) {
+	member := poolMember("pool-abc", "h1", true, "42")
+	tests := map[string]struct {
+		claim *extv1beta1.SandboxClaim
+		want  string
+	}{
+		"plain claim: owner, labels, precondition, nothing else": {
+			claim: claim(),
+			want: `{"metadata":{"labels":{"agents.x-k8s.io/claim-uid":"claim-uid","agents.x-k8s.io/launch-type":"warm","agents.x-k8s.io/warm-pool-sandbox":null},` +
+				`"ownerReferences":[{"apiVersion":"extensions.agents.x-k8s.io/v1beta1","kind":"SandboxClaim","name":"c","uid":"claim-uid","controller":true,"blockOwnerDeletion":true}],` +
+				`"resourceVersion":"42"}}`,
+		},
+		"creator and pod metadata ride along in the same patch": {
+			claim: claim(func(w *builders.ClaimWrapper) {
+				w.Label(agentsv1beta1.LabelCreatedBy, "my-script").PodLabel("team", "a")
+			}),
+			want: `{"metadata":{"labels":{"agents.x-k8s.io/claim-uid":"claim-uid","agents.x-k8s.io/created-by":"unknown","agents.x-k8s.io/launch-type":"warm","agents.x-k8s.io/warm-pool-sandbox":null},` +
+				`"ownerReferences":[{"apiVersion":"extensions.agents.x-k8s.io/v1beta1","kind":"SandboxClaim","name":"c","uid":"claim-uid","controller":true,"blockOwnerDeletion":true}],` +
+				`"resourceVersion":"42"},"spec":{"podTemplate":{"metadata":{"labels":{"team":"a"}}}}}`,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := json.Marshal(bindPatch(tc.claim, member))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, string(got)); diff != "" {
+				t.Errorf("bind patch (-want +got):\n%s", diff)
 			}
 		})
 	}

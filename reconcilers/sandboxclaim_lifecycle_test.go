@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
@@ -130,6 +131,48 @@ func TestClaimReconcileExpiry(t *testing.T) {
 			reconcileClaim(t, r)
 			if diff := cmp.Diff([]string(nil), a.Journal()); diff != "" {
 				t.Errorf("after expiry: writes and events (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestClaimExpiry(t *testing.T) {
+	shutdown := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	finishedAt := shutdown.Add(-time.Hour)
+	running := builders.MakeSandbox("sb", "ns").Obj()
+	finished := builders.MakeSandbox("sb", "ns").Obj()
+	finished.Status.Conditions = []metav1.Condition{{Type: agentsv1beta1.ConditionFinished, Status: metav1.ConditionTrue, LastTransitionTime: metav1.NewTime(finishedAt)}}
+	tests := map[string]struct {
+		lifecycle *extv1beta1.Lifecycle
+		sandbox   *agentsv1beta1.Sandbox
+		wantAt    time.Time
+		wantOK    bool
+	}{
+		"no lifecycle: never": {sandbox: finished},
+		"shutdownTime": {
+			lifecycle: &extv1beta1.Lifecycle{ShutdownTime: &metav1.Time{Time: shutdown}},
+			wantAt:    shutdown, wantOK: true,
+		},
+		"TTL before the sandbox finished: not yet": {
+			lifecycle: &extv1beta1.Lifecycle{TTLSecondsAfterFinished: ptr.To[int32](60)},
+			sandbox:   running,
+		},
+		"TTL after finishing": {
+			lifecycle: &extv1beta1.Lifecycle{TTLSecondsAfterFinished: ptr.To[int32](60)},
+			sandbox:   finished,
+			wantAt:    finishedAt.Add(time.Minute), wantOK: true,
+		},
+		"the earlier of both": {
+			lifecycle: &extv1beta1.Lifecycle{ShutdownTime: &metav1.Time{Time: shutdown}, TTLSecondsAfterFinished: ptr.To[int32](7200)},
+			sandbox:   finished,
+			wantAt:    shutdown, wantOK: true,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			at, ok := claimExpiry(claim(func(w *builders.ClaimWrapper) { w.Spec.Lifecycle = tc.lifecycle }), tc.sandbox)
+			if ok != tc.wantOK || !at.Equal(tc.wantAt) {
+				t.Errorf("claimExpiry = %v, %v; want %v, %v", at, ok, tc.wantAt, tc.wantOK)
 			}
 		})
 	}

@@ -8,32 +8,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 
-	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
-
-// poolMember is a Sandbox as a pool makes it: controlled by pool "p", hash h, ready or not.
-func poolMember(name, hash string, ready bool, rv string) *agentsv1beta1.Sandbox {
-	status := metav1.ConditionFalse
-	if ready {
-		status = metav1.ConditionTrue
-	}
-	return &agentsv1beta1.Sandbox{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: name, Namespace: "ns", ResourceVersion: rv, UID: types.UID("uid-" + name),
-			Labels: map[string]string{
-				agentsv1beta1.LabelWarmPoolSandbox:     agentsv1beta1.NameHash("p"),
-				agentsv1beta1.LabelSandboxTemplateHash: hash,
-			},
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: extv1beta1.GroupVersion.String(), Kind: warmPoolKind, Name: "p", UID: "pool-uid", Controller: ptr.To(true),
-			}},
-		},
-		Status: agentsv1beta1.SandboxStatus{Conditions: []metav1.Condition{{Type: agentsv1beta1.ConditionReady, Status: status}}},
-	}
-}
 
 var keyH1 = memberKey{Namespace: "ns", Pool: "p", Hash: "h1"}
 

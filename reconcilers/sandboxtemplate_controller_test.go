@@ -12,15 +12,16 @@ import (
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/test/builders"
 )
 
-func template(mutate ...func(*extv1beta1.SandboxTemplate)) *extv1beta1.SandboxTemplate {
-	tmpl := &extv1beta1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: "tmpl", Namespace: "ns", UID: "tmpl-uid"}}
-	tmpl.Spec.PodTemplate.Spec = *sandbox().Spec.PodTemplate.Spec.DeepCopy()
+// template is template "tmpl", with the UID the API server gave it.
+func template(mutate ...func(*builders.TemplateWrapper)) *extv1beta1.SandboxTemplate {
+	w := builders.MakeTemplate("tmpl", "ns").UID("tmpl-uid")
 	for _, m := range mutate {
-		m(tmpl)
+		m(w)
 	}
-	return tmpl
+	return w.Obj()
 }
 
 func TestDesiredNetworkPolicy(t *testing.T) {
@@ -38,7 +39,7 @@ func TestDesiredNetworkPolicy(t *testing.T) {
 			tmpl: template(), wantIngress: defaultIngress, wantEgress: defaultEgress,
 		},
 		"the template's rules, even empty ones (deny all ingress)": {
-			tmpl:       template(func(t *extv1beta1.SandboxTemplate) { t.Spec.NetworkPolicy = own }),
+			tmpl:       template(func(w *builders.TemplateWrapper) { w.NetworkPolicy(own) }),
 			wantEgress: own.Egress,
 		},
 	}
@@ -68,10 +69,10 @@ func TestDesiredNetworkPolicy(t *testing.T) {
 
 func TestSameNetworkPolicySpec(t *testing.T) {
 	port := intstr.FromInt32(443)
-	want := desiredNetworkPolicy(template(func(t *extv1beta1.SandboxTemplate) {
-		t.Spec.NetworkPolicy = &extv1beta1.NetworkPolicySpec{Egress: []networkingv1.NetworkPolicyEgressRule{{
+	want := desiredNetworkPolicy(template(func(w *builders.TemplateWrapper) {
+		w.NetworkPolicy(&extv1beta1.NetworkPolicySpec{Egress: []networkingv1.NetworkPolicyEgressRule{{
 			Ports: []networkingv1.NetworkPolicyPort{{Port: &port}},
-		}}}
+		}}})
 	})).Spec
 	tests := map[string]struct {
 		mutate   func(*networkingv1.NetworkPolicySpec)

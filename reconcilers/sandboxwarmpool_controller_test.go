@@ -2,22 +2,27 @@ package reconcilers
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"regexp"
+	"slices"
 	"sort"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/test/builders"
 )
-
-var planNow = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 
 // aged is a pool member created age ago.
 func aged(name, hash string, ready bool, age time.Duration) *agentsv1beta1.Sandbox {
@@ -33,6 +38,82 @@ func failedMember(name string) *agentsv1beta1.Sandbox {
 		{Type: agentsv1beta1.ConditionFinished, Status: metav1.ConditionTrue, Reason: agentsv1beta1.ReasonPodFailed},
 	}
 	return sb
+}
+
+// A member the public agent-sandbox controller made (test/integration/takeover says what it
+// writes) is taken over in place: one patch gives it sandgate's template hash and the
+// template's pod metadata and removes that controller's labels, launch-type among them, which
+// to the binding guard marks a Sandbox bound before. A refresh that loses a race with another
+// writer (the Sandbox controller records the pod name and status of every member it finds at
+// start) is tried again shortly, not left until something else wakes the pool.
+func TestWarmPoolReconcileTakesOverPublicMembers(t *testing.T) {
+	tmpl := builders.MakeTemplate("tmpl", "ns").PodLabel("app", "agent").Obj()
+	pool := builders.MakePool("pool", "ns", "tmpl").UpdateStrategy(extv1beta1.RecreateUpdateStrategy).UID("pool-uid").Obj()
+	member := newPoolMember(pool, tmpl)
+	member.Name, member.UID = "pool-a", "uid-pool-a"
+	public := map[string]string{
+		agentsv1beta1.LabelSandboxTemplateHash: "d8550143",
+		agentsv1beta1.LabelLaunchType:          agentsv1beta1.LaunchTypeWarm,
+		agentsv1beta1.LabelCreatedBy:           agentsv1beta1.CreatedByController,
+		labelPublicPodTemplateHash:             "70687bf8",
+		agentsv1beta1.LabelWarmPoolSandbox:     agentsv1beta1.NameHash(pool.Name),
+	}
+	for k, v := range public {
+		member.Labels[k] = v
+		member.Spec.PodTemplate.ObjectMeta.Labels[k] = v
+	}
+	delete(member.Annotations, agentsv1beta1.AnnotationPodName)
+	member.Status.Conditions = []metav1.Condition{{
+		Type: agentsv1beta1.ConditionReady, Status: metav1.ConditionTrue, Reason: agentsv1beta1.ReasonDependenciesReady,
+		LastTransitionTime: metav1.NewTime(planNow),
+	}}
+	a := newFakeAPI(t, tmpl, pool, member)
+	a.FailOnce("patch Sandbox/pool-a", apierrors.NewConflict(schema.GroupResource{Group: agentsv1beta1.GroupVersion.Group, Resource: "sandboxes"},
+		"pool-a", errors.New("the object has been modified")))
+	clk := clocktesting.NewFakeClock(planNow)
+	r := &warmPoolReconciler{Client: a, Metrics: newTestMetrics(t), Clock: clk, MemberReadyTimeout: time.Minute,
+		expected: newExpectations(clk), activity: newPoolActivity()}
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "pool"}}
+
+	res, err := r.Reconcile(context.Background(), req)
+	if err != nil {
+		t.Fatalf("Reconcile after a lost refresh: %v, want a requeue", err)
+	}
+	if res.RequeueAfter <= 0 || res.RequeueAfter > retryAfterCacheCatchesUp {
+		t.Errorf("Reconcile after a lost refresh asks for %+v, want a requeue within %s", res, retryAfterCacheCatchesUp)
+	}
+	if j := a.Journal(); !slices.Contains(j, "patch Sandbox/pool-a (conflict)") {
+		t.Errorf("writes %v, want the refresh patch of pool-a (conflict)", j)
+	}
+
+	if _, err := r.Reconcile(context.Background(), req); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	j := a.Journal()
+	if !slices.Contains(j, "patch Sandbox/pool-a") {
+		t.Errorf("writes %v, want the refresh patch of pool-a", j)
+	}
+	for _, entry := range j {
+		if entry != "patch Sandbox/pool-a" && entry != "patch SandboxWarmPool/pool/status" {
+			t.Errorf("unexpected write %q: the member is taken over, not replaced", entry)
+		}
+	}
+	got := &agentsv1beta1.Sandbox{}
+	if err := a.Get(context.Background(), client.ObjectKeyFromObject(member), got); err != nil {
+		t.Fatal(err)
+	}
+	hash := policy.TemplateHash(tmpl)
+	if got.Labels[agentsv1beta1.LabelSandboxTemplateHash] != hash || policy.SandboxHash(got) != hash {
+		t.Errorf("member's template-hash label %q, content hash %s; want both %s", got.Labels[agentsv1beta1.LabelSandboxTemplateHash], policy.SandboxHash(got), hash)
+	}
+	for _, k := range []string{agentsv1beta1.LabelLaunchType, agentsv1beta1.LabelCreatedBy, labelPublicPodTemplateHash} {
+		if v, ok := got.Labels[k]; ok {
+			t.Errorf("member keeps the public controller's label %s=%s", k, v)
+		}
+	}
+	if got.Labels[agentsv1beta1.LabelWarmPoolSandbox] != agentsv1beta1.NameHash(pool.Name) {
+		t.Errorf("member lost its pool label: %v", got.Labels)
+	}
 }
 
 func TestPlanPool(t *testing.T) {
@@ -115,77 +196,13 @@ func TestPlanPool(t *testing.T) {
 	}
 }
 
-func TestNewPoolMember(t *testing.T) {
-	pool := &extv1beta1.SandboxWarmPool{ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: "ns", UID: "pool-uid"}}
-	tmpl := &extv1beta1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: "tmpl", Namespace: "ns"}}
-	tmpl.Spec.PodTemplate.Spec.Containers = sandbox().Spec.PodTemplate.Spec.Containers
-	sb := newPoolMember(pool, tmpl)
-
-	wantLabels := map[string]string{
-		agentsv1beta1.LabelWarmPoolSandbox:        agentsv1beta1.NameHash("pool"),
-		agentsv1beta1.LabelSandboxTemplateHash:    policy.TemplateHash(tmpl),
-		agentsv1beta1.LabelSandboxTemplateRefHash: agentsv1beta1.NameHash("tmpl"),
-	}
-	if diff := cmp.Diff(wantLabels, sb.Labels); diff != "" {
-		t.Errorf("labels (-want +got):\n%s", diff)
-	}
-	if !regexp.MustCompile(`^pool-[a-z0-9]{5}$`).MatchString(sb.Name) || sb.Namespace != "ns" {
-		t.Errorf("name %q, namespace %q: want pool-<5 random characters> in ns", sb.Name, sb.Namespace)
-	}
-	if got := policy.SandboxHash(sb); got != sb.Labels[agentsv1beta1.LabelSandboxTemplateHash] {
-		t.Errorf("the member hashes to %s, its label says %s", got, sb.Labels[agentsv1beta1.LabelSandboxTemplateHash])
-	}
-	if ref := metav1.GetControllerOf(sb); ref == nil || ref.UID != "pool-uid" || ref.Kind != warmPoolKind {
-		t.Errorf("controller = %+v, want the pool", ref)
-	}
-	if key, isMember, _ := memberKeyOf(sb); !isMember || key.Pool != "pool" {
-		t.Errorf("the warm index does not see a new member as one: %v %v", key, isMember)
-	}
-}
-
-func TestRefillDelay(t *testing.T) {
-	policy := RefillPolicy{QuietPeriod: time.Second, LowWaterPercent: 25}
-	members := func(ready, notReady int) []*agentsv1beta1.Sandbox {
-		var out []*agentsv1beta1.Sandbox
-		for i := range ready + notReady {
-			out = append(out, poolMember(fmt.Sprintf("m%d", i), "h1", i < ready, "1"))
-		}
-		return out
-	}
-	for name, tc := range map[string]struct {
-		policy    RefillPolicy
-		claimedAt time.Duration // before planNow; negative: never
-		members   []*agentsv1beta1.Sandbox
-		want      time.Duration
-	}{
-		"no claim yet: refill now":                   {policy: policy, claimedAt: -1, members: members(2, 0)},
-		"claims arriving: wait out the quiet period": {policy: policy, claimedAt: 300 * time.Millisecond, members: members(5, 0), want: 700 * time.Millisecond},
-		"claims paused: refill now":                  {policy: policy, claimedAt: 2 * time.Second, members: members(5, 0)},
-		"below the low-water mark: refill now":       {policy: policy, claimedAt: 0, members: members(2, 3)},
-		"at the low-water mark: wait":                {policy: policy, claimedAt: 0, members: members(3, 0), want: time.Second},
-		"deferral off: refill now":                   {claimedAt: 0, members: members(10, 0)},
-		"no replicas: a mark of 0 is never undercut": {policy: policy, claimedAt: 0, members: nil, want: time.Second},
-	} {
-		t.Run(name, func(t *testing.T) {
-			replicas := 10
-			if tc.members == nil {
-				replicas = 0
-			}
-			got := refillDelay(tc.policy, planNow.Add(-tc.claimedAt), tc.claimedAt >= 0, planNow, tc.members, replicas)
-			if got != tc.want {
-				t.Errorf("refillDelay = %s, want %s", got, tc.want)
-			}
-		})
-	}
-}
-
 // A template change of pod metadata only is taken on in place: the members are refreshed,
 // not replaced, under either strategy; a change of anything else replaces them under Recreate.
 func TestPlanPoolRefreshesMetadataOnlyChanges(t *testing.T) {
 	tmpl := builders.MakeTemplate("tmpl", "ns").PodLabel("team", "a").Obj()
 	relabelled := builders.MakeTemplate("tmpl", "ns").PodLabel("team", "b").Obj()
 	reimaged := builders.MakeTemplate("tmpl", "ns").PodLabel("team", "a").Image("registry.example/agent:2").Obj()
-	pool := &extv1beta1.SandboxWarmPool{ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: "ns", UID: "pool-uid"}}
+	pool := builders.MakePool("pool", "ns", "tmpl").UID("pool-uid").Obj()
 	old := newPoolMember(pool, tmpl)
 	old.Status.Conditions = []metav1.Condition{{Type: agentsv1beta1.ConditionReady, Status: metav1.ConditionTrue}}
 	at := func(t *extv1beta1.SandboxTemplate) version {
@@ -226,16 +243,40 @@ func TestMapPatch(t *testing.T) {
 // A new member's name is one the namespace does not have yet, nor the batch being created:
 // the API server would refuse a taken one with 409.
 func TestMemberNameTaken(t *testing.T) {
-	existing := sandbox()
-	existing.Name, existing.Namespace = "pool-abcde", "ns"
+	existing := builders.MakeSandbox("pool-abcde", "ns").Obj()
 	r := &warmPoolReconciler{Client: newFakeAPI(t, existing)}
-	named := func(name string) *agentsv1beta1.Sandbox {
-		return &agentsv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"}}
-	}
+	named := func(name string) *agentsv1beta1.Sandbox { return builders.MakeSandbox(name, "ns").Obj() }
 	used := map[string]bool{"pool-fghij": true}
 	for name, want := range map[string]bool{"pool-abcde": true, "pool-fghij": true, "pool-klmno": false} {
 		if got := r.nameTaken(context.Background(), named(name), used); got != want {
 			t.Errorf("nameTaken(%s) = %t, want %t", name, got, want)
 		}
+	}
+}
+
+func TestNewPoolMember(t *testing.T) {
+	pool := builders.MakePool("pool", "ns", "tmpl").UID("pool-uid").Obj()
+	tmpl := builders.MakeTemplate("tmpl", "ns").Obj()
+	sb := newPoolMember(pool, tmpl)
+
+	wantLabels := map[string]string{
+		agentsv1beta1.LabelWarmPoolSandbox:        agentsv1beta1.NameHash("pool"),
+		agentsv1beta1.LabelSandboxTemplateHash:    policy.TemplateHash(tmpl),
+		agentsv1beta1.LabelSandboxTemplateRefHash: agentsv1beta1.NameHash("tmpl"),
+	}
+	if diff := cmp.Diff(wantLabels, sb.Labels); diff != "" {
+		t.Errorf("labels (-want +got):\n%s", diff)
+	}
+	if !regexp.MustCompile(`^pool-[a-z0-9]{5}$`).MatchString(sb.Name) || sb.Namespace != "ns" {
+		t.Errorf("name %q, namespace %q: want pool-<5 random characters> in ns", sb.Name, sb.Namespace)
+	}
+	if got := policy.SandboxHash(sb); got != sb.Labels[agentsv1beta1.LabelSandboxTemplateHash] {
+		t.Errorf("the member hashes to %s, its label says %s", got, sb.Labels[agentsv1beta1.LabelSandboxTemplateHash])
+	}
+	if ref := metav1.GetControllerOf(sb); ref == nil || ref.UID != "pool-uid" || ref.Kind != warmPoolKind {
+		t.Errorf("controller = %+v, want the pool", ref)
+	}
+	if key, isMember, _ := memberKeyOf(sb); !isMember || key.Pool != "pool" {
+		t.Errorf("the warm index does not see a new member as one: %v %v", key, isMember)
 	}
 }

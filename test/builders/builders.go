@@ -198,6 +198,9 @@ func (w *TemplateWrapper) bp() blueprint { return blueprint{&w.Spec.SandboxBluep
 // Obj returns the SandboxTemplate.
 func (w *TemplateWrapper) Obj() *extv1beta1.SandboxTemplate { return &w.SandboxTemplate }
 
+// UID sets the template's UID, as the API server would.
+func (w *TemplateWrapper) UID(uid types.UID) *TemplateWrapper { w.ObjectMeta.UID = uid; return w }
+
 // Image sets the image of the default container.
 func (w *TemplateWrapper) Image(image string) *TemplateWrapper {
 	w.bp().container(DefaultContainer).Image = image
