@@ -14,6 +14,7 @@ package demo
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -25,7 +26,8 @@ import (
 	"github.com/sandgate-dev/sandgate/test/controlplane"
 )
 
-// Options are what the demo does; each field is the sandgate-demo flag named in its comment.
+// Options are what the demo does; each field is the sandgate-demo flag named in its comment
+// (AddFlags).
 type Options struct {
 	Once        bool   // --once: exit after the table instead of running until Ctrl-C
 	Claims      int    // --claims to create before the template update
@@ -38,6 +40,17 @@ type Options struct {
 // DefaultOptions returns the options of sandgate-demo without flags.
 func DefaultOptions() Options {
 	return Options{Claims: 4, Kubeconfig: filepath.Join("bin", "sandgate-demo.kubeconfig"), Webhooks: true}
+}
+
+// AddFlags registers the flags of sandgate-demo on fs, bound to o's fields, with o's values
+// (DefaultOptions) as their defaults.
+func (o *Options) AddFlags(fs *flag.FlagSet) {
+	fs.BoolVar(&o.Once, "once", o.Once, "exit after the table instead of running until Ctrl-C")
+	fs.IntVar(&o.Claims, "claims", o.Claims, "claims to create before the template update")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "where to write the admin kubeconfig (removed on exit)")
+	fs.StringVar(&o.OperatorCmd, "operator-cmd", o.OperatorCmd, "operator command line (see sandgate-bench --help); default: build and run ./cmd/sandgate")
+	fs.BoolVar(&o.Webhooks, "webhooks", o.Webhooks, "install the admission webhooks (--webhooks=false shows what happens without them)")
+	fs.BoolVar(&o.Verbose, "v", o.Verbose, "print the control plane's start-up steps")
 }
 
 // Run runs the demo: the narrative and the claims table go to stdout, the control plane's

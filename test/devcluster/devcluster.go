@@ -17,6 +17,7 @@ package devcluster
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -28,7 +29,7 @@ import (
 )
 
 // Options are what the cluster looks like; each field is the sandgate-dev flag named in its
-// comment.
+// comment (AddFlags).
 type Options struct {
 	Nodes      int                  // --nodes: number of simulated nodes (at least 1)
 	Profile    controlplane.Profile // --profile: how pods become ready
@@ -43,6 +44,18 @@ func DefaultOptions() Options {
 		Profile:    controlplane.ProfileFast,
 		Kubeconfig: filepath.Join("bin", "sandgate-dev.kubeconfig"),
 	}
+}
+
+// AddFlags registers the flags of sandgate-dev on fs, bound to o's fields, with o's values
+// (DefaultOptions) as their defaults.
+func (o *Options) AddFlags(fs *flag.FlagSet) {
+	fs.IntVar(&o.Nodes, "nodes", o.Nodes, "number of simulated nodes (at least 1)")
+	fs.StringVar((*string)(&o.Profile), "profile", string(o.Profile),
+		"how pods become ready: fast (one status update) or kubelet (separate updates tens of ms apart)")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig,
+		"where to write the admin kubeconfig (removed on exit); the operator's goes beside it")
+	fs.BoolVar(&o.Webhooks, "webhooks", o.Webhooks,
+		"also install sandgate's admission webhook configurations (they fail closed: writes of sandgate's kinds are refused until the operator runs)")
 }
 
 // validate checks o and makes its kubeconfig path absolute.
