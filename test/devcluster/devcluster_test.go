@@ -1,8 +1,11 @@
 package devcluster
 
 import (
+	"flag"
 	"path/filepath"
 	"testing"
+
+	"github.com/sandgate-dev/sandgate/test/controlplane"
 )
 
 func TestValidate(t *testing.T) {
@@ -26,5 +29,18 @@ func TestValidate(t *testing.T) {
 				t.Errorf("validate of %+v succeeded, want an error", o)
 			}
 		})
+	}
+}
+
+func TestAddFlags(t *testing.T) {
+	o := DefaultOptions()
+	fs := flag.NewFlagSet("sandgate-dev", flag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse([]string{"--nodes", "5", "--profile", "kubelet", "--kubeconfig", "k", "--webhooks"}); err != nil {
+		t.Fatalf("parse: %v", err)
+	}
+	want := Options{Nodes: 5, Profile: controlplane.ProfileKubelet, Kubeconfig: "k", Webhooks: true}
+	if o != want {
+		t.Errorf("options after the flags = %+v, want %+v", o, want)
 	}
 }
