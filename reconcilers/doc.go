@@ -1,6 +1,7 @@
 // Package reconcilers runs the lifecycle of the agent-sandbox resources: the Sandbox
 // controller (always) and, with extensions enabled, the SandboxTemplate, SandboxWarmPool and
-// SandboxClaim controllers.
+// SandboxClaim controllers. For what admission guarantees, see
+// README.md#what-admission-guarantees.
 //
 // Every controller here follows the same write discipline, because on a small control plane
 // each write is latency taken from every other client:
@@ -16,26 +17,29 @@
 // Metrics makes the discipline visible: reconciles per controller and per Sandbox until
 // Ready, API writes by verb, resource and result, and conflicts.
 //
-// # Templates, warm pools and claims (Config.Extensions)
+// # Where things live
 //
-// The SandboxTemplate controller (sandboxtemplate_controller.go) labels each template with the hash of its
-// name and keeps its managed NetworkPolicy. The SandboxWarmPool controller (sandboxwarmpool_controller.go)
-// keeps spec.replicas unbound members per pool, created in growing batches behind
-// create/delete expectations. The SandboxClaim controller (sandboxclaim_controller.go, sandboxclaim_lifecycle.go)
-// serves claims, warm from the warmIndex (sandboxclaim_warmindex.go: the ready, unbound members per
-// namespace, pool and template hash, fed by the Sandbox informer, picked in O(1) without a
-// List) or cold from the pool's template, and ends them when their lifecycle says so.
+// Each controller is in <kind>_controller.go, and only its own files carry its prefix:
+//   - sandbox_controller.go: the Sandbox controller (Reconcile, expiry, status);
+//     sandbox_children.go its Pod, PVCs and Service, sandbox_adoption.go when a child it did
+//     not build may be adopted, sandbox_events.go its pod and Service watches.
+//   - sandboxtemplate_controller.go: the SandboxTemplate controller, which labels each
+//     template with the hash of its name and keeps its managed NetworkPolicy.
+//   - sandboxwarmpool_controller.go: the SandboxWarmPool controller, which keeps
+//     spec.replicas unbound members per pool, created in growing batches behind
+//     create/delete expectations; sandboxwarmpool_refill.go when it refills what claims took,
+//     sandboxwarmpool_events.go its member watch.
+//   - sandboxclaim_controller.go: the SandboxClaim controller. One reconcile reads down its
+//     files in call order, each once: sandboxclaim_controller.go, sandboxclaim_lifecycle.go
+//     (expiry), sandboxclaim_status.go (what the claim reports), sandboxclaim_binding.go
+//     (serving an unbound claim, warm or cold: the binding protocol is stated there),
+//     sandboxclaim_metrics.go (startup latency). sandboxclaim_events.go holds its watches,
+//     sandboxclaim_warmindex.go the index of ready, unbound members a claim picks from
+//     (fed by the Sandbox informer, picked in O(1) without a List).
 //
-// The binding protocol is in sandboxclaim_binding.go. In short: the Sandbox is the record of a
-// binding; binding is one merge patch of the member with a resourceVersion precondition
-// (controller reference to the claim, claim-uid label), then one status patch of the claim,
-// then the SandboxAdopted event. A lost race (409) or a refusal of the binding guard (403)
-// only means the next member is tried. After a restart a claim finds its Sandbox through the
-// indexes.SandboxClaimUID cache index. Pool refill and the pod's labels follow through the
-// pool's and the Sandbox controller's own watches, off the claim's path.
-//
-// Claim startup latency is observed into the contract's histograms
-// (agent_sandbox_claim_startup_latency_ms from the claim's webhook-first-observed-at
-// annotation, agent_sandbox_claim_controller_startup_latency_ms from the moment this process
-// first saw the claim, kept in memory rather than written to the claim).
+// What more than one controller uses is in files of its own: setup.go (Setup, Config),
+// requeue.go (quiet, requeueWithin), watches.go (the queue, controllerUID,
+// listPoolsOfTemplate), objects.go (sandboxKind, replicas, sandboxFromTemplate),
+// poolactivity.go (when claims last arrived), expectations.go, ownstatus.go, patch.go,
+// conditions.go, metrics.go and rbac.go. The cache indexes are package indexes.
 package reconcilers
