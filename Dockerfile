@@ -10,6 +10,7 @@ RUN go mod download
 COPY api/ api/
 COPY certs/ certs/
 COPY cmd/ cmd/
+COPY internal/ internal/
 COPY reconcilers/ reconcilers/
 COPY webhooks/ webhooks/
 ARG TARGETOS=linux
