@@ -4,8 +4,8 @@
 // the operator with its admission webhooks (test/bench/harness), applies the SandboxTemplate
 // and SandboxWarmPool of config/samples into the default namespace, waits for the pool,
 // creates a few claims and prints which Sandbox each got, how it was launched and how long it
-// took. Then it updates the template and shows that the next claim is bound to a Sandbox of
-// the new template version, never a stale one.
+// took. Then it updates the template and shows which Sandbox the next claim gets, and of
+// which template version (what admission guarantees there: README.md#what-admission-guarantees).
 //
 // It is a library of a development command, never of the shipped operator, and never imports
 // "testing" (make verify-deps checks both).
