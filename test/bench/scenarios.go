@@ -40,7 +40,7 @@ type scenario struct {
 	targets        report.Targets
 }
 
-// serialTargets are the goals of serial warm claims: the architecture document's "serial p50
+// serialTargets are the goals of serial warm claims: docs/measuring.md's "serial p50
 // ≤ 1.5 × floor", beside the absolute figures of earlier targets.
 var serialTargets = report.Targets{
 	P50Ms: 20, P90Ms: 30, P99Ms: 50, MutatingPerClaim: 9, Conflicts: ptr.To(0), ReconcilesToReady: 2,

@@ -11,7 +11,7 @@ import (
 // of the same kind of cluster, started the same way in the same invocation, serving the same
 // claims with the operator stopped and the webhooks removed, the load generator making each
 // claim's three writes itself (create, bind patch, status patch). The ratios are what the
-// architecture document's targets are written in.
+// targets in docs/measuring.md are written in.
 
 // FloorRatios are sandgate ÷ floor; a ratio is 0 when either side is missing.
 type FloorRatios struct {

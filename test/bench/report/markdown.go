@@ -100,7 +100,7 @@ func WriteMarkdown(w io.Writer, m Machine, results []*Result, command string) er
 	p("")
 	p("Everything — etcd, kube-apiserver, kube-scheduler, kube-controller-manager (garbage collector),")
 	p("kwok, the operator and the load generator — runs on this one machine and shares its CPUs, as")
-	p("the reference measurements of the architecture document did. The machine is shared with other")
+	p("the reference measurements in docs/measuring.md did. The machine is shared with other")
 	p("work: the load average when each scenario fired its claims is in the Claims table; above the")
 	p("CPU count, every figure here is slower than on an idle machine.")
 	p("")

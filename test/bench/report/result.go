@@ -199,7 +199,7 @@ type Component struct {
 	PeakRSSMiB float64 `json:"peakRSSMiB"`
 }
 
-// Targets are a scenario's goals from the architecture document; zero fields have none.
+// Targets are a scenario's goals (docs/measuring.md); zero fields have none.
 type Targets struct {
 	P50Ms             float64 `json:"p50Ms,omitempty"`
 	P90Ms             float64 `json:"p90Ms,omitempty"`

@@ -54,7 +54,7 @@ const (
 
 // publicHash is the public controller's content hash [pool]: NameHash (FNV-1a) of the JSON of
 // a value. Its sandbox-template-hash label is publicHash of the template's SandboxBlueprint
-// as the template stores it (before the secure defaults): 8 hex digits where sandgate's is 16,
+// as the template stores it (before the secure defaults): 8 hex digits where sandgate's is 32,
 // so the two never coincide.
 func publicHash(v any) string {
 	raw, err := json.Marshal(v)
