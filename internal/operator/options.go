@@ -139,39 +139,39 @@ func DefaultOptions() Options {
 func (o Options) Validate() error {
 	var errs []error
 	if o.QPS <= 0 {
-		errs = append(errs, fmt.Errorf("Options.QPS must be positive, got %v", o.QPS))
+		errs = append(errs, fmt.Errorf("invalid Options.QPS: must be positive, got %v", o.QPS))
 	}
 	if o.Burst <= 0 {
-		errs = append(errs, fmt.Errorf("Options.Burst must be positive, got %d", o.Burst))
+		errs = append(errs, fmt.Errorf("invalid Options.Burst: must be positive, got %d", o.Burst))
 	}
 	for _, w := range []struct {
 		name string
 		n    int
 	}{{"SandboxWorkers", o.SandboxWorkers}, {"ClaimWorkers", o.ClaimWorkers}, {"WarmPoolWorkers", o.WarmPoolWorkers}} {
 		if w.n < 1 {
-			errs = append(errs, fmt.Errorf("Options.%s must be at least 1, got %d", w.name, w.n))
+			errs = append(errs, fmt.Errorf("invalid Options.%s: must be at least 1, got %d", w.name, w.n))
 		}
 	}
 	if o.WebhookPort < 1 || o.WebhookPort > 65535 {
-		errs = append(errs, fmt.Errorf("Options.WebhookPort must be a TCP port, got %d", o.WebhookPort))
+		errs = append(errs, fmt.Errorf("invalid Options.WebhookPort: must be a TCP port, got %d", o.WebhookPort))
 	}
 	if o.OperatorUser == "" {
-		errs = append(errs, errors.New("Options.OperatorUser must not be empty"))
+		errs = append(errs, errors.New("invalid Options.OperatorUser: must not be empty"))
 	}
 	if len(o.PlatformGroups) == 0 {
-		errs = append(errs, errors.New("Options.PlatformGroups must name at least one group"))
+		errs = append(errs, errors.New("invalid Options.PlatformGroups: must name at least one group"))
 	}
 	if o.ClusterDomain == "" {
-		errs = append(errs, errors.New("Options.ClusterDomain must not be empty"))
+		errs = append(errs, errors.New("invalid Options.ClusterDomain: must not be empty"))
 	}
 	if o.ColdStartGrace < 0 {
-		errs = append(errs, fmt.Errorf("Options.ColdStartGrace must not be negative, got %s", o.ColdStartGrace))
+		errs = append(errs, fmt.Errorf("invalid Options.ColdStartGrace: must not be negative, got %s", o.ColdStartGrace))
 	}
 	if o.Refill.QuietPeriod < 0 {
-		errs = append(errs, fmt.Errorf("Options.Refill.QuietPeriod must not be negative, got %s", o.Refill.QuietPeriod))
+		errs = append(errs, fmt.Errorf("invalid Options.Refill.QuietPeriod: must not be negative, got %s", o.Refill.QuietPeriod))
 	}
 	if o.Refill.LowWaterPercent < 0 || o.Refill.LowWaterPercent > 100 {
-		errs = append(errs, fmt.Errorf("Options.Refill.LowWaterPercent must be between 0 and 100, got %d", o.Refill.LowWaterPercent))
+		errs = append(errs, fmt.Errorf("invalid Options.Refill.LowWaterPercent: must be between 0 and 100, got %d", o.Refill.LowWaterPercent))
 	}
 	return errors.Join(errs...)
 }
