@@ -3,8 +3,10 @@ package reconcilers
 import (
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
@@ -32,4 +34,16 @@ func poolMember(name, hash string, ready bool, rv string) *agentsv1beta1.Sandbox
 	sb.ResourceVersion = rv
 	sb.Status = agentsv1beta1.SandboxStatus{Conditions: []metav1.Condition{{Type: agentsv1beta1.ConditionReady, Status: status}}}
 	return sb
+}
+
+// podOf is the pod the Sandbox controller builds for sb, as the API server stores it: named
+// as the Sandbox says, controlled by it, with the metadata the Sandbox gave it when built.
+func podOf(sb *agentsv1beta1.Sandbox) *corev1.Pod {
+	pod := desiredPod(sb, nil)
+	pod.UID = types.UID("pod-" + string(sb.UID))
+	pod.OwnerReferences = []metav1.OwnerReference{{
+		APIVersion: agentsv1beta1.GroupVersion.String(), Kind: policy.SandboxKind.Kind,
+		Name: sb.Name, UID: sb.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+	}}
+	return pod
 }

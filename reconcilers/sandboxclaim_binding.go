@@ -15,13 +15,15 @@ package reconcilers
 //     the operator) or 404 → release it and pick the next one. The binding guard admits the
 //     patch only from the operator and only when the member's template hash equals the
 //     claim's stamp, whatever this process's cache says.
-//  3. Report: ONE status patch of the claim (the claim's Reconcile writes it), then the
-//     SandboxAdopted event.
+//  3. Route: ONE merge patch of the member's pod with the binding's labels and the claim's
+//     pod metadata, warm-pool label removed (report, in sandboxclaim_status.go): Ready
+//     means routable, so the pod looks bound before the claim says Ready.
+//  4. Report: ONE status patch of the claim (the claim's Reconcile writes it); the
+//     SandboxAdopted event follows once claims pause.
 //
-// A crash between 2 and 3 loses nothing: after a restart the claim finds its Sandbox through
+// A crash between 2 and 4 loses nothing: after a restart the claim finds its Sandbox through
 // the indexes.SandboxClaimUID index and writes the status then. The pool sees its member leave
-// (controller reference gone) through its own Sandbox watch and refills, off this path; the
-// Sandbox controller moves the new labels to the pod, off this path too.
+// (controller reference gone) through its own Sandbox watch and refills, off this path.
 //
 // Cold start (no member, or env / volumeClaimTemplates on the claim): one create of a
 // Sandbox named after the claim, controller-owned by it from the start, so it is bound the
@@ -100,11 +102,12 @@ func (r *claimReconciler) serve(ctx context.Context, s *claimStep) (ctrl.Result,
 	key := memberKey{Namespace: claim.Namespace, Pool: pool.Name, Hash: stamp}
 	sb, err := r.bindWarm(ctx, s, pool, key, tmpl.Name)
 	if err != nil || sb != nil {
-		if sb != nil {
-			r.Index.StopWaiting(nn)
-			r.mirror(claim, sb)
+		if sb == nil {
+			return ctrl.Result{}, err
 		}
-		return ctrl.Result{}, err
+		r.Index.StopWaiting(nn)
+		wait, err := r.report(ctx, claim, sb)
+		return ctrl.Result{RequeueAfter: wait}, err
 	}
 
 	// No ready member. Wait while members of the claim's version are on their way: being
@@ -380,8 +383,8 @@ func bindPatch(claim *extv1beta1.SandboxClaim, member *agentsv1beta1.Sandbox) ma
 		"ownerReferences": []metav1.OwnerReference{claimRef(claim)},
 		"labels":          labels,
 	}}
-	// Additional pod metadata goes into the podTemplate, from where the Sandbox controller
-	// puts it on the running pod; the pod itself is not written on the claim's path.
+	// Additional pod metadata goes into the podTemplate, from where it reaches the running pod
+	// with the binding's labels before the claim reports Ready (report).
 	if md := claim.Spec.AdditionalPodMetadata; len(md.Labels)+len(md.Annotations) > 0 {
 		podMeta := map[string]any{}
 		if len(md.Labels) > 0 {

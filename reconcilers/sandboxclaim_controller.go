@@ -43,6 +43,7 @@ const (
 	messageWaitingForMember    = "Waiting for a warm sandbox"
 	messageSandboxMissingFmt   = "Sandbox %s not found"
 	messageSandboxNotReady     = "Sandbox is not ready"
+	messagePodNotLabelledFmt   = "Waiting for pod %s to carry the claim's labels"
 	messageClaimExpiredFmt     = "Claim expired at %s"
 )
 
@@ -246,12 +247,15 @@ func (r *claimReconciler) reconcile(ctx context.Context, s *claimStep) (ctrl.Res
 		if s.mem.template == "" {
 			s.mem.template = sb.Annotations[agentsv1beta1.AnnotationSandboxTemplateRef]
 		}
-		r.mirror(claim, sb)
 		if reported {
+			r.mirror(claim, sb)
 			if err := r.labelTemplateUID(ctx, sb, s.mem.template); err != nil {
 				return result, err
 			}
 			wait, err := r.recordSandboxName(ctx, s, sb)
+			return requeueWithin(result, wait), err
+		}
+		if wait, err := r.report(ctx, claim, sb); err != nil || wait > 0 {
 			return requeueWithin(result, wait), err
 		}
 		if (claim.Annotations[agentsv1beta1.AnnotationSandboxName] != sb.Name || s.mem.adopted != "") &&

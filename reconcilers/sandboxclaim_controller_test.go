@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -162,7 +163,8 @@ func TestClaimReconcileWarm(t *testing.T) {
 			objs := []client.Object{tmpl, pool, claim}
 			for i, m := range []string{"pool-a", "pool-b", "pool-c", "pool-d"} {
 				ips[m] = fmt.Sprintf("10.0.0.%d", i+1)
-				objs = append(objs, readyMember(pool, tmpl, m, ips[m]))
+				member := readyMember(pool, tmpl, m, ips[m])
+				objs = append(objs, member, podOf(member))
 			}
 			a := newFakeAPI(t, objs...)
 			a.bindAnswers = tc.bindAnswers
@@ -228,7 +230,8 @@ func TestClaimReconcileWarm(t *testing.T) {
 				if _, pooled := sb.Labels[agentsv1beta1.LabelWarmPoolSandbox]; pooled || sb.Labels[agentsv1beta1.LabelLaunchType] != agentsv1beta1.LaunchTypeWarm {
 					t.Errorf("bound Sandbox labels = %v, want launch-type warm and no warm-pool label", sb.Labels)
 				}
-				wantJournal = append(wantJournal, "patch SandboxClaim/c/status")
+				// Ready means routable: the pod looks bound before the claim says Ready.
+				wantJournal = append(wantJournal, "patch Pod/"+podNameFor(&sb), "patch SandboxClaim/c/status")
 				wantStatus = extv1beta1.SandboxClaimStatus{
 					Sandbox:    extv1beta1.SandboxStatusRef{Name: last, PodIPs: []string{ips[last]}},
 					Conditions: readyCondition(metav1.ConditionTrue, agentsv1beta1.ReasonDependenciesReady, agentsv1beta1.MessagePodReady),
@@ -242,6 +245,22 @@ func TestClaimReconcileWarm(t *testing.T) {
 				}
 				if diff := cmp.Diff(wantPodLabels, sb.Spec.PodTemplate.ObjectMeta.Labels); diff != "" {
 					t.Errorf("bound Sandbox's pod labels (-want +got):\n%s", diff)
+				}
+				pod := &corev1.Pod{}
+				if err := a.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: podNameFor(&sb)}, pod); err != nil {
+					t.Fatal(err)
+				}
+				wantOnPod := map[string]string{agentsv1beta1.LabelClaimUID: string(claim.UID)}
+				for k, v := range tc.podLabels {
+					wantOnPod[k] = v
+				}
+				for k, v := range wantOnPod {
+					if pod.Labels[k] != v {
+						t.Errorf("pod label %s = %q when the claim was reported Ready, want %q", k, pod.Labels[k], v)
+					}
+				}
+				if _, pooled := pod.Labels[agentsv1beta1.LabelWarmPoolSandbox]; pooled {
+					t.Errorf("pod still labelled %s when the claim was reported Ready: the router would not route to it", agentsv1beta1.LabelWarmPoolSandbox)
 				}
 				if hits := r.Metrics.WarmHits(); hits != 1 {
 					t.Errorf("warm hits = %v, want 1", hits)
@@ -453,8 +472,12 @@ func TestClaimReconcileColdStart(t *testing.T) {
 				t.Errorf("a second reconcile wrote (-want +got):\n%s", diff)
 			}
 
-			// The Sandbox becomes Ready, its last change: the claim is reported Ready and looks
+			// The Sandbox builds its pod (with the binding's labels: nothing to move before
+			// Ready) and becomes Ready, its last change: the claim is reported Ready and looks
 			// again by itself, to record its Sandbox's name.
+			if err := a.Create(context.Background(), podOf(&sb)); err != nil {
+				t.Fatal(err)
+			}
 			sb.Status.PodIPs = []string{"10.0.0.9"}
 			sb.Status.Conditions = readyCondition(metav1.ConditionTrue, agentsv1beta1.ReasonDependenciesReady, agentsv1beta1.MessagePodReady)
 			if err := a.Status().Update(context.Background(), &sb); err != nil {

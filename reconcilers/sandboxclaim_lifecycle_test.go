@@ -80,7 +80,7 @@ func TestClaimReconcileExpiry(t *testing.T) {
 					LastTransitionTime: metav1.NewTime(finishedAt),
 				})
 			}
-			a := newFakeAPI(t, tmpl, testPool(1), claim, own)
+			a := newFakeAPI(t, tmpl, testPool(1), claim, own, podOf(own))
 			clk := clocktesting.NewFakeClock(planNow)
 			r := newClaimReconciler(t, a, clk)
 

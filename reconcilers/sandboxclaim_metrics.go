@@ -93,6 +93,7 @@ const MetricClaimPhase = "sandgate_claim_phase_seconds"
 const (
 	PhaseAdmissionToReconcile = "admission_to_reconcile"
 	PhaseBind                 = "bind"
+	PhaseRoute                = "route"
 	PhaseStatus               = "status"
 	PhaseReadyToStatus        = "ready_to_status"
 )

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -41,6 +42,43 @@ func (r *claimReconciler) mirror(claim *extv1beta1.SandboxClaim, sb *agentsv1bet
 	} else {
 		meta.RemoveStatusCondition(&claim.Status.Conditions, agentsv1beta1.ConditionFinished)
 	}
+}
+
+// report mirrors the bound Sandbox into the claim's status and, when that makes the claim
+// Ready, first makes the Sandbox's pod look bound: Ready means routable. The sandbox-router
+// finds a claimed pod by its name only once the pod has lost the warm-pool label, and users'
+// NetworkPolicies and meshes select on claim-uid, launch-type and the claim's pod metadata; a
+// claim reported Ready before its pod carries them is routed nowhere. So the pod is patched
+// here, on the claim's path, between the bind and the Ready status: the same write the Sandbox
+// controller would make later, moved ahead of Ready, not a second one (the Sandbox controller
+// then finds nothing left to write). A pod the cache does not show yet keeps the claim
+// waiting briefly; the returned duration says when to look again.
+func (r *claimReconciler) report(ctx context.Context, claim *extv1beta1.SandboxClaim, sb *agentsv1beta1.Sandbox) (time.Duration, error) {
+	r.mirror(claim, sb)
+	if !meta.IsStatusConditionTrue(claim.Status.Conditions, agentsv1beta1.ConditionReady) {
+		return 0, nil
+	}
+	pod := &corev1.Pod{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: sb.Namespace, Name: podNameFor(sb)}, pod)
+	switch {
+	case apierrors.IsNotFound(err) || (err == nil && (!isControlledBy(pod, sb) || !pod.DeletionTimestamp.IsZero())):
+		r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonSandboxNotReady, fmt.Sprintf(messagePodNotLabelledFmt, podNameFor(sb)))
+		return retryAfterCacheCatchesUp, nil
+	case err != nil:
+		r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonSandboxNotReady, fmt.Sprintf(messagePodNotLabelledFmt, podNameFor(sb)))
+		return 0, fmt.Errorf("reading the sandbox's pod: %w", err)
+	}
+	start := r.Clock.Now()
+	p := podMetadataPatch(sb, pod)
+	if p.empty() {
+		return 0, nil
+	}
+	if err := patchMetadata(ctx, r.Client, pod, p); err != nil {
+		r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonSandboxNotReady, fmt.Sprintf(messagePodNotLabelledFmt, podNameFor(sb)))
+		return 0, fmt.Errorf("labelling the sandbox's pod for its claim: %w", client.IgnoreNotFound(err))
+	}
+	r.Metrics.claimPhase(PhaseRoute, r.Clock.Since(start))
+	return 0, nil
 }
 
 // setReady sets the claim's Ready condition, keeping its transition time when the status

@@ -1,11 +1,17 @@
 package reconcilers
 
 import (
+	"context"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
@@ -58,6 +64,122 @@ func TestMirror(t *testing.T) {
 			wantRef := extv1beta1.SandboxStatusRef{Name: tc.sandbox.Name, PodIPs: tc.sandbox.Status.PodIPs}
 			if diff := cmp.Diff(wantRef, c.Status.Sandbox); diff != "" {
 				t.Errorf("status.sandbox (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestClaimReadyMeansRoutable: a claim is reported Ready only once its Sandbox's pod carries
+// what the binding gave the Sandbox (the claim's UID and pod metadata, no warm-pool label),
+// which is what the sandbox-router and users' policies select on. A pod the cache does not show
+// yet, or a failed pod patch, keeps the claim not Ready and brings it back; a pod that
+// already carries them is not written.
+func TestClaimReadyMeansRoutable(t *testing.T) {
+	unavailable := apierrors.NewServiceUnavailable("etcd is slow")
+	tests := map[string]struct {
+		noPod        bool
+		podFails     error
+		podLabelled  bool
+		wantJournal  []string
+		wantReady    metav1.ConditionStatus
+		wantReason   string
+		wantRequeue  bool
+		wantErr      bool
+		wantRecovery []string
+	}{
+		"the pod is labelled, then the claim is Ready": {
+			wantJournal: []string{"bind Sandbox/m", "patch Pod/m", "patch SandboxClaim/c/status"},
+			wantReady:   metav1.ConditionTrue,
+		},
+		"a pod that already carries the labels is not written": {
+			podLabelled: true,
+			wantJournal: []string{"bind Sandbox/m", "patch SandboxClaim/c/status"},
+			wantReady:   metav1.ConditionTrue,
+		},
+		"no pod in the cache yet: not Ready, looked at again": {
+			noPod:        true,
+			wantJournal:  []string{"bind Sandbox/m", "patch SandboxClaim/c/status"},
+			wantReady:    metav1.ConditionFalse,
+			wantReason:   extv1beta1.ReasonSandboxNotReady,
+			wantRequeue:  true,
+			wantRecovery: []string{"patch Pod/m", "patch SandboxClaim/c/status"},
+		},
+		"the pod patch fails: not Ready, retried": {
+			podFails:     unavailable,
+			wantJournal:  []string{"bind Sandbox/m", "patch Pod/m (error)", "patch SandboxClaim/c/status"},
+			wantReady:    metav1.ConditionFalse,
+			wantReason:   extv1beta1.ReasonReconcilerError,
+			wantErr:      true,
+			wantRecovery: []string{"patch Pod/m", "patch SandboxClaim/c/status"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			tmpl, pool := testTemplate(), testPool(1)
+			claim := testClaim(tmpl, func(w *builders.ClaimWrapper) { w.PodLabel("team", "a") })
+			member := readyMember(pool, tmpl, "m", "10.0.0.1")
+			member.Annotations[agentsv1beta1.AnnotationPodName] = "m"
+			pod := podOf(member)
+			if tc.podLabelled {
+				bound := member.DeepCopy()
+				bound.Labels[agentsv1beta1.LabelClaimUID] = string(claim.UID)
+				delete(bound.Labels, agentsv1beta1.LabelWarmPoolSandbox)
+				bound.Spec.PodTemplate.ObjectMeta.Labels["team"] = "a"
+				pod.Labels, pod.Annotations = podOf(bound).Labels, podOf(bound).Annotations
+			}
+			objs := []client.Object{tmpl, pool, claim, member}
+			if !tc.noPod {
+				objs = append(objs, pod)
+			}
+			a := newFakeAPI(t, objs...)
+			if tc.podFails != nil {
+				a.FailOnce("patch Pod/m", tc.podFails)
+			}
+			r := newClaimReconciler(t, a, clocktesting.NewFakeClock(planNow))
+			observeSandboxes(t, a, r.Index)
+
+			res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: claimKey})
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("Reconcile error = %v, want error %v", err, tc.wantErr)
+			}
+			if got := res.RequeueAfter > 0; got != tc.wantRequeue {
+				t.Errorf("requeue after %v, want a requeue: %v", res.RequeueAfter, tc.wantRequeue)
+			}
+			if diff := cmp.Diff(tc.wantJournal, writesOf(a.Journal())); diff != "" {
+				t.Errorf("writes (-want +got):\n%s", diff)
+			}
+			ready := meta.FindStatusCondition(getClaim(t, a).Status.Conditions, agentsv1beta1.ConditionReady)
+			if ready == nil || ready.Status != tc.wantReady {
+				t.Fatalf("claim Ready = %+v, want %s", ready, tc.wantReady)
+			}
+			if tc.wantReady == metav1.ConditionTrue {
+				got := &corev1.Pod{}
+				if err := a.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "m"}, got); err != nil {
+					t.Fatal(err)
+				}
+				if _, pooled := got.Labels[agentsv1beta1.LabelWarmPoolSandbox]; pooled || got.Labels[agentsv1beta1.LabelClaimUID] != string(claim.UID) || got.Labels["team"] != "a" {
+					t.Errorf("the claim is Ready and its pod's labels are %v: not what the router and policies select", got.Labels)
+				}
+				return
+			}
+			if ready.Reason != tc.wantReason {
+				t.Errorf("Ready reason = %s, want %s", ready.Reason, tc.wantReason)
+			}
+
+			// The pod shows up (or the API server recovers): the next reconcile labels it and
+			// reports the claim Ready.
+			if tc.noPod {
+				if err := a.Create(context.Background(), pod); err != nil {
+					t.Fatal(err)
+				}
+				a.Journal()
+			}
+			reconcileClaim(t, r)
+			if diff := cmp.Diff(tc.wantRecovery, writesOf(a.Journal())); diff != "" {
+				t.Errorf("the next reconcile wrote (-want +got):\n%s", diff)
+			}
+			if !meta.IsStatusConditionTrue(getClaim(t, a).Status.Conditions, agentsv1beta1.ConditionReady) {
+				t.Errorf("the claim is not Ready after its pod was labelled")
 			}
 		})
 	}
