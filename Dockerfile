@@ -15,8 +15,16 @@ COPY reconcilers/ reconcilers/
 COPY webhooks/ webhooks/
 ARG TARGETOS=linux
 ARG TARGETARCH=amd64
+# What --version prints and agent_sandbox_build_info carries (internal/version).
+ARG VERSION=unknown
+ARG GIT_COMMIT=unknown
+ARG BUILD_DATE=unknown
 RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} \
-    go build -trimpath -ldflags="-s -w" -o /out/sandgate ./cmd/sandgate
+    go build -trimpath -ldflags="-s -w \
+      -X github.com/sandgate-dev/sandgate/internal/version.gitVersion=${VERSION} \
+      -X github.com/sandgate-dev/sandgate/internal/version.gitCommit=${GIT_COMMIT} \
+      -X github.com/sandgate-dev/sandgate/internal/version.buildDate=${BUILD_DATE}" \
+    -o /out/sandgate ./cmd/sandgate
 
 FROM gcr.io/distroless/static:nonroot
 COPY --from=build /out/sandgate /sandgate

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -34,8 +36,14 @@ type Config struct {
 	// MemberReadyTimeout: see defaultMemberReadyTimeout; 0 means the default.
 	MemberReadyTimeout time.Duration
 	// WarmPoolWorkers and ClaimWorkers are the numbers of concurrent reconciles of pools and
-	// claims (templates get WarmPoolWorkers too); 0 means 1.
+	// claims; 0 means 1.
 	WarmPoolWorkers, ClaimWorkers int
+	// TemplateWorkers is the number of concurrent template reconciles; 0 means
+	// WarmPoolWorkers.
+	TemplateWorkers int
+	// DisableClaimEvents makes the claim controller emit no Events (fewer API writes in
+	// claim bursts).
+	DisableClaimEvents bool
 	// SkipNameValidation lets tests run several managers with the same controllers in one
 	// process.
 	SkipNameValidation bool
@@ -98,7 +106,11 @@ func setupExtensions(mgr ctrl.Manager, cfg Config, activity *poolActivity) error
 		return controller.Options{MaxConcurrentReconciles: max(workers, 1), SkipNameValidation: &cfg.SkipNameValidation}
 	}
 	templates := &templateReconciler{Client: mgr.GetClient(), Metrics: cfg.Metrics, Clock: cfg.Clock}
-	if err := templates.SetupWithManager(mgr, options(cfg.WarmPoolWorkers)); err != nil {
+	templateWorkers := cfg.TemplateWorkers
+	if templateWorkers == 0 {
+		templateWorkers = cfg.WarmPoolWorkers
+	}
+	if err := templates.SetupWithManager(mgr, options(templateWorkers)); err != nil {
 		return fmt.Errorf("setting up the template controller: %w", err)
 	}
 	pools := &warmPoolReconciler{
@@ -113,10 +125,14 @@ func setupExtensions(mgr ctrl.Manager, cfg Config, activity *poolActivity) error
 	if err := pools.SetupWithManager(mgr, options(cfg.WarmPoolWorkers)); err != nil {
 		return fmt.Errorf("setting up the warm pool controller: %w", err)
 	}
+	var claimRecorder events.EventRecorder = noEvents{}
+	if !cfg.DisableClaimEvents {
+		claimRecorder = mgr.GetEventRecorder("sandgate-claim-controller")
+	}
 	claims := &claimReconciler{
 		Client:           mgr.GetClient(),
 		APIReader:        mgr.GetAPIReader(),
-		Recorder:         mgr.GetEventRecorder("sandgate-claim-controller"),
+		Recorder:         claimRecorder,
 		Metrics:          cfg.Metrics,
 		Clock:            cfg.Clock,
 		Index:            newWarmIndex(),
@@ -130,6 +146,11 @@ func setupExtensions(mgr ctrl.Manager, cfg Config, activity *poolActivity) error
 	}
 	return nil
 }
+
+// noEvents is the recorder of a controller told to emit no Events.
+type noEvents struct{}
+
+func (noEvents) Eventf(runtime.Object, runtime.Object, string, string, string, string, ...any) {}
 
 // CacheOptions are the manager's cache settings: objects are stored without managedFields,
 // which no controller reads and which make up much of a pod's size.

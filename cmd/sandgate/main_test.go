@@ -1,39 +1,34 @@
 package main
 
 import (
-	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
-
-	"github.com/sandgate-dev/sandgate/internal/operator"
 )
 
-// Without flags the command runs the operator with its production defaults.
-func TestFlagDefaultsAreTheOperatorDefaults(t *testing.T) {
-	var opts options
-	fs := flag.NewFlagSet("sandgate", flag.ContinueOnError)
-	opts.bind(fs)
-	if err := fs.Parse(nil); err != nil {
-		t.Fatal(err)
+// The built binary prints its version and exits with --version, before it needs a cluster.
+func TestVersionFlagPrintsAndExits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
 	}
-	if err := opts.validate(); err != nil {
-		t.Fatalf("default flags invalid: %v", err)
+	bin := filepath.Join(t.TempDir(), "sandgate")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		t.Fatalf("building: %v", err)
 	}
-	if diff := cmp.Diff(operator.DefaultOptions(), opts.operatorOptions()); diff != "" {
-		t.Errorf("flag defaults differ from operator.DefaultOptions (-want +got):\n%s", diff)
+	out, err := exec.Command(bin, "--version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("--version: %v\n%s", err, out)
 	}
-}
-
-func TestFlagsReachTheOperator(t *testing.T) {
-	var opts options
-	fs := flag.NewFlagSet("sandgate", flag.ContinueOnError)
-	opts.bind(fs)
-	if err := fs.Parse([]string{"--sandbox-claim-concurrent-workers=7", "--restamp=false", "--platform-groups=a,b", "--extensions"}); err != nil {
-		t.Fatal(err)
+	if !strings.HasPrefix(string(out), "sandgate, version ") {
+		t.Errorf("--version printed %q", out)
 	}
-	got := opts.operatorOptions()
-	if got.ClaimWorkers != 7 || !got.RefuseRestamp || !got.Extensions || !cmp.Equal(got.PlatformGroups, []string{"a", "b"}) {
-		t.Errorf("operator options %+v do not follow the flags", got)
+	// A bad value stops the binary before it looks for a cluster, naming the flag.
+	out, err = exec.Command(bin, "--sandbox-warm-pool-max-batch-size=0", "--kubeconfig=/nonexistent").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--sandbox-warm-pool-max-batch-size") {
+		t.Errorf("bad value: err %v, output %q; want a refusal naming the flag", err, out)
 	}
 }

@@ -15,7 +15,7 @@ import (
 // themselves and encrypt, they do not verify the server (as with kube-controller-manager).
 // Without SecureMetrics it serves plain HTTP to anyone who can reach the port.
 func metricsServerOptions(opts Options) metricsserver.Options {
-	o := metricsserver.Options{BindAddress: opts.MetricsBindAddress}
+	o := metricsserver.Options{BindAddress: opts.MetricsBindAddress, ExtraHandlers: pprofHandlers(opts)}
 	if !opts.SecureMetrics {
 		return o
 	}

@@ -50,6 +50,16 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS = opts.QPS
 	cfg.Burst = opts.Burst
+	var watchClient *http.Client
+	if opts.SeparateWatchConnection {
+		var err error
+		if watchClient, err = separateHTTPClient(cfg); err != nil {
+			return nil, fmt.Errorf("building the watch connection: %w", err)
+		}
+	}
+	if err := shardAPIConnections(cfg, opts.APIConnections); err != nil {
+		return nil, err
+	}
 	policy.SetRuntimeAnnotationPrefixes(opts.RefusedAnnotationPrefixes)
 
 	registry := opts.MetricsRegistry
@@ -65,9 +75,11 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 		return nil, err
 	}
 	gracefulShutdown := opts.GracefulShutdownTimeout
+	cacheOpts := cacheOptions(opts)
+	cacheOpts.HTTPClient = watchClient
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  api.NewScheme(),
-		Cache:                   cacheOptions(opts),
+		Cache:                   cacheOpts,
 		NewClient:               reconcilers.NewClientFunc(metrics),
 		Metrics:                 metricsServerOptions(opts),
 		HealthProbeBindAddress:  opts.HealthProbeBindAddress,
@@ -100,7 +112,9 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 		ColdStartGrace:     opts.ColdStartGrace,
 		Refill:             opts.Refill,
 		WarmPoolWorkers:    opts.WarmPoolWorkers,
+		TemplateWorkers:    opts.TemplateWorkers,
 		ClaimWorkers:       opts.ClaimWorkers,
+		DisableClaimEvents: opts.DisableClaimEvents,
 		RefuseRestamp:      opts.RefuseRestamp,
 		SkipNameValidation: opts.SkipNameValidation,
 		Clock:              opts.Clock,

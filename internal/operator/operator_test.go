@@ -29,3 +29,21 @@ func TestZeroOptionsRejected(t *testing.T) {
 		}
 	}
 }
+
+func TestWarmPoolSettingsChecked(t *testing.T) {
+	o := DefaultOptions()
+	o.WarmPool = WarmPoolSettings{ReadinessGracePeriod: 0, UnschedulableRecheckInterval: -1, MaxBatchSize: 0, MaxRefillRate: -1, ReplenishDelay: -1}
+	o.QPS = -1 // no client-side limit: valid
+	err := o.Validate()
+	if err == nil {
+		t.Fatal("Validate accepted bad warm pool settings")
+	}
+	for _, want := range []string{"WarmPool.ReadinessGracePeriod", "WarmPool.UnschedulableRecheckInterval", "WarmPool.MaxBatchSize", "WarmPool.MaxRefillRate", "WarmPool.ReplenishDelay"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %s", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "QPS") {
+		t.Errorf("negative QPS refused: %v", err)
+	}
+}

@@ -3,6 +3,7 @@ package operator
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,8 +25,24 @@ const (
 	DefaultSandboxWorkers          = 10
 	DefaultClaimWorkers            = 64
 	DefaultWarmPoolWorkers         = 4
+	DefaultTemplateWorkers         = 4
+	DefaultAPIConnections          = 1
 	DefaultClusterDomain           = "cluster.local"
 	DefaultGracefulShutdownTimeout = 30 * time.Second
+)
+
+// The public controller's defaults of its warm pool settings (its
+// extensions/controllers/sandboxwarmpool_controller.go and cmd/agent-sandbox-controller flags).
+const (
+	DefaultWarmPoolReadinessGracePeriod         = 5 * time.Minute
+	DefaultWarmPoolUnschedulableRecheckInterval = time.Minute
+	DefaultWarmPoolMaxBatchSize                 = 300
+)
+
+// The public controller's pprof sampling defaults, applied with EnablePprofDebug.
+const (
+	DefaultPprofBlockProfileRate     = 1000000
+	DefaultPprofMutexProfileFraction = 10
 )
 
 // LeaderElectionID names the leader election Lease of every sandgate manager.
@@ -35,9 +52,16 @@ const LeaderElectionID = "sandgate.agents.x-k8s.io"
 // integration suites from DefaultOptions and their test settings. Start from DefaultOptions:
 // the zero value is not a working configuration (New rejects zero workers, for one).
 type Options struct {
-	// QPS and Burst limit the manager's requests to the API server.
+	// QPS and Burst limit the manager's requests to the API server; a negative QPS turns
+	// client-side rate limiting off (client-go's meaning).
 	QPS   float32
 	Burst int
+	// APIConnections spreads the manager's requests round-robin over this many HTTP/2
+	// connections to the API server (each one's concurrent streams are capped by the server);
+	// 1 (and 0) is client-go's one shared connection. SeparateWatchConnection gives the
+	// informers' lists and watches a connection of their own. See apiTransport.
+	APIConnections          int
+	SeparateWatchConnection bool
 
 	// LeaderElection elects a leader so that only one replica reconciles; the Lease lives in
 	// LeaderElectionNamespace ("" means the manager's namespace) and is released on a clean
@@ -58,6 +82,14 @@ type Options struct {
 	HealthProbeBindAddress string
 	// PprofBindAddress is the address of /debug/pprof; "" disables it.
 	PprofBindAddress string
+	// EnablePprof serves /debug/pprof/profile (CPU) on the metrics endpoint; EnablePprofDebug
+	// serves every pprof endpoint there and sets the block and mutex profile rates
+	// (PprofBlockProfileRate, PprofMutexProfileFraction; <= 0 leaves that profile off).
+	// The public controller's --enable-pprof and --enable-pprof-debug: see pprofHandlers.
+	EnablePprof, EnablePprofDebug                    bool
+	PprofBlockProfileRate, PprofMutexProfileFraction int
+	// EnableTracing exports OpenTelemetry spans over OTLP (internal/tracing).
+	EnableTracing bool
 
 	// WebhookHost ("" means every interface) and WebhookPort are where the admission webhook
 	// server listens; WebhookCertDir holds its tls.crt and tls.key, watched for renewals.
@@ -82,6 +114,16 @@ type Options struct {
 	// SandboxWorkers, ClaimWorkers and WarmPoolWorkers are the numbers of concurrent
 	// reconciles of Sandboxes, SandboxClaims and SandboxWarmPools (and SandboxTemplates).
 	SandboxWorkers, ClaimWorkers, WarmPoolWorkers int
+	// TemplateWorkers is the number of concurrent reconciles of SandboxTemplates.
+	TemplateWorkers int
+	// DisableClaimEvents makes the SandboxClaim controller emit no Kubernetes Events.
+	DisableClaimEvents bool
+	// WarmPool holds the public controller's warm pool settings. Validated and carried to
+	// here; the warm pool controller does not act on them yet (docs/flags.md).
+	WarmPool WarmPoolSettings
+	// CacheLabelSelectors asks for Pod and Service caches scoped to the sandbox tracking
+	// label. Validated and carried to here; not acted on yet (docs/flags.md).
+	CacheLabelSelectors bool
 	// ClusterDomain is the cluster's DNS domain, for Sandbox status.serviceFQDN.
 	ClusterDomain string
 	// Extensions also runs the SandboxTemplate, SandboxWarmPool and SandboxClaim controllers.
@@ -107,6 +149,56 @@ type Options struct {
 	Clock clock.Clock
 }
 
+// WarmPoolSettings are the public controller's warm pool flags, with its defaults and its
+// meaning (docs/flags.md). The warm pool controller does not act on them yet.
+type WarmPoolSettings struct {
+	// EnableEviction marks the pods a pool creates as safe to evict.
+	EnableEviction bool
+	// ReadinessGracePeriod is how long a member may stay not Ready before it is replaced (or
+	// held, when its pod is unschedulable); positive.
+	ReadinessGracePeriod time.Duration
+	// UnschedulableRecheckInterval is how often a pool holding unschedulable members past
+	// the grace period is looked at again; positive.
+	UnschedulableRecheckInterval time.Duration
+	// MaxBatchSize bounds the members created or deleted at once; positive.
+	MaxBatchSize int
+	// MaxRefillRate paces replacements (sandboxes per second per pool); 0 leaves them unpaced.
+	MaxRefillRate float64
+	// ReplenishDelay defers replacements after members leave; 0 replaces at once.
+	ReplenishDelay time.Duration
+}
+
+// DefaultWarmPoolSettings are the public controller's defaults.
+func DefaultWarmPoolSettings() WarmPoolSettings {
+	return WarmPoolSettings{
+		EnableEviction:               true,
+		ReadinessGracePeriod:         DefaultWarmPoolReadinessGracePeriod,
+		UnschedulableRecheckInterval: DefaultWarmPoolUnschedulableRecheckInterval,
+		MaxBatchSize:                 DefaultWarmPoolMaxBatchSize,
+	}
+}
+
+// validate names the field of every bad setting, under prefix.
+func (w WarmPoolSettings) validate(prefix string) []error {
+	var errs []error
+	if w.ReadinessGracePeriod <= 0 {
+		errs = append(errs, fmt.Errorf("invalid %sReadinessGracePeriod: must be positive, got %s", prefix, w.ReadinessGracePeriod))
+	}
+	if w.UnschedulableRecheckInterval <= 0 {
+		errs = append(errs, fmt.Errorf("invalid %sUnschedulableRecheckInterval: must be positive, got %s", prefix, w.UnschedulableRecheckInterval))
+	}
+	if w.MaxBatchSize < 1 {
+		errs = append(errs, fmt.Errorf("invalid %sMaxBatchSize: must be at least 1, got %d", prefix, w.MaxBatchSize))
+	}
+	if math.IsNaN(w.MaxRefillRate) || math.IsInf(w.MaxRefillRate, 0) || w.MaxRefillRate < 0 {
+		errs = append(errs, fmt.Errorf("invalid %sMaxRefillRate: must be a finite number >= 0, got %v", prefix, w.MaxRefillRate))
+	}
+	if w.ReplenishDelay < 0 {
+		errs = append(errs, fmt.Errorf("invalid %sReplenishDelay: must not be negative, got %s", prefix, w.ReplenishDelay))
+	}
+	return errs
+}
+
 // DefaultOptions are the production defaults: the operator as cmd/sandgate runs it without
 // flags.
 func DefaultOptions() Options {
@@ -123,6 +215,11 @@ func DefaultOptions() Options {
 		SandboxWorkers:            DefaultSandboxWorkers,
 		ClaimWorkers:              DefaultClaimWorkers,
 		WarmPoolWorkers:           DefaultWarmPoolWorkers,
+		TemplateWorkers:           DefaultTemplateWorkers,
+		APIConnections:            DefaultAPIConnections,
+		PprofBlockProfileRate:     DefaultPprofBlockProfileRate,
+		PprofMutexProfileFraction: DefaultPprofMutexProfileFraction,
+		WarmPool:                  DefaultWarmPoolSettings(),
 		ClusterDomain:             DefaultClusterDomain,
 		ColdStartGrace:            reconcilers.DefaultColdStartGrace,
 		Refill: reconcilers.RefillPolicy{
@@ -138,8 +235,11 @@ func DefaultOptions() Options {
 // is the check for every other caller.
 func (o Options) Validate() error {
 	var errs []error
-	if o.QPS <= 0 {
-		errs = append(errs, fmt.Errorf("invalid Options.QPS: must be positive, got %v", o.QPS))
+	if o.QPS == 0 || math.IsNaN(float64(o.QPS)) || math.IsInf(float64(o.QPS), 0) {
+		errs = append(errs, fmt.Errorf("invalid Options.QPS: must be a finite non-zero number (negative: no client-side limit), got %v", o.QPS))
+	}
+	if o.APIConnections < 0 {
+		errs = append(errs, fmt.Errorf("invalid Options.APIConnections: must not be negative, got %d", o.APIConnections))
 	}
 	if o.Burst <= 0 {
 		errs = append(errs, fmt.Errorf("invalid Options.Burst: must be positive, got %d", o.Burst))
@@ -147,7 +247,7 @@ func (o Options) Validate() error {
 	for _, w := range []struct {
 		name string
 		n    int
-	}{{"SandboxWorkers", o.SandboxWorkers}, {"ClaimWorkers", o.ClaimWorkers}, {"WarmPoolWorkers", o.WarmPoolWorkers}} {
+	}{{"SandboxWorkers", o.SandboxWorkers}, {"ClaimWorkers", o.ClaimWorkers}, {"WarmPoolWorkers", o.WarmPoolWorkers}, {"TemplateWorkers", o.TemplateWorkers}} {
 		if w.n < 1 {
 			errs = append(errs, fmt.Errorf("invalid Options.%s: must be at least 1, got %d", w.name, w.n))
 		}
@@ -173,5 +273,6 @@ func (o Options) Validate() error {
 	if o.Refill.LowWaterPercent < 0 || o.Refill.LowWaterPercent > 100 {
 		errs = append(errs, fmt.Errorf("invalid Options.Refill.LowWaterPercent: must be between 0 and 100, got %d", o.Refill.LowWaterPercent))
 	}
+	errs = append(errs, o.WarmPool.validate("Options.WarmPool.")...)
 	return errors.Join(errs...)
 }

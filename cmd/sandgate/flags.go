@@ -1,0 +1,310 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sandgate-dev/sandgate/certs"
+	"github.com/sandgate-dev/sandgate/internal/operator"
+	"github.com/sandgate-dev/sandgate/reconcilers"
+)
+
+// options are the manager's flags. Every flag of the public agent-sandbox controller is
+// accepted, with its meaning where sandgate has the behaviour, so that its Deployments and
+// Helm values keep working; docs/flags.md lists them all, and which ones sandgate accepts
+// without acting on them.
+type options struct {
+	printVersion            bool
+	kubeAPIQPS              float64
+	kubeAPIBurst            int
+	apiConnections          int
+	separateWatchConnection bool
+	leaderElect             bool
+	leaderElectionNamespace string
+	metricsAddr             string
+	metricsSecure           bool
+	probeAddr               string
+	pprofAddr               string
+	enablePprof             bool
+	enablePprofDebug        bool
+	pprofBlockRate          int
+	pprofMutexFraction      int
+	enableTracing           bool
+	webhookPort             int
+	webhookCertDir          string
+	webhookHost             string
+	selfSignedCerts         bool
+	operatorUser            string
+	sandboxWorkers          int
+	claimWorkers            int
+	warmPoolWorkers         int
+	templateWorkers         int
+	clusterDomain           string
+	extensions              bool
+	coldStartGrace          time.Duration
+	refillQuietPeriod       time.Duration
+	refillLowWaterPercent   int
+	gracefulShutdownTimeout time.Duration
+	platformGroups          stringList
+	runtimeAnnotations      stringList
+	restamp                 bool
+	disableClaimEvents      bool
+	cacheLabelSelectors     bool
+	warmPool                operator.WarmPoolSettings
+
+	// The public controller's flags that mean nothing to sandgate: accepted, checked as it
+	// checks them, and reported at start (noEffect).
+	enableWebhook           bool
+	manageWebhookCerts      bool
+	webhookCertName         string
+	webhookKeyName          string
+	webhookServiceName      string
+	webhookNamespace        string
+	disableClaimAnnotations bool
+	writeBehindWindow       time.Duration
+}
+
+// stringList is a comma-separated flag value.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+func (l *stringList) Set(v string) error {
+	*l = nil
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*l = append(*l, s)
+		}
+	}
+	return nil
+}
+
+// bind registers the flags, their defaults those of operator.DefaultOptions.
+func (o *options) bind(fs *flag.FlagSet) {
+	d := operator.DefaultOptions()
+	fs.BoolVar(&o.printVersion, "version", false, "Print version information and exit.")
+	fs.Float64Var(&o.kubeAPIQPS, "kube-api-qps", float64(d.QPS), "Queries per second to the API server; negative turns client-side rate limiting off.")
+	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", d.Burst, "Burst of queries to the API server.")
+	fs.IntVar(&o.apiConnections, "api-connections", d.APIConnections, "Number of HTTP/2 connections to the API server the manager's requests are spread over round-robin. The API server caps the concurrent requests of one connection (100 by default), so one connection caps the manager's concurrency.")
+	fs.BoolVar(&o.separateWatchConnection, "separate-watch-connection", d.SeparateWatchConnection, "Give the informers' lists and watches an HTTP/2 connection of their own, so that watch events do not queue behind bursts of writes.")
+	fs.BoolVar(&o.leaderElect, "leader-elect", d.LeaderElection, "Elect a leader so that only one manager replica is active.")
+	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", d.LeaderElectionNamespace, "Namespace of the leader election Lease (default: the manager's namespace).")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", d.MetricsBindAddress, "Address of the Prometheus metrics endpoint; 0 disables it.")
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", d.SecureMetrics, "Serve metrics over HTTPS to authenticated and authorized clients only (a bearer token the API server accepts, allowed to get /metrics). config/default turns it on; off serves plain HTTP, as the public controller's Deployment expects.")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", d.HealthProbeBindAddress, "Address of the /healthz and /readyz endpoints.")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", d.PprofBindAddress, "Address of Go's /debug/pprof profiling endpoints, for diagnosing the manager; empty (the default) disables them. Bind it to localhost: the endpoints are not authenticated.")
+	fs.BoolVar(&o.enablePprof, "enable-pprof", d.EnablePprof, "Serve the CPU profile (/debug/pprof/profile) on the metrics endpoint (behind its authentication with --metrics-secure).")
+	fs.BoolVar(&o.enablePprofDebug, "enable-pprof-debug", d.EnablePprofDebug, "Serve every pprof endpoint (heap, goroutine, cmdline, block, mutex, ...) on the metrics endpoint; implies --enable-pprof. May expose sensitive data and costs sampling overhead.")
+	fs.IntVar(&o.pprofBlockRate, "pprof-block-profile-rate", d.PprofBlockProfileRate, "Block profile sampling rate with --enable-pprof-debug: <=0 off, 1 every blocking event, N>=2 one sample per N ns blocked.")
+	fs.IntVar(&o.pprofMutexFraction, "pprof-mutex-profile-fraction", d.PprofMutexProfileFraction, "Mutex contention sampling with --enable-pprof-debug: <=0 off, 1 every event, N>1 about 1/N of them.")
+	fs.BoolVar(&o.enableTracing, "enable-tracing", d.EnableTracing, "Export OpenTelemetry traces over OTLP/gRPC, configured by the standard OTEL_EXPORTER_OTLP_* environment variables; claims created with a trace context continue the client's trace.")
+	fs.IntVar(&o.webhookPort, "webhook-port", d.WebhookPort, "Port of the admission webhook server.")
+	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", d.WebhookCertDir, "Directory with tls.crt and tls.key of the webhook server.")
+	fs.StringVar(&o.webhookHost, "webhook-host", d.WebhookHost, "Address the webhook server listens on (default: all interfaces).")
+	fs.BoolVar(&o.selfSignedCerts, "self-signed-certs", d.SelfSignedCerts, "Write a throwaway self-signed webhook certificate (CA in memory only) into --webhook-cert-dir. For local runs only, never in production: installed clusters get theirs from cert-manager.")
+	fs.StringVar(&o.operatorUser, "operator-service-account", d.OperatorUser, "User name of this manager's requests (system:serviceaccount:<namespace>:<name>); the binding guard admits bindings from it only.")
+	fs.IntVar(&o.sandboxWorkers, "sandbox-concurrent-workers", d.SandboxWorkers, "Concurrent reconciles of Sandboxes.")
+	fs.IntVar(&o.claimWorkers, "sandbox-claim-concurrent-workers", d.ClaimWorkers, "Concurrent reconciles of SandboxClaims.")
+	fs.IntVar(&o.warmPoolWorkers, "sandbox-warm-pool-concurrent-workers", d.WarmPoolWorkers, "Concurrent reconciles of SandboxWarmPools.")
+	fs.IntVar(&o.templateWorkers, "sandbox-template-concurrent-workers", d.TemplateWorkers, "Concurrent reconciles of SandboxTemplates.")
+	fs.StringVar(&o.clusterDomain, "cluster-domain", d.ClusterDomain, "Cluster DNS domain used in Sandbox status.serviceFQDN.")
+	fs.BoolVar(&o.extensions, "extensions", d.Extensions, "Also run the SandboxTemplate, SandboxWarmPool and SandboxClaim controllers.")
+	fs.DurationVar(&o.coldStartGrace, "cold-start-grace", d.ColdStartGrace, "How long a claim with no ready warm sandbox of its template version waits for pool members being created before it cold-starts a sandbox.")
+	fs.DurationVar(&o.refillQuietPeriod, "pool-refill-quiet-period", d.Refill.QuietPeriod, "How long claims must pause before a pool replaces the members they took: replacements compete with claims for the API server. 0 replaces at once.")
+	fs.IntVar(&o.refillLowWaterPercent, "pool-refill-low-water-percent", d.Refill.LowWaterPercent, "Percentage of a pool's replicas below which its ready members are replaced at once, even while claims arrive.")
+	fs.DurationVar(&o.gracefulShutdownTimeout, "graceful-shutdown-timeout", d.GracefulShutdownTimeout, "How long running reconciles may take to finish on shutdown.")
+	o.platformGroups = append(stringList(nil), d.PlatformGroups...)
+	fs.Var(&o.platformGroups, "platform-groups", "Comma-separated groups trusted to change and delete every claim and Sandbox, and to write the operator's metadata (docs/threat-model.md).")
+	o.runtimeAnnotations = append(stringList(nil), d.RefusedAnnotationPrefixes...)
+	fs.Var(&o.runtimeAnnotations, "claim-refused-annotation-prefixes", "Comma-separated annotation prefixes a claim's additionalPodMetadata may not use: the container runtimes' option annotations.")
+	fs.BoolVar(&o.restamp, "restamp", !d.RefuseRestamp, "Restamp a claim whose stamped template version is gone (no member of it left, the template changed) to the current version, visibly (ClaimRestamped event, Ready reason Restamped); false leaves such a claim Ready=False with reason StampedVersionGone.")
+	fs.BoolVar(&o.disableClaimEvents, "disable-claim-events", d.DisableClaimEvents, "Emit no Kubernetes Events from the SandboxClaim controller: fewer API writes during claim bursts.")
+
+	// The public controller's warm pool and cache flags: validated and passed on, not yet
+	// acted on (docs/flags.md).
+	fs.BoolVar(&o.cacheLabelSelectors, "cache-label-selectors", d.CacheLabelSelectors, "Scope the Pod and Service caches to the sandbox tracking label. Accepted, not yet acted on.")
+	fs.BoolVar(&o.warmPool.EnableEviction, "enable-warm-pool-eviction", d.WarmPool.EnableEviction, "Mark the pods a warm pool creates as safe to evict. Accepted, not yet acted on.")
+	fs.DurationVar(&o.warmPool.ReadinessGracePeriod, "sandbox-warm-pool-readiness-grace-period", d.WarmPool.ReadinessGracePeriod, "How long a warm pool member may stay not Ready before it is replaced (or held, if its pod is unschedulable); positive. Accepted, not yet acted on.")
+	fs.DurationVar(&o.warmPool.UnschedulableRecheckInterval, "sandbox-warm-pool-unschedulable-recheck-interval", d.WarmPool.UnschedulableRecheckInterval, "How often a pool holding unschedulable members past the grace period is re-checked; positive. Accepted, not yet acted on.")
+	fs.IntVar(&o.warmPool.MaxBatchSize, "sandbox-warm-pool-max-batch-size", d.WarmPool.MaxBatchSize, "Most pool members created or deleted at once; positive. Accepted, not yet acted on.")
+	fs.Float64Var(&o.warmPool.MaxRefillRate, "sandbox-warm-pool-max-refill-rate", d.WarmPool.MaxRefillRate, "Most replacement sandboxes per second per pool; 0 leaves refill unpaced. Accepted, not yet acted on (--pool-refill-quiet-period and --pool-refill-low-water-percent shape sandgate's refill).")
+	fs.DurationVar(&o.warmPool.ReplenishDelay, "sandbox-warm-pool-replenish-delay", d.WarmPool.ReplenishDelay, "How long a pool defers replacing members that left it; 0 replaces at once. Accepted, not yet acted on (see --pool-refill-quiet-period).")
+
+	// The public controller's flags with no meaning here.
+	fs.BoolVar(&o.enableWebhook, "enable-webhook", true, "Serve the admission webhooks. Always true: sandgate's admission (claim stamping, the binding guard) is not optional; false is refused.")
+	fs.BoolVar(&o.manageWebhookCerts, "manage-webhook-certs", true, "No effect: sandgate neither makes its serving certificate nor patches CRDs; cert-manager (or --self-signed-certs) provides tls.crt and tls.key in --webhook-cert-dir.")
+	fs.StringVar(&o.webhookCertName, "webhook-cert-name", certs.CertFile, "File name of the serving certificate in --webhook-cert-dir; sandgate reads "+certs.CertFile+" only, so with --manage-webhook-certs=false another name is refused.")
+	fs.StringVar(&o.webhookKeyName, "webhook-key-name", certs.KeyFile, "File name of the serving key in --webhook-cert-dir; sandgate reads "+certs.KeyFile+" only, so with --manage-webhook-certs=false another name is refused.")
+	fs.StringVar(&o.webhookServiceName, "webhook-service-name", "agent-sandbox-webhook-service", "No effect: names the Service of the certificates the public controller makes; sandgate makes none.")
+	fs.StringVar(&o.webhookNamespace, "webhook-namespace", "agent-sandbox-system", "No effect: the namespace of that Service.")
+	fs.BoolVar(&o.disableClaimAnnotations, "disable-claim-observability-annotations", false, "No effect: sandgate's claim controller writes no observability annotation (admission stamps the first-observed times in the create request itself, at no write of its own).")
+	fs.DurationVar(&o.writeBehindWindow, "sandbox-write-behind-window", 0, "No effect: sandgate's Sandbox controller already defers its bookkeeping writes until claims pause (--pool-refill-quiet-period); must not be negative.")
+}
+
+func (o *options) validate() error {
+	var errs []error
+	if o.kubeAPIQPS == 0 || math.IsNaN(o.kubeAPIQPS) || math.IsInf(o.kubeAPIQPS, 0) {
+		errs = append(errs, fmt.Errorf("--kube-api-qps must be a finite non-zero number (negative: no client-side limit), got %v", o.kubeAPIQPS))
+	}
+	if o.kubeAPIBurst <= 0 {
+		errs = append(errs, fmt.Errorf("--kube-api-burst must be positive, got %d", o.kubeAPIBurst))
+	}
+	if o.apiConnections < 1 {
+		errs = append(errs, fmt.Errorf("--api-connections must be at least 1, got %d", o.apiConnections))
+	}
+	for _, w := range []struct {
+		name string
+		n    int
+	}{
+		{"--sandbox-concurrent-workers", o.sandboxWorkers},
+		{"--sandbox-claim-concurrent-workers", o.claimWorkers},
+		{"--sandbox-warm-pool-concurrent-workers", o.warmPoolWorkers},
+		{"--sandbox-template-concurrent-workers", o.templateWorkers},
+		{"--sandbox-warm-pool-max-batch-size", o.warmPool.MaxBatchSize},
+	} {
+		if w.n < 1 {
+			errs = append(errs, fmt.Errorf("%s must be at least 1, got %d", w.name, w.n))
+		}
+	}
+	if o.webhookPort < 1 || o.webhookPort > 65535 {
+		errs = append(errs, fmt.Errorf("--webhook-port must be a TCP port, got %d", o.webhookPort))
+	}
+	if o.operatorUser == "" {
+		errs = append(errs, errors.New("--operator-service-account must not be empty"))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"--pool-refill-quiet-period", o.refillQuietPeriod},
+		{"--cold-start-grace", o.coldStartGrace},
+		{"--sandbox-warm-pool-replenish-delay", o.warmPool.ReplenishDelay},
+		{"--sandbox-write-behind-window", o.writeBehindWindow},
+	} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("%s must not be negative, got %s", d.name, d.v))
+		}
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"--sandbox-warm-pool-readiness-grace-period", o.warmPool.ReadinessGracePeriod},
+		{"--sandbox-warm-pool-unschedulable-recheck-interval", o.warmPool.UnschedulableRecheckInterval},
+	} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be a positive duration, got %s", d.name, d.v))
+		}
+	}
+	if r := o.warmPool.MaxRefillRate; math.IsNaN(r) || math.IsInf(r, 0) || r < 0 {
+		errs = append(errs, fmt.Errorf("--sandbox-warm-pool-max-refill-rate must be a finite number >= 0 (0 leaves refill unpaced), got %v", r))
+	}
+	if o.refillLowWaterPercent < 0 || o.refillLowWaterPercent > 100 {
+		errs = append(errs, fmt.Errorf("--pool-refill-low-water-percent must be between 0 and 100, got %d", o.refillLowWaterPercent))
+	}
+	if len(o.platformGroups) == 0 {
+		errs = append(errs, errors.New("--platform-groups must name at least one group"))
+	}
+	if o.clusterDomain == "" {
+		errs = append(errs, errors.New("--cluster-domain must not be empty"))
+	}
+	errs = append(errs, o.validateWebhookCompat()...)
+	return errors.Join(errs...)
+}
+
+// validateWebhookCompat checks the public controller's webhook flags: sandgate cannot run
+// without its admission, and reads tls.crt and tls.key only.
+func (o *options) validateWebhookCompat() []error {
+	var errs []error
+	if !o.enableWebhook {
+		errs = append(errs, errors.New("--enable-webhook=false is not supported: sandgate's admission webhooks (claim stamping, the binding guard) are what keeps claims and Sandboxes their owners'; without them its guarantees do not hold"))
+	}
+	for _, f := range []struct{ name, v, want string }{
+		{"--webhook-cert-name", o.webhookCertName, certs.CertFile},
+		{"--webhook-key-name", o.webhookKeyName, certs.KeyFile},
+	} {
+		switch {
+		case strings.TrimSpace(f.v) == "":
+			errs = append(errs, fmt.Errorf("%s must not be empty", f.name))
+		case !o.manageWebhookCerts && f.v != f.want:
+			errs = append(errs, fmt.Errorf("%s=%s is not supported: sandgate reads %s from --webhook-cert-dir (the key cert-manager writes)", f.name, f.v, f.want))
+		}
+	}
+	return errs
+}
+
+// noEffect lists the flags given on fs's command line that sandgate accepts without acting
+// on them, each with why, sorted by flag: main logs them once at start.
+func (o *options) noEffect(fs *flag.FlagSet) []string {
+	why := map[string]string{
+		"enable-webhook":                                   "sandgate always serves its admission webhooks",
+		"manage-webhook-certs":                             "sandgate makes no serving certificate and patches no CRD: cert-manager (or --self-signed-certs) provides them",
+		"webhook-cert-name":                                "sandgate reads " + certs.CertFile + " from --webhook-cert-dir",
+		"webhook-key-name":                                 "sandgate reads " + certs.KeyFile + " from --webhook-cert-dir",
+		"webhook-service-name":                             "it names the Service of certificates sandgate does not make",
+		"webhook-namespace":                                "it names the namespace of certificates sandgate does not make",
+		"disable-claim-observability-annotations":          "sandgate's claim controller writes no observability annotation (admission stamps them in the create request)",
+		"sandbox-write-behind-window":                      "sandgate defers its bookkeeping writes until claims pause (--pool-refill-quiet-period)",
+		"cache-label-selectors":                            "not yet implemented: the caches hold every Pod and Service",
+		"enable-warm-pool-eviction":                        "not yet implemented by the warm pool controller",
+		"sandbox-warm-pool-readiness-grace-period":         "not yet implemented by the warm pool controller",
+		"sandbox-warm-pool-unschedulable-recheck-interval": "not yet implemented by the warm pool controller",
+		"sandbox-warm-pool-max-batch-size":                 "not yet implemented by the warm pool controller",
+		"sandbox-warm-pool-max-refill-rate":                "not yet implemented by the warm pool controller; see --pool-refill-quiet-period",
+		"sandbox-warm-pool-replenish-delay":                "not yet implemented by the warm pool controller; see --pool-refill-quiet-period",
+	}
+	var out []string
+	fs.Visit(func(f *flag.Flag) {
+		if w, ok := why[f.Name]; ok {
+			out = append(out, fmt.Sprintf("--%s=%s: %s", f.Name, f.Value, w))
+		}
+	})
+	sort.Strings(out)
+	return out
+}
+
+// operatorOptions are the options of the flags.
+func (o *options) operatorOptions() operator.Options {
+	return operator.Options{
+		QPS:                       float32(o.kubeAPIQPS),
+		Burst:                     o.kubeAPIBurst,
+		APIConnections:            o.apiConnections,
+		SeparateWatchConnection:   o.separateWatchConnection,
+		LeaderElection:            o.leaderElect,
+		LeaderElectionNamespace:   o.leaderElectionNamespace,
+		MetricsBindAddress:        o.metricsAddr,
+		SecureMetrics:             o.metricsSecure,
+		HealthProbeBindAddress:    o.probeAddr,
+		PprofBindAddress:          o.pprofAddr,
+		EnablePprof:               o.enablePprof,
+		EnablePprofDebug:          o.enablePprofDebug,
+		PprofBlockProfileRate:     o.pprofBlockRate,
+		PprofMutexProfileFraction: o.pprofMutexFraction,
+		EnableTracing:             o.enableTracing,
+		WebhookHost:               o.webhookHost,
+		WebhookPort:               o.webhookPort,
+		WebhookCertDir:            o.webhookCertDir,
+		SelfSignedCerts:           o.selfSignedCerts,
+		OperatorUser:              o.operatorUser,
+		PlatformGroups:            o.platformGroups,
+		RefusedAnnotationPrefixes: o.runtimeAnnotations,
+		SandboxWorkers:            o.sandboxWorkers,
+		ClaimWorkers:              o.claimWorkers,
+		WarmPoolWorkers:           o.warmPoolWorkers,
+		TemplateWorkers:           o.templateWorkers,
+		DisableClaimEvents:        o.disableClaimEvents,
+		CacheLabelSelectors:       o.cacheLabelSelectors,
+		WarmPool:                  o.warmPool,
+		ClusterDomain:             o.clusterDomain,
+		Extensions:                o.extensions,
+		ColdStartGrace:            o.coldStartGrace,
+		Refill:                    reconcilers.RefillPolicy{QuietPeriod: o.refillQuietPeriod, LowWaterPercent: o.refillLowWaterPercent},
+		RefuseRestamp:             !o.restamp,
+		GracefulShutdownTimeout:   o.gracefulShutdownTimeout,
+	}
+}
