@@ -44,6 +44,9 @@ type Metrics struct {
 	claimPhases            *prometheus.HistogramVec
 	claimBookkeeping       prometheus.Counter
 
+	// The public controller's other series (publicmetrics.go).
+	public publicMetrics
+
 	mu sync.Mutex
 	// sinceNotReady counts the reconciles of each Sandbox since it was created or last left
 	// Ready; observed into reconcilesToReady when the Sandbox becomes Ready.
@@ -74,10 +77,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		sinceNotReady: map[types.NamespacedName]reconcileCount{},
 	}
 	m.initClaimMetrics()
-	for _, c := range []prometheus.Collector{
+	m.public = newPublicMetrics()
+	for _, c := range append([]prometheus.Collector{
 		m.reconciles, m.reconcilesToReady, m.wakeups, m.writes,
 		m.claimStartup, m.claimControllerStartup, m.warmHits, m.coldStarts, m.bindsLost, m.claimPhases, m.claimBookkeeping,
-	} {
+	}, m.public.collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -279,6 +279,7 @@ func (r *claimReconciler) createClaimSandbox(ctx context.Context, s *claimStep, 
 	err := r.Client.Create(ctx, sb)
 	if err == nil {
 		r.Metrics.coldStart()
+		r.Metrics.claimCreated(claim, sb.Annotations[agentsv1beta1.AnnotationSandboxTemplateRef], agentsv1beta1.LaunchTypeCold, PodConditionNotReady)
 		ctrl.LoggerFrom(ctx).V(1).Info("cold-started sandbox", "sandbox", klog.KObj(sb))
 		return sb, nil
 	}
@@ -349,6 +350,7 @@ func (r *claimReconciler) bindWarm(ctx context.Context, s *claimStep, pool *extv
 		r.expected.expect(client.ObjectKeyFromObject(s.claim), bindItem(bound.Name))
 		s.mem.launchType, s.mem.template = agentsv1beta1.LaunchTypeWarm, template
 		r.Metrics.warmHit()
+		r.Metrics.claimCreated(s.claim, template, agentsv1beta1.LaunchTypeWarm, servedPodCondition(member))
 		ctrl.LoggerFrom(ctx).V(1).Info("bound warm sandbox", "sandbox", klog.KObj(bound))
 		// The SandboxAdopted event is bookkeeping too: it is sent with the sandbox-name
 		// annotation, once claims pause (recordSandboxName), not on the claim's path.

@@ -193,7 +193,7 @@ func (r *claimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	} else if wrote {
 		step.mem.written.record(claim, claim.Status.DeepCopy())
 		r.Metrics.claimPhase(PhaseStatus, r.Clock.Since(start))
-		r.observeStartup(step)
+		r.observeStartup(ctx, step)
 	}
 	for _, e := range step.events {
 		e()

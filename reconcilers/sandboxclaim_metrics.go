@@ -1,6 +1,7 @@
 package reconcilers
 
 import (
+	"context"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,8 +13,9 @@ import (
 )
 
 // observeStartup records the claim's startup latencies the first time this process writes it
-// Ready: from admission (webhook-first-observed-at) and from the controller's first sight.
-func (r *claimReconciler) observeStartup(s *claimStep) {
+// Ready: from admission (webhook-first-observed-at) and from the controller's first sight,
+// and the public controller's latencies from the client and of the Sandbox (publicmetrics.go).
+func (r *claimReconciler) observeStartup(ctx context.Context, s *claimStep) {
 	if s.mem.readyObserved || !meta.IsStatusConditionTrue(s.claim.Status.Conditions, agentsv1beta1.ConditionReady) {
 		return
 	}
@@ -31,6 +33,7 @@ func (r *claimReconciler) observeStartup(s *claimStep) {
 	}
 	r.Metrics.claimReady(launch, template, fromWebhook, now.Sub(s.mem.firstSeen))
 	r.Metrics.claimPhase(PhaseReadyToStatus, now.Sub(s.mem.firstSeen))
+	r.observePublicStartup(ctx, s.claim, launch, template, now)
 }
 
 // Names of the claim startup histograms clients scrape (the contract's).

@@ -97,6 +97,10 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
 	op := &Operator{Manager: mgr, Metrics: metrics}
+	// agent_sandboxes counts the Sandboxes the cache holds at each scrape.
+	if err := registry.Register(reconcilers.NewSandboxCollector(mgr.GetCache(), mgr.GetLogger().WithName("sandbox-collector"))); err != nil {
+		return nil, fmt.Errorf("registering the sandbox collector: %w", err)
+	}
 
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("adding health check: %w", err)
