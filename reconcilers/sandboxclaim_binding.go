@@ -47,6 +47,7 @@ import (
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/internal/tracing"
 )
 
 // Reasons a bind attempt lost, the values of sandgate_claim_bind_conflicts_total's label.
@@ -192,7 +193,10 @@ func (r *claimReconciler) coldStart(ctx context.Context, s *claimStep, tmpl *ext
 	}
 	sb.OwnerReferences = []metav1.OwnerReference{claimRef(claim)}
 
-	sb, err = r.createClaimSandbox(ctx, s, sb)
+	bctx, span := r.startBind(ctx, claim, agentsv1beta1.LaunchTypeCold, sb.Name)
+	r.tracedCreate(bctx, sb)
+	sb, err = r.createClaimSandbox(bctx, s, sb)
+	tracing.End(span, err)
 	if err != nil {
 		return err
 	}
@@ -325,7 +329,9 @@ func (r *claimReconciler) bindWarm(ctx context.Context, s *claimStep, pool *extv
 		}
 		bound := &agentsv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: member.Namespace, Name: member.Name}}
 		start := r.Clock.Now()
-		err := mergePatch(ctx, r.Client, bound, bindPatch(s.claim, member))
+		bctx, span := r.startBind(ctx, s.claim, agentsv1beta1.LaunchTypeWarm, member.Name)
+		err := mergePatch(bctx, r.Client, bound, r.tracedBind(bctx, bindPatch(s.claim, member)))
+		tracing.End(span, err)
 		lost := ""
 		switch {
 		case err == nil:

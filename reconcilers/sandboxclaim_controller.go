@@ -24,6 +24,7 @@ import (
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/internal/tracing"
 	"github.com/sandgate-dev/sandgate/reconcilers/indexes"
 )
 
@@ -85,6 +86,8 @@ type claimReconciler struct {
 	activity *poolActivity
 	// RefuseRestamp: see Config.RefuseRestamp.
 	RefuseRestamp bool
+	// Tracer traces binds and readiness (sandboxclaim_tracing.go); nil is tracing off.
+	Tracer *tracing.Tracer
 }
 
 // claimMemory is what the controller remembers of a claim between reconciles. It is not

@@ -34,6 +34,7 @@ func (r *claimReconciler) observeStartup(ctx context.Context, s *claimStep) {
 	r.Metrics.claimReady(launch, template, fromWebhook, now.Sub(s.mem.firstSeen))
 	r.Metrics.claimPhase(PhaseReadyToStatus, now.Sub(s.mem.firstSeen))
 	r.observePublicStartup(ctx, s.claim, launch, template, now)
+	r.traceReady(ctx, s, launch, now)
 }
 
 // Names of the claim startup histograms clients scrape (the contract's).

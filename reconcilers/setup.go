@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
+	"github.com/sandgate-dev/sandgate/internal/tracing"
 	"github.com/sandgate-dev/sandgate/reconcilers/indexes"
 )
 
@@ -44,6 +45,8 @@ type Config struct {
 	// DisableClaimEvents makes the claim controller emit no Events (fewer API writes in
 	// claim bursts).
 	DisableClaimEvents bool
+	// Tracer traces the claim controller's binds and readiness; nil is tracing off.
+	Tracer *tracing.Tracer
 	// SkipNameValidation lets tests run several managers with the same controllers in one
 	// process.
 	SkipNameValidation bool
@@ -139,6 +142,7 @@ func setupExtensions(mgr ctrl.Manager, cfg Config, activity *poolActivity) error
 		ColdStartGrace:   cfg.ColdStartGrace,
 		BookkeepingDelay: cfg.Refill.QuietPeriod,
 		RefuseRestamp:    cfg.RefuseRestamp,
+		Tracer:           cfg.Tracer,
 		activity:         activity,
 	}
 	if err := claims.SetupWithManager(mgr, options(cfg.ClaimWorkers)); err != nil {

@@ -20,6 +20,7 @@ import (
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/internal/tracing"
 	"github.com/sandgate-dev/sandgate/reconcilers/indexes"
 )
 
@@ -61,6 +62,8 @@ type BindingGuard struct {
 	// Authorizer creates SubjectAccessReviews: a Sandbox someone creates or rebuilds runs a
 	// pod, so they must be allowed to create pods themselves. nil skips the check (unit tests).
 	Authorizer client.Client
+	// Tracer traces the admission of writes that bind; nil is tracing off.
+	Tracer *tracing.Tracer
 }
 
 var _ admission.Validator[*agentsv1beta1.Sandbox] = &BindingGuard{}
@@ -68,7 +71,9 @@ var _ admission.Validator[*agentsv1beta1.Sandbox] = &BindingGuard{}
 // ValidateCreate validates a new Sandbox. One created bound to a claim is the operator's cold
 // start and must be exactly what the claim is owed; one created in a pool must be the
 // operator's.
-func (w *BindingGuard) ValidateCreate(ctx context.Context, sb *agentsv1beta1.Sandbox) (admission.Warnings, error) {
+func (w *BindingGuard) ValidateCreate(ctx context.Context, sb *agentsv1beta1.Sandbox) (_ admission.Warnings, err error) {
+	ctx, span := startBindAdmission(ctx, w.Tracer, &agentsv1beta1.Sandbox{}, sb)
+	defer func() { tracing.End(span, err) }()
 	operator := isOperator(ctx, w.OperatorUser)
 	if err := w.guardBinding(ctx, &agentsv1beta1.Sandbox{}, sb, operator); err != nil {
 		return nil, err
@@ -87,7 +92,9 @@ func (w *BindingGuard) ValidateCreate(ctx context.Context, sb *agentsv1beta1.San
 
 // ValidateUpdate runs the binding and membership guards, then the validation of what the
 // update introduces.
-func (w *BindingGuard) ValidateUpdate(ctx context.Context, oldSB, newSB *agentsv1beta1.Sandbox) (admission.Warnings, error) {
+func (w *BindingGuard) ValidateUpdate(ctx context.Context, oldSB, newSB *agentsv1beta1.Sandbox) (_ admission.Warnings, err error) {
+	ctx, span := startBindAdmission(ctx, w.Tracer, oldSB, newSB)
+	defer func() { tracing.End(span, err) }()
 	operator := isOperator(ctx, w.OperatorUser)
 	if err := w.guardBinding(ctx, oldSB, newSB, operator); err != nil {
 		return nil, err

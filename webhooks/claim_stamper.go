@@ -18,6 +18,7 @@ import (
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/internal/tracing"
 )
 
 var (
@@ -41,6 +42,8 @@ type ClaimWebhook struct {
 	Authority Authority
 	// Now is the clock of webhook-first-observed-at; nil means time.Now.
 	Now func() time.Time
+	// Tracer traces the admission of new claims; nil is tracing off.
+	Tracer *tracing.Tracer
 }
 
 var (
@@ -60,7 +63,7 @@ var (
 // way: this webhook is reinvoked when one does (reinvocationPolicy IfNeeded), and the claim
 // controller applies the same template rules (Ready=False) before it builds anything, while
 // the binding guard decides what a claim gets.
-func (w *ClaimWebhook) Default(ctx context.Context, c *extv1beta1.SandboxClaim) error {
+func (w *ClaimWebhook) Default(ctx context.Context, c *extv1beta1.SandboxClaim) (err error) {
 	DefaultClaim(c)
 	req, err := admission.RequestFromContext(ctx)
 	if err != nil {
@@ -69,6 +72,8 @@ func (w *ClaimWebhook) Default(ctx context.Context, c *extv1beta1.SandboxClaim) 
 	if req.Operation != admissionv1.Create {
 		return nil
 	}
+	ctx, span := startClaimAdmission(ctx, w.Tracer, req.Namespace, c)
+	defer func() { tracing.End(span, err) }()
 	tmpl, hash, err := w.checkNew(ctx, req.Namespace, c)
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/internal/tracing"
 )
 
 // DefaultOperatorUser is the user the operator's requests come from once installed with
@@ -68,6 +69,8 @@ type Options struct {
 	// PlatformGroups are the groups trusted to act on every claim and Sandbox (Authority);
 	// nil means DefaultPlatformGroups.
 	PlatformGroups []string
+	// Tracer traces the admission of claims and bindings; nil is tracing off.
+	Tracer *tracing.Tracer
 }
 
 // Setup registers every webhook with the manager's webhook server (the conversion webhook at
@@ -78,9 +81,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		opts.OperatorUser = DefaultOperatorUser
 	}
 	authority := Authority{OperatorUser: opts.OperatorUser, PlatformGroups: opts.PlatformGroups}
-	claims := &ClaimWebhook{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), OperatorUser: opts.OperatorUser, Authority: authority, Now: opts.Now}
+	claims := &ClaimWebhook{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), OperatorUser: opts.OperatorUser, Authority: authority, Now: opts.Now, Tracer: opts.Tracer}
 	guard := &BindingGuard{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), OperatorUser: opts.OperatorUser,
-		Authority: authority, Authorizer: mgr.GetClient()}
+		Authority: authority, Authorizer: mgr.GetClient(), Tracer: opts.Tracer}
 	for _, err := range []error{
 		wrap("SandboxClaim (stamping, validation)", register(mgr, &extv1beta1.SandboxClaim{}, claims, claims)),
 		wrap("Sandbox (defaulting, binding guard)", register(mgr, &agentsv1beta1.Sandbox{}, SandboxDefaulter{}, guard)),

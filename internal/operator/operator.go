@@ -21,6 +21,7 @@ import (
 
 	"github.com/sandgate-dev/sandgate/api"
 	"github.com/sandgate-dev/sandgate/api/policy"
+	"github.com/sandgate-dev/sandgate/internal/tracing"
 	"github.com/sandgate-dev/sandgate/reconcilers"
 )
 
@@ -32,6 +33,7 @@ type Operator struct {
 	Metrics *reconcilers.Metrics
 
 	readyz []namedCheck
+	tracer *tracing.Tracer
 }
 
 type namedCheck struct {
@@ -70,6 +72,10 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 	if err != nil {
 		return nil, fmt.Errorf("registering metrics: %w", err)
 	}
+	tracer, flushTraces, err := newTracer(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
 	webhookSrv, certWatcher, err := webhookServer(opts, log)
 	if err != nil {
 		return nil, err
@@ -96,7 +102,12 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
-	op := &Operator{Manager: mgr, Metrics: metrics}
+	op := &Operator{Manager: mgr, Metrics: metrics, tracer: tracer}
+	if flushTraces != nil {
+		if err := mgr.Add(flushTraces); err != nil {
+			return nil, fmt.Errorf("adding the trace flusher: %w", err)
+		}
+	}
 	// agent_sandboxes counts the Sandboxes the cache holds at each scrape.
 	if err := registry.Register(reconcilers.NewSandboxCollector(mgr.GetCache(), mgr.GetLogger().WithName("sandbox-collector"))); err != nil {
 		return nil, fmt.Errorf("registering the sandbox collector: %w", err)
@@ -119,6 +130,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 		TemplateWorkers:    opts.TemplateWorkers,
 		ClaimWorkers:       opts.ClaimWorkers,
 		DisableClaimEvents: opts.DisableClaimEvents,
+		Tracer:             tracer,
 		RefuseRestamp:      opts.RefuseRestamp,
 		SkipNameValidation: opts.SkipNameValidation,
 		Clock:              opts.Clock,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/utils/clock"
 
 	"github.com/sandgate-dev/sandgate/api/policy"
@@ -88,8 +89,12 @@ type Options struct {
 	// The public controller's --enable-pprof and --enable-pprof-debug: see pprofHandlers.
 	EnablePprof, EnablePprofDebug                    bool
 	PprofBlockProfileRate, PprofMutexProfileFraction int
-	// EnableTracing exports OpenTelemetry spans over OTLP (internal/tracing).
+	// EnableTracing exports OpenTelemetry spans over OTLP (internal/tracing.Setup: the
+	// exporter is configured by the OTEL_EXPORTER_OTLP_* environment variables).
 	EnableTracing bool
+	// TracerProvider receives the spans instead, whatever EnableTracing says: tests record
+	// them in memory. nil with EnableTracing off is tracing off.
+	TracerProvider trace.TracerProvider
 
 	// WebhookHost ("" means every interface) and WebhookPort are where the admission webhook
 	// server listens; WebhookCertDir holds its tls.crt and tls.key, watched for renewals.

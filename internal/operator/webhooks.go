@@ -66,7 +66,7 @@ func setupWebhooks(op *Operator, opts Options, watcher *certs.Watcher) error {
 	if err := op.Add(watcher); err != nil {
 		return fmt.Errorf("adding the certificate watcher: %w", err)
 	}
-	wopts := webhooks.Options{OperatorUser: opts.OperatorUser, PlatformGroups: opts.PlatformGroups}
+	wopts := webhooks.Options{OperatorUser: opts.OperatorUser, PlatformGroups: opts.PlatformGroups, Tracer: op.tracer}
 	if opts.Clock != nil {
 		wopts.Now = opts.Clock.Now
 	}
