@@ -393,6 +393,28 @@ func TestValuesReachTheDeployment(t *testing.T) {
 	}
 }
 
+// values.schema.json refuses what would otherwise be ignored without a word: a misspelt flag
+// or toggle, a value of the wrong type.
+func TestSchemaRefusesUnknownAndMistypedValues(t *testing.T) {
+	cases := map[string]struct {
+		values map[string]any
+		want   string
+	}{
+		"misspelt flag":      {values: map[string]any{"controller": map[string]any{"kubeApiQPS": 50}}, want: "kubeApiQPS"},
+		"misspelt toggle":    {values: map[string]any{"v1alpha1": map[string]any{"enable": false}}, want: "enable"},
+		"replicas as string": {values: map[string]any{"replicaCount": "two"}, want: "replicaCount"},
+		"objective over 1":   {values: map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"claimLatencySLO": map[string]any{"objective": 99}}}}, want: "objective"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := RenderChart(root(t), tc.values)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err %v, want a schema error naming %s", err, tc.want)
+			}
+		})
+	}
+}
+
 // A budget of one with one replica would block every drain of its node forever.
 func TestNoDisruptionBudgetForASingleReplica(t *testing.T) {
 	if got := Find(renderChart(t, map[string]any{"replicaCount": 1}), "PodDisruptionBudget"); len(got) != 0 {
