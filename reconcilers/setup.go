@@ -45,6 +45,8 @@ type Config struct {
 	// DisableClaimEvents makes the claim controller emit no Events (fewer API writes in
 	// claim bursts).
 	DisableClaimEvents bool
+	// DisableSandboxEvents makes the Sandbox controller emit no Events.
+	DisableSandboxEvents bool
 	// Tracer traces the claim controller's binds and readiness; nil is tracing off.
 	Tracer *tracing.Tracer
 	// SkipNameValidation lets tests run several managers with the same controllers in one
@@ -80,9 +82,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	if cfg.Extensions {
 		activity = newPoolActivity()
 	}
+	var sandboxRecorder events.EventRecorder = noEvents{}
+	if !cfg.DisableSandboxEvents {
+		sandboxRecorder = mgr.GetEventRecorder("sandgate-sandbox-controller")
+	}
 	sandboxes := &sandboxReconciler{
 		Client:           mgr.GetClient(),
-		Recorder:         mgr.GetEventRecorder("sandgate-sandbox-controller"),
+		Recorder:         sandboxRecorder,
 		Metrics:          cfg.Metrics,
 		Clock:            cfg.Clock,
 		ClusterDomain:    cfg.ClusterDomain,

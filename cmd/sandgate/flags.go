@@ -54,6 +54,7 @@ type options struct {
 	runtimeAnnotations      stringList
 	restamp                 bool
 	disableClaimEvents      bool
+	disableSandboxEvents    bool
 	cacheLabelSelectors     bool
 	warmPool                operator.WarmPoolSettings
 
@@ -124,6 +125,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.Var(&o.runtimeAnnotations, "claim-refused-annotation-prefixes", "Comma-separated annotation prefixes a claim's additionalPodMetadata may not use: the container runtimes' option annotations.")
 	fs.BoolVar(&o.restamp, "restamp", !d.RefuseRestamp, "Restamp a claim whose stamped template version is gone (no member of it left, the template changed) to the current version, visibly (ClaimRestamped event, Ready reason Restamped); false leaves such a claim Ready=False with reason StampedVersionGone.")
 	fs.BoolVar(&o.disableClaimEvents, "disable-claim-events", d.DisableClaimEvents, "Emit no Kubernetes Events from the SandboxClaim controller: fewer API writes during claim bursts.")
+	fs.BoolVar(&o.disableSandboxEvents, "disable-sandbox-events", d.DisableSandboxEvents, "Emit no Kubernetes Events from the Sandbox controller (the public controller's, from its v1.0 Helm chart).")
 
 	// The public controller's warm pool and cache flags: validated and passed on, not yet
 	// acted on (docs/flags.md).
@@ -298,6 +300,7 @@ func (o *options) operatorOptions() operator.Options {
 		WarmPoolWorkers:           o.warmPoolWorkers,
 		TemplateWorkers:           o.templateWorkers,
 		DisableClaimEvents:        o.disableClaimEvents,
+		DisableSandboxEvents:      o.disableSandboxEvents,
 		CacheLabelSelectors:       o.cacheLabelSelectors,
 		WarmPool:                  o.warmPool,
 		ClusterDomain:             o.clusterDomain,

@@ -73,6 +73,21 @@ var publicCommandLines = map[string][]string{
 		"--enable-warm-pool-eviction=true",
 		"--webhook-service-name=agent-sandbox-webhook-service", "--webhook-namespace=agent-sandbox-system",
 	},
+	// The v1.0-era chart (kubernetes-sigs/agent-sandbox main at 0bc70e9,
+	// helm/templates/_controller-args.tpl): every key it renders, at the public defaults.
+	"helm v1.0 every key": {
+		"--leader-elect=true", "--cluster-domain=cluster.local", "--leader-election-namespace=agent-sandbox-system",
+		"--extensions=true", "--enable-tracing=false", "--enable-pprof=false", "--enable-pprof-debug=false",
+		"--pprof-block-profile-rate=1000000", "--pprof-mutex-profile-fraction=10", "--kube-api-qps=-1",
+		"--kube-api-burst=10", "--api-connections=1", "--separate-watch-connection=false",
+		"--sandbox-concurrent-workers=100", "--cache-label-selectors=false", "--disable-sandbox-events=false",
+		"--sandbox-write-behind-window=0s", "--sandbox-claim-concurrent-workers=50",
+		"--sandbox-warm-pool-concurrent-workers=1", "--sandbox-template-concurrent-workers=1",
+		"--sandbox-warm-pool-max-batch-size=300", "--sandbox-warm-pool-replenish-delay=0s",
+		"--sandbox-warm-pool-max-refill-rate=0", "--sandbox-warm-pool-readiness-grace-period=5m",
+		"--sandbox-warm-pool-unschedulable-recheck-interval=1m", "--enable-warm-pool-eviction=true",
+		"--disable-claim-events=false", "--disable-claim-observability-annotations=false",
+	},
 	// cmd/agent-sandbox-controller/main.go: every flag it defines (but --version), at its
 	// default value.
 	"every public flag at its default": {
@@ -134,6 +149,7 @@ func TestPublicFlagsReachTheOperator(t *testing.T) {
 		"--sandbox-warm-pool-unschedulable-recheck-interval=30s", "--sandbox-warm-pool-max-batch-size=12",
 		"--sandbox-warm-pool-max-refill-rate=2.5", "--sandbox-warm-pool-replenish-delay=3s",
 		"--cache-label-selectors", "--webhook-namespace=x", "--sandbox-write-behind-window=1s",
+		"--disable-sandbox-events",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -142,6 +158,7 @@ func TestPublicFlagsReachTheOperator(t *testing.T) {
 	want := operator.DefaultOptions()
 	want.QPS, want.APIConnections, want.SeparateWatchConnection = -1, 3, true
 	want.TemplateWorkers, want.DisableClaimEvents, want.EnableTracing = 2, true, true
+	want.DisableSandboxEvents = true
 	want.EnablePprofDebug, want.PprofBlockProfileRate, want.PprofMutexProfileFraction = true, 5, 7
 	want.CacheLabelSelectors = true
 	want.WarmPool = operator.WarmPoolSettings{

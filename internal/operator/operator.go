@@ -120,20 +120,21 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 		return nil, err
 	}
 	rcfg := reconcilers.Config{
-		Metrics:            metrics,
-		ClusterDomain:      opts.ClusterDomain,
-		SandboxWorkers:     opts.SandboxWorkers,
-		Extensions:         opts.Extensions,
-		ColdStartGrace:     opts.ColdStartGrace,
-		Refill:             opts.Refill,
-		WarmPoolWorkers:    opts.WarmPoolWorkers,
-		TemplateWorkers:    opts.TemplateWorkers,
-		ClaimWorkers:       opts.ClaimWorkers,
-		DisableClaimEvents: opts.DisableClaimEvents,
-		Tracer:             tracer,
-		RefuseRestamp:      opts.RefuseRestamp,
-		SkipNameValidation: opts.SkipNameValidation,
-		Clock:              opts.Clock,
+		Metrics:              metrics,
+		ClusterDomain:        opts.ClusterDomain,
+		SandboxWorkers:       opts.SandboxWorkers,
+		Extensions:           opts.Extensions,
+		ColdStartGrace:       opts.ColdStartGrace,
+		Refill:               opts.Refill,
+		WarmPoolWorkers:      opts.WarmPoolWorkers,
+		TemplateWorkers:      opts.TemplateWorkers,
+		ClaimWorkers:         opts.ClaimWorkers,
+		DisableClaimEvents:   opts.DisableClaimEvents,
+		DisableSandboxEvents: opts.DisableSandboxEvents,
+		Tracer:               tracer,
+		RefuseRestamp:        opts.RefuseRestamp,
+		SkipNameValidation:   opts.SkipNameValidation,
+		Clock:                opts.Clock,
 	}
 	if err := reconcilers.Setup(ctx, mgr, rcfg); err != nil {
 		return nil, err

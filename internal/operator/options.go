@@ -121,8 +121,9 @@ type Options struct {
 	SandboxWorkers, ClaimWorkers, WarmPoolWorkers int
 	// TemplateWorkers is the number of concurrent reconciles of SandboxTemplates.
 	TemplateWorkers int
-	// DisableClaimEvents makes the SandboxClaim controller emit no Kubernetes Events.
-	DisableClaimEvents bool
+	// DisableClaimEvents and DisableSandboxEvents make the SandboxClaim and the Sandbox
+	// controller emit no Kubernetes Events.
+	DisableClaimEvents, DisableSandboxEvents bool
 	// WarmPool holds the public controller's warm pool settings. Validated and carried to
 	// here; the warm pool controller does not act on them yet (docs/flags.md).
 	WarmPool WarmPoolSettings
