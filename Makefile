@@ -25,7 +25,9 @@ GO_TEST_FLAGS ?=
 # with `//go:build integration`: `make test-unit` leaves them out, `make test-integration` runs
 # the packages that have them.
 INTEGRATION_TAG := integration
-INTEGRATION_PKGS = $$(grep -rl --include='*_test.go' --exclude-dir=bin --exclude-dir=.git '^//go:build $(INTEGRATION_TAG)$$' . | xargs -r -n1 dirname | sort -u)
+# Nested modules (their own go.mod: dependencies the operator must not take) test separately.
+NESTED_MODULES := test/sdk test/helm
+INTEGRATION_PKGS = $$(grep -rl --include='*_test.go' --exclude-dir=bin --exclude-dir=.git '^//go:build $(INTEGRATION_TAG)$$' . | xargs -r -n1 dirname | sort -u | grep -v -E '^\./($(subst $(eval) ,|,$(NESTED_MODULES)))(/|$$)')
 ARGS ?=
 
 # Files `make manifests generate` writes; `make test` fails when they are stale.
@@ -69,8 +71,9 @@ verify-fmt: ## Fail when a Go file is not gofmt-formatted.
 	if [ -n "$$files" ]; then echo "not gofmt-formatted (run make fmt):"; echo "$$files"; exit 1; fi
 
 .PHONY: verify-mod
-verify-mod: ## Fail when go.mod or go.sum is not tidy.
+verify-mod: ## Fail when go.mod or go.sum is not tidy (the nested modules' too).
 	@go mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy: run go mod tidy"; go mod tidy -diff; exit 1; }
+	@for m in $(NESTED_MODULES); do (cd $$m && GOWORK=off go mod tidy -diff >/dev/null) || { echo "$$m/go.mod/go.sum are not tidy: run go mod tidy in $$m"; exit 1; }; done
 
 # What the commands under cmd/ may link. cmd/sandgate is the shipped operator: neither package
 # testing nor anything under test/ (so not the local control plane). The development commands
@@ -102,20 +105,22 @@ verify-deps: ## Fail when cmd/ holds a library, cmd/sandgate links testing or te
 	[ "$$failed" = 0 ] && echo "cmd/ holds commands only; cmd/sandgate links neither testing nor test/; the dev commands link no test helper; the Dockerfile copies what cmd/sandgate needs"
 
 .PHONY: vet
-vet: ## Run go vet, on integration test files too.
+vet: ## Run go vet, on integration test files too (the nested modules' too).
 	go vet -tags $(INTEGRATION_TAG) ./...
+	@for m in $(NESTED_MODULES); do echo "(cd $$m && go vet -tags $(INTEGRATION_TAG) ./...)"; (cd $$m && GOWORK=off go vet -tags $(INTEGRATION_TAG) ./...); done
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: tools
-tools: ## Build the local control plane binaries into bin/k8s/<version> and cert-manager's controllers into bin/cert-manager/<version> (cached); print the control plane's dir.
+tools: ## Build the local control plane binaries into bin/k8s/<version>, cert-manager's controllers into bin/cert-manager/<version> and the public sandbox-router into bin/agent-sandbox/<version> (cached); print the control plane's dir.
 	@test/tools/install-cert-manager.sh $(BIN)/cert-manager >/dev/null
+	@test/tools/install-sandbox-router.sh $(BIN)/agent-sandbox >/dev/null
 	@K8S_VERSION=$(K8S_VERSION) test/tools/install-control-plane.sh $(BIN)/k8s
 
 .PHONY: test
-test: verify-generated verify-fmt verify-mod verify-deps vet lint test-unit test-integration ## What CI runs: every check, lint, unit and integration tests.
+test: verify-generated verify-fmt verify-mod verify-deps vet lint test-unit test-integration test-sdk ## What CI runs: every check, lint, unit and integration tests.
 
 .PHONY: test-unit
 test-unit: ## Unit tests: no control plane, no `make tools`, seconds.
@@ -125,6 +130,10 @@ test-unit: ## Unit tests: no control plane, no `make tools`, seconds.
 test-integration: tools ## Integration tests (build tag integration) against local control planes.
 	@echo "KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS)"
 	go test -tags $(INTEGRATION_TAG) -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) $(INTEGRATION_PKGS)
+
+.PHONY: test-sdk
+test-sdk: tools ## The public SDK and sandbox-router against sandgate (test/sdk, own module, own network namespace; needs root).
+	cd test/sdk && GOWORK=off go test -tags $(INTEGRATION_TAG) -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) ./...
 
 ##@ Build and run
 

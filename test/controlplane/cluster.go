@@ -104,6 +104,10 @@ type Options struct {
 	// (how many PVCs can be Bound at once; Released ones are recycled); 0 means
 	// DefaultPersistentVolumes. Without kube-controller-manager there are none.
 	PersistentVolumes int
+	// PodCIDR is the range kwok gives pod IPs from; "" means DefaultPodCIDR. A loopback range
+	// (LoopbackPodCIDR) makes pods reachable on this machine: every 127/8 address is local on
+	// Linux, so a server listening on a pod's IP stands in for its container.
+	PodCIDR string
 	// NoKwok runs no kwok and creates no Nodes; NoScheduler runs no kube-scheduler;
 	// NoControllerManager runs no kube-controller-manager (no garbage collection, no
 	// namespace deletion, no PVC binding then).

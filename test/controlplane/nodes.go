@@ -20,9 +20,13 @@ const (
 	nodeTypeLabel = "type"
 	// nodeNamePrefix names the simulated Nodes kwok-node-0 ... kwok-node-<N-1>.
 	nodeNamePrefix = "kwok-node-"
-	// kwokNodeIP is the InternalIP of every simulated Node; pod IPs come from kwokPodCIDR.
-	kwokNodeIP  = "10.0.0.1"
-	kwokPodCIDR = "10.244.0.0/16"
+	// kwokNodeIP is the InternalIP of every simulated Node; pod IPs come from
+	// Options.PodCIDR, in another range (kwok would give pods the node's IP otherwise).
+	kwokNodeIP = "10.0.0.1"
+	// DefaultPodCIDR is where pod IPs come from unless Options.PodCIDR says otherwise.
+	DefaultPodCIDR = "10.244.0.0/16"
+	// LoopbackPodCIDR gives pods addresses on which this machine can listen.
+	LoopbackPodCIDR = "127.16.0.0/16"
 	// nodesReadyTimeout bounds the wait for kwok to report the Nodes Ready.
 	nodesReadyTimeout = 2 * time.Minute
 )

@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -263,7 +264,7 @@ func (c *Cluster) startKwok(ctx context.Context, opts Options) error {
 		"--config="+stagesPath,
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector="+FakeNodeAnnotation+"=fake",
-		"--cidr="+kwokPodCIDR,
+		"--cidr="+cmp.Or(opts.PodCIDR, DefaultPodCIDR),
 		"--node-ip="+kwokNodeIP,
 		"--node-lease-duration-seconds="+strconv.Itoa(40),
 		"--server-address=127.0.0.1:0",

@@ -1,0 +1,306 @@
+package sdk
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Labels the stand-in reads from a pod when it answers.
+const (
+	labelSandboxNameHash = "agents.x-k8s.io/sandbox-name-hash"
+	labelClaimUID        = "agents.x-k8s.io/claim-uid"
+)
+
+// Reply is what the stand-in puts in an execute call's stdout: which pod answered and which
+// claim that pod carried at the moment it answered. A test compares it with its own claim.
+type Reply struct {
+	Namespace string `json:"namespace"`
+	Pod       string `json:"pod"`
+	PodIP     string `json:"podIP"`
+	ClaimUID  string `json:"claimUID"`
+	Command   string `json:"command"`
+}
+
+// Request is one request the stand-in served, for a test to check afterwards.
+type Request struct {
+	Namespace, Pod, ClaimUID string
+	Method, Path             string
+	// SandboxID is the X-Sandbox-Id header the router passed on: the name it routed by.
+	SandboxID string
+}
+
+// Runtime stands in for the container of every sandbox pod of the local control plane whose
+// IP it can listen on: for each Ready pod labelled agents.x-k8s.io/sandbox-name-hash with an
+// IP in a loopback range, it listens on <pod IP>:Port and answers the runtime endpoints the
+// public SDK calls through the sandbox-router — POST /execute, POST /upload, GET
+// /download/<path>, GET /list/<path>, GET /exists/<path> — with replies that name the pod and
+// the claim UID the pod's labels hold when the request arrives. It executes nothing: execute
+// returns a Reply as JSON in stdout, and files live in memory, per pod.
+type Runtime struct {
+	// Port is the container port the SDK and the router address (X-Sandbox-Port).
+	Port int
+
+	pods cache.SharedIndexInformer
+
+	mu       sync.Mutex
+	servers  map[string]*podServer // by pod UID
+	requests []Request
+}
+
+type podServer struct {
+	ip     string
+	ln     net.Listener
+	srv    *http.Server
+	mu     sync.Mutex
+	files  map[string][]byte
+	uid    string
+	lookup func() (*corev1.Pod, bool)
+}
+
+// StartRuntime starts the stand-in, watching pods through cs, until ctx ends.
+func StartRuntime(ctx context.Context, cs kubernetes.Interface, port int) (*Runtime, error) {
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = labelSandboxNameHash
+	}))
+	r := &Runtime{Port: port, pods: factory.Core().V1().Pods().Informer(), servers: map[string]*podServer{}}
+	if _, err := r.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { r.sync(obj) },
+		UpdateFunc: func(_, obj any) { r.sync(obj) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if pod, ok := obj.(*corev1.Pod); ok {
+				r.stop(string(pod.UID))
+			}
+		},
+	}); err != nil {
+		return nil, err
+	}
+	go r.pods.Run(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), r.pods.HasSynced) {
+		return nil, errors.New("runtime stand-in: pod cache did not sync")
+	}
+	go func() {
+		<-ctx.Done()
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for uid, s := range r.servers {
+			_ = s.srv.Close()
+			delete(r.servers, uid)
+		}
+	}()
+	return r, nil
+}
+
+// Requests returns the requests served so far.
+func (r *Runtime) Requests() []Request {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Request(nil), r.requests...)
+}
+
+// Listening says whether the stand-in serves the pod with this UID.
+func (r *Runtime) Listening(uid string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.servers[uid] != nil
+}
+
+// sync serves a Ready sandbox pod on its IP, and stops serving one that is not Ready.
+func (r *Runtime) sync(obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	uid := string(pod.UID)
+	ip := net.ParseIP(pod.Status.PodIP)
+	if ip == nil || !ip.IsLoopback() || !podReady(pod) || pod.DeletionTimestamp != nil {
+		r.stop(uid)
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s := r.servers[uid]; s != nil && s.ip == pod.Status.PodIP {
+		return
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(r.Port)))
+	if err != nil {
+		// Another pod held this IP and its server has not stopped yet: the next update
+		// of this pod tries again.
+		return
+	}
+	key := pod.Namespace + "/" + pod.Name
+	s := &podServer{ip: pod.Status.PodIP, ln: ln, files: map[string][]byte{}, uid: uid, lookup: func() (*corev1.Pod, bool) {
+		obj, exists, err := r.pods.GetStore().GetByKey(key)
+		if err != nil || !exists {
+			return nil, false
+		}
+		p, ok := obj.(*corev1.Pod)
+		return p, ok && string(p.UID) == uid
+	}}
+	s.srv = &http.Server{Handler: r.handler(s), ReadHeaderTimeout: 10 * time.Second}
+	r.servers[uid] = s
+	go func() { _ = s.srv.Serve(ln) }()
+}
+
+func (r *Runtime) stop(uid string) {
+	r.mu.Lock()
+	s := r.servers[uid]
+	delete(r.servers, uid)
+	r.mu.Unlock()
+	if s != nil {
+		_ = s.srv.Close()
+	}
+}
+
+func podReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// handler answers the runtime endpoints for one pod.
+func (r *Runtime) handler(s *podServer) http.Handler {
+	mux := http.NewServeMux()
+	record := func(req *http.Request) (*corev1.Pod, bool) {
+		pod, ok := s.lookup()
+		if !ok {
+			return nil, false
+		}
+		r.mu.Lock()
+		r.requests = append(r.requests, Request{
+			Namespace: pod.Namespace, Pod: pod.Name, ClaimUID: pod.Labels[labelClaimUID],
+			Method: req.Method, Path: req.URL.Path, SandboxID: req.Header.Get("X-Sandbox-Id"),
+		})
+		r.mu.Unlock()
+		return pod, true
+	}
+	gone := func(w http.ResponseWriter) { http.Error(w, `{"detail":"pod gone"}`, http.StatusGone) }
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("POST /execute", func(w http.ResponseWriter, req *http.Request) {
+		pod, ok := record(req)
+		if !ok {
+			gone(w)
+			return
+		}
+		var in struct {
+			Command string `json:"command"`
+		}
+		if err := json.NewDecoder(io.LimitReader(req.Body, 1<<20)).Decode(&in); err != nil {
+			http.Error(w, `{"detail":"bad request"}`, http.StatusBadRequest)
+			return
+		}
+		out, _ := json.Marshal(Reply{Namespace: pod.Namespace, Pod: pod.Name, PodIP: s.ip, ClaimUID: pod.Labels[labelClaimUID], Command: in.Command})
+		writeJSON(w, map[string]any{"stdout": string(out), "stderr": "", "exit_code": 0})
+	})
+	mux.HandleFunc("POST /upload", func(w http.ResponseWriter, req *http.Request) {
+		if _, ok := record(req); !ok {
+			gone(w)
+			return
+		}
+		f, hdr, err := req.FormFile("file")
+		if err != nil {
+			http.Error(w, `{"detail":"no file"}`, http.StatusBadRequest)
+			return
+		}
+		defer func() { _ = f.Close() }()
+		data, err := io.ReadAll(io.LimitReader(f, 64<<20))
+		if err != nil {
+			http.Error(w, `{"detail":"read failed"}`, http.StatusBadRequest)
+			return
+		}
+		s.mu.Lock()
+		s.files[path.Clean("/"+hdr.Filename)] = data
+		s.mu.Unlock()
+		writeJSON(w, map[string]string{"message": fmt.Sprintf("File '%s' uploaded successfully", hdr.Filename)})
+	})
+	mux.HandleFunc("GET /download/{path...}", func(w http.ResponseWriter, req *http.Request) {
+		if _, ok := record(req); !ok {
+			gone(w)
+			return
+		}
+		s.mu.Lock()
+		data, ok := s.files[path.Clean("/"+req.PathValue("path"))]
+		s.mu.Unlock()
+		if !ok {
+			http.Error(w, `{"detail":"File not found"}`, http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		_, _ = w.Write(data)
+	})
+	mux.HandleFunc("GET /list/{path...}", func(w http.ResponseWriter, req *http.Request) {
+		if _, ok := record(req); !ok {
+			gone(w)
+			return
+		}
+		dir := path.Clean("/" + req.PathValue("path"))
+		type entry struct {
+			Name    string  `json:"name"`
+			Size    int64   `json:"size"`
+			Type    string  `json:"type"`
+			ModTime float64 `json:"mod_time"`
+		}
+		entries := []entry{}
+		s.mu.Lock()
+		for p, data := range s.files {
+			if path.Dir(p) == dir {
+				entries = append(entries, entry{Name: path.Base(p), Size: int64(len(data)), Type: "file"})
+			}
+		}
+		s.mu.Unlock()
+		sort.Slice(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
+		writeJSON(w, entries)
+	})
+	mux.HandleFunc("GET /exists/{path...}", func(w http.ResponseWriter, req *http.Request) {
+		if _, ok := record(req); !ok {
+			gone(w)
+			return
+		}
+		p := path.Clean("/" + req.PathValue("path"))
+		s.mu.Lock()
+		_, ok := s.files[p]
+		if !ok && p == "/" {
+			ok = true
+		}
+		if !ok {
+			for f := range s.files {
+				if strings.HasPrefix(f, p+"/") {
+					ok = true
+					break
+				}
+			}
+		}
+		s.mu.Unlock()
+		writeJSON(w, map[string]any{"path": p, "exists": ok})
+	})
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
