@@ -1,7 +1,10 @@
 package helmchart
 
 import (
+	"bytes"
+	"encoding/json"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -10,6 +13,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/promql/parser"
 	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -171,6 +177,78 @@ func TestMonitoringObjectsRenderOnlyWhenEnabled(t *testing.T) {
 				t.Errorf("objects added (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// The monitoring objects are what the Prometheus Operator's API accepts (no unknown field, as
+// its CRDs' schemas would prune or refuse them) and their expressions and durations parse as
+// Prometheus parses them, in every shape the values give them.
+func TestMonitoringObjectsParseAsPrometheusDoes(t *testing.T) {
+	variants := map[string]struct{ controller, serviceMonitor, prometheusRule map[string]any }{
+		"defaults":   {},
+		"plain http": {controller: map[string]any{"metricsSecure": false}},
+		"authorization and timeout": {serviceMonitor: map[string]any{
+			"authorization": map[string]any{"type": "Bearer", "credentials": map[string]any{"name": "prom", "key": "token"}},
+			"scrapeTimeout": "10s",
+		}},
+		"warm claims":    {prometheusRule: map[string]any{"claimLatencySLO": map[string]any{"launchType": "warm"}}},
+		"no latency SLO": {prometheusRule: map[string]any{"claimLatencySLO": map[string]any{"enabled": false}}},
+	}
+	for name, v := range variants {
+		t.Run(name, func(t *testing.T) {
+			sm, pr := map[string]any{"enabled": true}, map[string]any{"enabled": true}
+			maps.Copy(sm, v.serviceMonitor)
+			maps.Copy(pr, v.prometheusRule)
+			values := map[string]any{"metrics": map[string]any{"serviceMonitor": sm, "prometheusRule": pr}}
+			if v.controller != nil {
+				values["controller"] = v.controller
+			}
+			objs := renderChart(t, values)
+			monitor := &monitoringv1.ServiceMonitor{}
+			strictDecode(t, only(t, objs, "ServiceMonitor"), monitor)
+			for _, ep := range monitor.Spec.Endpoints {
+				for _, d := range []monitoringv1.Duration{ep.Interval, ep.ScrapeTimeout} {
+					if d != "" {
+						if _, err := model.ParseDuration(string(d)); err != nil {
+							t.Errorf("ServiceMonitor endpoint duration %q: %v", d, err)
+						}
+					}
+				}
+			}
+			rule := &monitoringv1.PrometheusRule{}
+			strictDecode(t, only(t, objs, "PrometheusRule"), rule)
+			alerts := 0
+			for _, g := range rule.Spec.Groups {
+				for _, r := range g.Rules {
+					alerts++
+					if _, err := parser.NewParser(parser.Options{}).ParseExpr(r.Expr.String()); err != nil {
+						t.Errorf("alert %s: expr %q does not parse: %v", r.Alert, r.Expr.String(), err)
+					}
+					if r.For != nil {
+						if _, err := model.ParseDuration(string(*r.For)); err != nil {
+							t.Errorf("alert %s: for %q: %v", r.Alert, *r.For, err)
+						}
+					}
+				}
+			}
+			if alerts < 2 {
+				t.Errorf("%d alerts, want at least the webhook alerts", alerts)
+			}
+		})
+	}
+}
+
+// strictDecode decodes o into typed, failing on a field the type lacks.
+func strictDecode(t *testing.T, o *unstructured.Unstructured, typed any) {
+	t.Helper()
+	raw, err := o.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(typed); err != nil {
+		t.Errorf("%s is not a valid %T: %v", Key(o), typed, err)
 	}
 }
 
