@@ -120,7 +120,7 @@ tools: ## Build the local control plane binaries into bin/k8s/<version>, cert-ma
 	@K8S_VERSION=$(K8S_VERSION) test/tools/install-control-plane.sh $(BIN)/k8s
 
 .PHONY: test
-test: verify-generated verify-fmt verify-mod verify-deps vet lint test-unit test-integration test-sdk ## What CI runs: every check, lint, unit and integration tests.
+test: verify-generated verify-fmt verify-mod verify-deps vet lint test-unit test-integration test-sdk test-helm ## What CI runs: every check, lint, unit and integration tests.
 
 .PHONY: test-unit
 test-unit: ## Unit tests: no control plane, no `make tools`, seconds.
@@ -134,6 +134,10 @@ test-integration: tools ## Integration tests (build tag integration) against loc
 .PHONY: test-sdk
 test-sdk: tools ## The public SDK and sandbox-router against sandgate (test/sdk, own module, own network namespace; needs root).
 	cd test/sdk && GOWORK=off go test -tags $(INTEGRATION_TAG) -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) ./...
+
+.PHONY: test-helm
+test-helm: tools ## The Helm chart (config/helm/sandgate): rendered with Helm's library and compared with config/default, then installed on a local control plane (test/helm, own module).
+	cd test/helm && GOWORK=off go test -tags $(INTEGRATION_TAG) -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) ./...
 
 ##@ Build and run
 

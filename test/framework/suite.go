@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"go.uber.org/zap/zapcore"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -34,6 +35,9 @@ const StartTimeout = 3 * time.Minute
 // SANDGATE_TEST_LOG=<file> writes the controllers' logs (verbosity 1) of the suite's managers
 // there.
 func RunSuite(m *testing.M, opts controlplane.Options, use func(*Cluster)) int {
+	// Without a log file the controllers' logs go nowhere (and controller-runtime does not
+	// complain, with a stack trace, that no logger was set).
+	ctrl.SetLogger(logr.Discard())
 	if path := os.Getenv("SANDGATE_TEST_LOG"); path != "" {
 		f, err := os.Create(path)
 		if err != nil {

@@ -28,7 +28,12 @@ func InOwnNetworkNamespace() (code int, reexeced bool) {
 		script = append(script, "ip route add unreachable "+ns+"/32")
 	}
 	script = append(script, `exec "$@"`)
-	args := append([]string{"--net", "--", "sh", "-c", strings.Join(script, "; "), "sh", "/proc/self/exe"}, os.Args[1:]...)
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "finding the test binary: %v\n", err)
+		return 1, true
+	}
+	args := append([]string{"--net", "--", "sh", "-c", strings.Join(script, "; "), "sh", self}, os.Args[1:]...)
 	cmd := exec.Command("unshare", args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(os.Environ(), netnsEnv+"=1")

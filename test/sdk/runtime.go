@@ -180,13 +180,18 @@ func podReady(pod *corev1.Pod) bool {
 	return false
 }
 
-// handler answers the runtime endpoints for one pod.
+// handler answers the runtime endpoints for one pod. It routes on the raw path itself: a
+// ServeMux would answer the SDK's "/list/." with a redirect to the cleaned path.
 func (r *Runtime) handler(s *podServer) http.Handler {
-	mux := http.NewServeMux()
-	record := func(req *http.Request) (*corev1.Pod, bool) {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method == http.MethodGet && req.URL.Path == "/" {
+			writeJSON(w, map[string]string{"status": "ok"})
+			return
+		}
 		pod, ok := s.lookup()
 		if !ok {
-			return nil, false
+			http.Error(w, `{"detail":"pod gone"}`, http.StatusGone)
+			return
 		}
 		r.mu.Lock()
 		r.requests = append(r.requests, Request{
@@ -194,110 +199,94 @@ func (r *Runtime) handler(s *podServer) http.Handler {
 			Method: req.Method, Path: req.URL.Path, SandboxID: req.Header.Get("X-Sandbox-Id"),
 		})
 		r.mu.Unlock()
-		return pod, true
+		endpoint, rest, _ := strings.Cut(strings.TrimPrefix(req.URL.Path, "/"), "/")
+		file := path.Clean("/" + rest)
+		switch {
+		case req.Method == http.MethodPost && endpoint == "execute" && rest == "":
+			s.execute(w, req, pod)
+		case req.Method == http.MethodPost && endpoint == "upload" && rest == "":
+			s.upload(w, req)
+		case req.Method == http.MethodGet && endpoint == "download":
+			s.download(w, file)
+		case req.Method == http.MethodGet && endpoint == "list":
+			s.list(w, file)
+		case req.Method == http.MethodGet && endpoint == "exists":
+			s.exists(w, file)
+		default:
+			http.Error(w, `{"detail":"Not Found"}`, http.StatusNotFound)
+		}
+	})
+}
+
+func (s *podServer) execute(w http.ResponseWriter, req *http.Request, pod *corev1.Pod) {
+	var in struct {
+		Command string `json:"command"`
 	}
-	gone := func(w http.ResponseWriter) { http.Error(w, `{"detail":"pod gone"}`, http.StatusGone) }
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, map[string]string{"status": "ok"})
-	})
-	mux.HandleFunc("POST /execute", func(w http.ResponseWriter, req *http.Request) {
-		pod, ok := record(req)
-		if !ok {
-			gone(w)
-			return
+	if err := json.NewDecoder(io.LimitReader(req.Body, 1<<20)).Decode(&in); err != nil {
+		http.Error(w, `{"detail":"bad request"}`, http.StatusBadRequest)
+		return
+	}
+	out, _ := json.Marshal(Reply{Namespace: pod.Namespace, Pod: pod.Name, PodIP: s.ip, ClaimUID: pod.Labels[labelClaimUID], Command: in.Command})
+	writeJSON(w, map[string]any{"stdout": string(out), "stderr": "", "exit_code": 0})
+}
+
+func (s *podServer) upload(w http.ResponseWriter, req *http.Request) {
+	f, hdr, err := req.FormFile("file")
+	if err != nil {
+		http.Error(w, `{"detail":"no file"}`, http.StatusBadRequest)
+		return
+	}
+	defer func() { _ = f.Close() }()
+	data, err := io.ReadAll(io.LimitReader(f, 64<<20))
+	if err != nil {
+		http.Error(w, `{"detail":"read failed"}`, http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	s.files[path.Clean("/"+hdr.Filename)] = data
+	s.mu.Unlock()
+	writeJSON(w, map[string]string{"message": fmt.Sprintf("File '%s' uploaded successfully", hdr.Filename)})
+}
+
+func (s *podServer) download(w http.ResponseWriter, file string) {
+	s.mu.Lock()
+	data, ok := s.files[file]
+	s.mu.Unlock()
+	if !ok {
+		http.Error(w, `{"detail":"File not found"}`, http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	_, _ = w.Write(data)
+}
+
+func (s *podServer) list(w http.ResponseWriter, dir string) {
+	type entry struct {
+		Name    string  `json:"name"`
+		Size    int64   `json:"size"`
+		Type    string  `json:"type"`
+		ModTime float64 `json:"mod_time"`
+	}
+	entries := []entry{}
+	s.mu.Lock()
+	for p, data := range s.files {
+		if path.Dir(p) == dir {
+			entries = append(entries, entry{Name: path.Base(p), Size: int64(len(data)), Type: "file"})
 		}
-		var in struct {
-			Command string `json:"command"`
-		}
-		if err := json.NewDecoder(io.LimitReader(req.Body, 1<<20)).Decode(&in); err != nil {
-			http.Error(w, `{"detail":"bad request"}`, http.StatusBadRequest)
-			return
-		}
-		out, _ := json.Marshal(Reply{Namespace: pod.Namespace, Pod: pod.Name, PodIP: s.ip, ClaimUID: pod.Labels[labelClaimUID], Command: in.Command})
-		writeJSON(w, map[string]any{"stdout": string(out), "stderr": "", "exit_code": 0})
-	})
-	mux.HandleFunc("POST /upload", func(w http.ResponseWriter, req *http.Request) {
-		if _, ok := record(req); !ok {
-			gone(w)
-			return
-		}
-		f, hdr, err := req.FormFile("file")
-		if err != nil {
-			http.Error(w, `{"detail":"no file"}`, http.StatusBadRequest)
-			return
-		}
-		defer func() { _ = f.Close() }()
-		data, err := io.ReadAll(io.LimitReader(f, 64<<20))
-		if err != nil {
-			http.Error(w, `{"detail":"read failed"}`, http.StatusBadRequest)
-			return
-		}
-		s.mu.Lock()
-		s.files[path.Clean("/"+hdr.Filename)] = data
-		s.mu.Unlock()
-		writeJSON(w, map[string]string{"message": fmt.Sprintf("File '%s' uploaded successfully", hdr.Filename)})
-	})
-	mux.HandleFunc("GET /download/{path...}", func(w http.ResponseWriter, req *http.Request) {
-		if _, ok := record(req); !ok {
-			gone(w)
-			return
-		}
-		s.mu.Lock()
-		data, ok := s.files[path.Clean("/"+req.PathValue("path"))]
-		s.mu.Unlock()
-		if !ok {
-			http.Error(w, `{"detail":"File not found"}`, http.StatusNotFound)
-			return
-		}
-		w.Header().Set("Content-Type", "application/octet-stream")
-		_, _ = w.Write(data)
-	})
-	mux.HandleFunc("GET /list/{path...}", func(w http.ResponseWriter, req *http.Request) {
-		if _, ok := record(req); !ok {
-			gone(w)
-			return
-		}
-		dir := path.Clean("/" + req.PathValue("path"))
-		type entry struct {
-			Name    string  `json:"name"`
-			Size    int64   `json:"size"`
-			Type    string  `json:"type"`
-			ModTime float64 `json:"mod_time"`
-		}
-		entries := []entry{}
-		s.mu.Lock()
-		for p, data := range s.files {
-			if path.Dir(p) == dir {
-				entries = append(entries, entry{Name: path.Base(p), Size: int64(len(data)), Type: "file"})
-			}
-		}
-		s.mu.Unlock()
-		sort.Slice(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
-		writeJSON(w, entries)
-	})
-	mux.HandleFunc("GET /exists/{path...}", func(w http.ResponseWriter, req *http.Request) {
-		if _, ok := record(req); !ok {
-			gone(w)
-			return
-		}
-		p := path.Clean("/" + req.PathValue("path"))
-		s.mu.Lock()
-		_, ok := s.files[p]
-		if !ok && p == "/" {
-			ok = true
-		}
-		if !ok {
-			for f := range s.files {
-				if strings.HasPrefix(f, p+"/") {
-					ok = true
-					break
-				}
-			}
-		}
-		s.mu.Unlock()
-		writeJSON(w, map[string]any{"path": p, "exists": ok})
-	})
-	return mux
+	}
+	s.mu.Unlock()
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
+	writeJSON(w, entries)
+}
+
+func (s *podServer) exists(w http.ResponseWriter, p string) {
+	s.mu.Lock()
+	_, ok := s.files[p]
+	for f := range s.files {
+		ok = ok || p == "/" || strings.HasPrefix(f, p+"/")
+	}
+	s.mu.Unlock()
+	writeJSON(w, map[string]any{"path": p, "exists": ok})
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

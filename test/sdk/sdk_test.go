@@ -14,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	oteltrace "go.opentelemetry.io/otel/trace"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/agent-sandbox/clients/go/sandbox"
 	"sigs.k8s.io/agent-sandbox/sandbox-router/authz"
@@ -23,6 +25,8 @@ import (
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/internal/operator"
+	"github.com/sandgate-dev/sandgate/reconcilers"
 	"github.com/sandgate-dev/sandgate/test/builders"
 	"github.com/sandgate-dev/sandgate/test/framework"
 )
@@ -38,7 +42,12 @@ const (
 // public router on each, and deletes them. Each reply comes from the claim's own pod. The
 // claims carry what the SDK sends: its first-request time and, under a span, its trace.
 func TestSDKWarmAndCold(t *testing.T) {
-	e := setup(t, allowAll)
+	operatorSpans := tracetest.NewSpanRecorder()
+	registry := prometheus.NewRegistry()
+	e := setupWith(t, allowAll, func(o *operator.Options) {
+		o.TracerProvider = trace.NewTracerProvider(trace.WithSpanProcessor(operatorSpans))
+		o.MetricsRegistry = registry
+	})
 	e.pool("warm", 2)
 	e.create(builders.MakeTemplate("cold", e.ns).Obj())
 	e.create(builders.MakePool("cold", e.ns, "cold").Replicas(0).Obj())
@@ -53,16 +62,21 @@ func TestSDKWarmAndCold(t *testing.T) {
 
 	for _, tc := range []struct{ pool, launch string }{{"warm", agentsv1beta1.LaunchTypeWarm}, {"cold", agentsv1beta1.LaunchTypeCold}} {
 		t.Run(tc.pool, func(t *testing.T) {
+			e := e.sub(t)
 			ctx, span := tp.Tracer("sdk-test").Start(context.Background(), "agent-task")
 			defer span.End()
 			sb, err := sdk.CreateSandbox(ctx, tc.pool, e.ns)
 			if err != nil {
 				t.Fatalf("CreateSandbox from pool %s: %v", tc.pool, err)
 			}
-			claim := e.claimOf(sb)
-			if !ready(claim.Status.Conditions) {
-				t.Errorf("CreateSandbox returned before the claim was Ready: %+v", claim.Status.Conditions)
-			}
+			podName, sandboxName := sb.PodName(), sb.SandboxName()
+			// CreateSandbox waits for the Sandbox's Ready; a cold claim reports Ready right
+			// after its Sandbox does.
+			var claim *extv1beta1.SandboxClaim
+			e.poll(10*time.Second, func() (bool, error) {
+				claim = e.claimOf(sb)
+				return ready(claim.Status.Conditions), nil
+			})
 			if at, err := time.Parse(time.RFC3339Nano, claim.Annotations[annotationClientFirstRequestedAt]); err != nil || at.After(claim.CreationTimestamp.Add(time.Second)) {
 				t.Errorf("claim annotation %s = %q: want the SDK's request time", annotationClientFirstRequestedAt, claim.Annotations[annotationClientFirstRequestedAt])
 			}
@@ -77,12 +91,28 @@ func TestSDKWarmAndCold(t *testing.T) {
 				t.Errorf("Sandbox %s launch type %q, want %q", got.Name, got.Labels[agentsv1beta1.LabelLaunchType], tc.launch)
 			}
 
+			if tc.pool == "warm" {
+				checkTrace(t, span, spans, operatorSpans)
+			}
+			// Observed when the claim is reported Ready, which for a cold start may follow
+			// the Sandbox's Ready that CreateSandbox waited for.
+			var n uint64
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				if n = clientLatencyCount(t, registry, tc.launch); n > 0 || time.Now().After(deadline) {
+					break
+				}
+			}
+			if n != 1 {
+				t.Errorf("%s{launch_type=%q} counts %d claims, want 1: the SDK's client-first-requested-at was not used",
+					reconcilers.MetricClientClaimStartupLatency, tc.launch, n)
+			}
+
 			reply, err := run(ctx, sb)
 			if err != nil {
 				t.Fatalf("Run: %v", err)
 			}
-			if reply.ClaimUID != string(claim.UID) || reply.Pod != sb.PodName() || reply.Namespace != e.ns {
-				t.Errorf("Run reached %+v, want pod %s of claim %s", reply, sb.PodName(), claim.UID)
+			if reply.ClaimUID != string(claim.UID) || reply.Pod != podName || reply.Namespace != e.ns {
+				t.Errorf("Run reached %+v, want pod %s of claim %s", reply, podName, claim.UID)
 			}
 
 			data := []byte("written by " + t.Name())
@@ -104,17 +134,18 @@ func TestSDKWarmAndCold(t *testing.T) {
 				t.Errorf("Exists(missing.txt) = %v, %v; want false", ok, err)
 			}
 			for _, r := range e.runtime.Requests() {
-				if r.SandboxID == sb.SandboxName() && (r.Pod != sb.PodName() || r.ClaimUID != string(claim.UID)) {
+				if r.SandboxID == sb.SandboxName() && (r.Pod != podName || r.ClaimUID != string(claim.UID)) {
 					t.Errorf("a request for %s reached pod %s (claim %q)", sb.SandboxName(), r.Pod, r.ClaimUID)
 				}
 			}
 
-			podUID := podUIDOf(t, e, sb.PodName())
+			podUID := podUIDOf(t, e, podName)
 			if err := sdk.DeleteSandbox(ctx, sb.ClaimName(), e.ns); err != nil {
 				t.Fatalf("DeleteSandbox: %v", err)
 			}
+			// The claim is gone; its Sandbox and pod follow, and the stand-in stops serving it.
 			e.poll(framework.Timeout, func() (bool, error) {
-				err := e.admin.Get(ctx, clientKey(e.ns, sb.SandboxName()), &agentsv1beta1.Sandbox{})
+				err := e.admin.Get(ctx, clientKey(e.ns, sandboxName), &agentsv1beta1.Sandbox{})
 				return client.IgnoreNotFound(err) == nil && err != nil && !e.runtime.Listening(podUID), client.IgnoreNotFound(err)
 			})
 		})
@@ -147,6 +178,16 @@ func TestSDKBurst(t *testing.T) {
 			results := make([]result, n)
 			var wg sync.WaitGroup
 			start := make(chan struct{})
+			// Each goroutine is a client of its own, as 100 agents are: its own SDK client,
+			// Kubernetes connection and client-side rate limit.
+			tenantCfg, err := cluster.UserConfig("tenant", "system:authenticated")
+			if err != nil {
+				t.Fatal(err)
+			}
+			clients := make([]*sandbox.Client, n)
+			for i := range clients {
+				clients[i] = e.newSDK(tenantCfg, mode.mode)
+			}
 			for i := range n {
 				wg.Add(1)
 				go func() {
@@ -155,12 +196,13 @@ func TestSDKBurst(t *testing.T) {
 					ctx, cancel := context.WithTimeout(context.Background(), 2*framework.Timeout)
 					defer cancel()
 					t0 := time.Now()
-					sb, err := e.sdk.CreateSandbox(ctx, "pool", e.ns)
+					sb, err := clients[i].CreateSandbox(ctx, "pool", e.ns)
 					if err != nil {
 						results[i].err = fmt.Errorf("CreateSandbox: %w", err)
 						return
 					}
 					results[i].claim, results[i].sandbox = sb.ClaimName(), sb.SandboxName()
+
 					reply, err := run(ctx, sb)
 					results[i].took, results[i].reply, results[i].err = time.Since(t0), reply, err
 				}()
@@ -342,4 +384,95 @@ func podUIDOf(t *testing.T, e *env, name string) string {
 		t.Fatal(err)
 	}
 	return string(pod.UID)
+}
+
+// checkTrace: the operator continued the SDK's trace. Its spans for the claim's admission,
+// bind and Ready are in the SDK's trace, each parented to a span of that trace (the SDK's or
+// the operator's own), and the claim's admission hangs off the SDK's span that created the
+// claim. The tree is logged, as the note shows it.
+func checkTrace(t *testing.T, root oteltrace.Span, sdkSpans, opSpans *tracetest.SpanRecorder) {
+	t.Helper()
+	traceID := root.SpanContext().TraceID().String()
+	// span ID → "service/name"; root is the test's own span, under which the SDK is called
+	names := map[string]string{root.SpanContext().SpanID().String(): "test/agent-task"}
+	var all []trace.ReadOnlySpan
+	for _, s := range sdkSpans.Ended() {
+		if s.SpanContext().TraceID().String() == traceID {
+			names[s.SpanContext().SpanID().String()] = "sdk/" + s.Name()
+			all = append(all, s)
+		}
+	}
+	// The Ready span ends with the status write, which CreateSandbox waited for; the
+	// operator's spans are recorded when they end.
+	deadline := time.Now().Add(5 * time.Second)
+	var mine []trace.ReadOnlySpan
+	for {
+		mine = mine[:0]
+		for _, s := range opSpans.Ended() {
+			if s.SpanContext().TraceID().String() == traceID {
+				mine = append(mine, s)
+			}
+		}
+		if len(mine) >= 3 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, s := range mine {
+		names[s.SpanContext().SpanID().String()] = "sandgate/" + s.Name()
+		all = append(all, s)
+	}
+	seen := map[string]bool{}
+	var tree []string
+	for _, s := range all {
+		parent := "(root)"
+		if s.Parent().IsValid() {
+			parent = names[s.Parent().SpanID().String()]
+			if parent == "" {
+				parent = "(open " + s.Parent().SpanID().String() + ")" // the SDK's lifecycle span, open while the sandbox is
+			}
+		}
+		name := names[s.SpanContext().SpanID().String()]
+		tree = append(tree, fmt.Sprintf("%s ← %s", name, parent))
+		if strings.HasPrefix(name, "sandgate/") {
+			seen[s.Name()] = true
+			if strings.HasPrefix(parent, "(") {
+				t.Errorf("operator span %s has no parent in the SDK's trace (%s)", name, parent)
+			}
+			if s.Name() == "sandgate.admission.claim" && parent != "sdk/sandbox-client.create_claim" {
+				t.Errorf("the claim's admission span is a child of %s, want the SDK's create_claim span", parent)
+			}
+		}
+	}
+	slices.Sort(tree)
+	t.Logf("trace %s, span ← parent:\n  %s", traceID, strings.Join(tree, "\n  "))
+	for _, want := range []string{"sandgate.admission.claim", "sandgate.claim.bind", "sandgate.claim.ready"} {
+		if !seen[want] {
+			t.Errorf("no %s span in the SDK's trace", want)
+		}
+	}
+}
+
+// clientLatencyCount is how many claims of launch type the operator's client-side startup
+// histogram (fed by the SDK's client-first-requested-at annotation) has observed.
+func clientLatencyCount(t *testing.T, g prometheus.Gatherer, launch string) uint64 {
+	t.Helper()
+	families, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, f := range families {
+		if f.GetName() != reconcilers.MetricClientClaimStartupLatency {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "launch_type" && l.GetValue() == launch {
+					n += m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	return n
 }

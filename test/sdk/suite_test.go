@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -34,6 +33,7 @@ import (
 	"github.com/sandgate-dev/sandgate/api"
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/internal/operator"
 	"github.com/sandgate-dev/sandgate/test/builders"
 	"github.com/sandgate-dev/sandgate/test/controlplane"
 	"github.com/sandgate-dev/sandgate/test/framework"
@@ -66,7 +66,6 @@ type env struct {
 	tenant  client.WithWatch
 	runtime *Runtime
 	router  *Router
-	sdk     *sandbox.Client
 	secret  []byte // the router's scoped-token secret, when it runs in that mode
 }
 
@@ -79,10 +78,23 @@ const (
 
 func (e *env) ctx() context.Context { return context.Background() }
 
+// sub is e for a subtest: its failures end the subtest, not the parent.
+func (e *env) sub(t *testing.T) *env {
+	c := *e
+	c.t = t
+	return &c
+}
+
 // setup starts sandgate (production wiring, webhooks on) for a new namespace, the runtime
-// stand-in, the router in mode and an SDK client acting as a tenant bound to the shipped
-// sandbox-tenant-role.
+// stand-in, the router in mode and a tenant bound to the shipped sandbox-tenant-role, as
+// whom the SDK clients act.
 func setup(t *testing.T, mode routerMode) *env {
+	t.Helper()
+	return setupWith(t, mode, nil)
+}
+
+// setupWith is setup with the operator's options changed by configure (nil: none).
+func setupWith(t *testing.T, mode routerMode, configure func(*operator.Options)) *env {
 	t.Helper()
 	ns := framework.NamespaceName(t)
 	admin, err := client.New(cluster.Config, client.Options{Scheme: api.NewScheme()})
@@ -90,7 +102,7 @@ func setup(t *testing.T, mode routerMode) *env {
 		t.Fatal(err)
 	}
 	framework.CreateNamespace(t, admin, ns)
-	cluster.StartManager(t, framework.ManagerOptions{Namespaces: []string{ns}, Extensions: true, Webhooks: true})
+	cluster.StartManager(t, framework.ManagerOptions{Namespaces: []string{ns}, Extensions: true, Webhooks: true, Configure: configure})
 	e := &env{t: t, ns: ns, admin: admin}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -137,7 +149,6 @@ func setup(t *testing.T, mode routerMode) *env {
 	if e.tenant, err = client.NewWithWatch(tenantCfg, client.Options{Scheme: api.NewScheme()}); err != nil {
 		t.Fatal(err)
 	}
-	e.sdk = e.newSDK(tenantCfg, mode)
 	return e
 }
 
@@ -308,23 +319,23 @@ func routerBinary(t *testing.T) string {
 
 func moduleVersion(t *testing.T, path string) string {
 	t.Helper()
-	info, ok := debug.ReadBuildInfo()
-	if ok {
-		for _, d := range info.Deps {
-			if d.Path == path {
-				return d.Version
-			}
-		}
-	}
-	t.Fatalf("%s is not a dependency of this test binary", path)
-	return ""
+	return goListModule(t, path, "{{.Version}}")
 }
 
 func moduleDir(t *testing.T, path string) string {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", path).Output()
+	return goListModule(t, path, "{{.Dir}}")
+}
+
+// goListModule asks the go command about a module this suite's go.mod requires (a test
+// binary's build information lists no dependencies).
+func goListModule(t *testing.T, path, format string) string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-m", "-f", format, path)
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly")
+	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("locating module %s: %v", path, err)
+		t.Fatalf("go list -m %s: %v", path, err)
 	}
 	return strings.TrimSpace(string(out))
 }
