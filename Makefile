@@ -110,8 +110,9 @@ vet: ## Run go vet, on integration test files too (the nested modules' too).
 	@for m in $(NESTED_MODULES); do echo "(cd $$m && go vet -tags $(INTEGRATION_TAG) ./...)"; (cd $$m && GOWORK=off go vet -tags $(INTEGRATION_TAG) ./...); done
 
 .PHONY: lint
-lint: $(GOLANGCI_LINT) ## Run golangci-lint.
+lint: $(GOLANGCI_LINT) ## Run golangci-lint (on the nested modules too).
 	$(GOLANGCI_LINT) run ./...
+	@for m in $(NESTED_MODULES); do echo "(cd $$m && golangci-lint run ./...)"; (cd $$m && GOWORK=off $(GOLANGCI_LINT) run --config $(CURDIR)/.golangci.yml ./...); done
 
 .PHONY: tools
 tools: ## Build the local control plane binaries into bin/k8s/<version>, cert-manager's controllers into bin/cert-manager/<version> and the public sandbox-router into bin/agent-sandbox/<version> (cached); print the control plane's dir.
