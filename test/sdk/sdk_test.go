@@ -233,6 +233,16 @@ func TestSDKBurst(t *testing.T) {
 			slices.Sort(took)
 			t.Logf("%s: %d of %d SDK clients reached their own sandbox; CreateSandbox → first reply p50 %s, p99 %s, max %s",
 				mode.name, len(took), n, percentile(took, 50).Round(time.Millisecond), percentile(took, 99).Round(time.Millisecond), percentile(took, 100).Round(time.Millisecond))
+			// No SDK retry either: the stand-in saw exactly one execute per claim.
+			executes := 0
+			for _, r := range e.runtime.Requests() {
+				if r.Path == "/execute" {
+					executes++
+				}
+			}
+			if executes != n {
+				t.Errorf("the sandboxes served %d execute requests, want %d: one per client, none retried", executes, n)
+			}
 			for _, m := range []struct{ name, label string }{
 				{"sandbox_router_requests_total", "code=502"},
 				{"sandbox_router_upstream_retries_total", ""},
