@@ -40,6 +40,30 @@ var sandboxLabelsOnPod = []string{
 	agentsv1beta1.LabelCreatedBy,
 }
 
+// AnnotationSafeToEvict tells the cluster autoscaler whether it may evict a pod to scale a
+// node down. The pods of idle warm pool members carry "true", as the public controller has it
+// (--enable-warm-pool-eviction, on by default): they hold nothing yet and are replaced. A
+// claimed member's pod loses it in the pod write that makes it look bound (report), so that
+// the autoscaler leaves the pod of a claim alone.
+//
+// The pool marks each member it creates with the annotation on the Sandbox's metadata (the
+// public controller writes it into the member's podTemplate, which here would change the
+// blueprint the member's hash and the binding guard vouch for); the pod carries it while the
+// Sandbox is an unbound member so marked (evictionMarked). A template that sets the
+// annotation itself decides for its pods, idle or claimed: its members are not marked.
+const AnnotationSafeToEvict = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+
+// evictionMarked reports whether sb's pod carries AnnotationSafeToEvict "true" for the pool:
+// sb is a pool member the pool marked, bound to no claim, whose template does not say.
+func evictionMarked(sb *agentsv1beta1.Sandbox) bool {
+	if sb.Annotations[AnnotationSafeToEvict] != "true" || sb.Labels[agentsv1beta1.LabelClaimUID] != "" ||
+		policy.ControllerOf(sb, policy.PoolKind) == nil {
+		return false
+	}
+	_, own := sb.Spec.PodTemplate.ObjectMeta.Annotations[AnnotationSafeToEvict]
+	return !own
+}
+
 // ownedPods lists the pods controlled by sb, from the cache index.
 func (r *sandboxReconciler) ownedPods(ctx context.Context, sb *agentsv1beta1.Sandbox) ([]corev1.Pod, error) {
 	var pods corev1.PodList
@@ -230,14 +254,18 @@ type propagatedKeys struct {
 }
 
 // desiredPodMetadata is what the pod's metadata must hold: the podTemplate's labels and
-// annotations without reserved keys, the identity labels (the Sandbox's UID, which its
-// Service and status.selector select on; the template's, from the spec the operator built),
-// the public name hash, and the Sandbox labels pods carry. keys is the encoded propagatedKeys
-// of the template's part.
+// annotations without reserved keys, the pool's eviction mark (evictionMarked), the identity
+// labels (the Sandbox's UID, which its Service and status.selector select on; the template's,
+// from the spec the operator built), the public name hash, and the Sandbox labels pods carry.
+// keys is the encoded propagatedKeys of the template's part and the mark.
 func desiredPodMetadata(sb *agentsv1beta1.Sandbox) (labels, annotations map[string]string, keys string) {
 	var pk propagatedKeys
 	labels = policy.PodMetadataFromTemplate(sb.Spec.PodTemplate.ObjectMeta.Labels)
 	annotations = policy.PodMetadataFromTemplate(sb.Spec.PodTemplate.ObjectMeta.Annotations)
+	if evictionMarked(sb) {
+		// Recorded with the template's keys, so that the pod loses it with the mark.
+		annotations[AnnotationSafeToEvict] = "true"
+	}
 	pk.Labels = slices.Sorted(maps.Keys(labels))
 	pk.Annotations = slices.Sorted(maps.Keys(annotations))
 	for _, k := range sandboxLabelsOnPod {

@@ -159,3 +159,54 @@ func TestServicePorts(t *testing.T) {
 		t.Errorf("ports (-want +got):\n%s", diff)
 	}
 }
+
+// An idle member the pool marked has a pod the autoscaler may evict; the claim's pod write
+// removes the mark; a template that says itself keeps its value, and a Sandbox that is no
+// pool member is never marked.
+func TestPoolEvictionMark(t *testing.T) {
+	marked := func(mutate ...func(*agentsv1beta1.Sandbox)) *agentsv1beta1.Sandbox {
+		sb := poolMember("m", "h1", true, "1")
+		sb.Annotations = map[string]string{AnnotationSafeToEvict: "true"}
+		for _, f := range mutate {
+			f(sb)
+		}
+		return sb
+	}
+	tests := map[string]struct {
+		sb   *agentsv1beta1.Sandbox
+		want string // the pod's annotation; "" for none
+	}{
+		"an idle marked member's pod is evictable": {sb: marked(), want: "true"},
+		"an unmarked member's pod is not":          {sb: poolMember("m", "h1", true, "1")},
+		"a bound member's pod is not": {sb: marked(func(sb *agentsv1beta1.Sandbox) {
+			sb.Labels[agentsv1beta1.LabelClaimUID] = "claim"
+		})},
+		"a Sandbox no pool controls is not": {sb: marked(func(sb *agentsv1beta1.Sandbox) { sb.OwnerReferences = nil })},
+		"the template's own value wins": {sb: marked(func(sb *agentsv1beta1.Sandbox) {
+			sb.Spec.PodTemplate.ObjectMeta.Annotations = map[string]string{AnnotationSafeToEvict: "false"}
+		}), want: "false"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := desiredPod(tc.sb, nil).Annotations[AnnotationSafeToEvict]; got != tc.want {
+				t.Errorf("pod annotation %s = %q, want %q", AnnotationSafeToEvict, got, tc.want)
+			}
+		})
+	}
+
+	// Claimed: the pod built for the idle member loses the mark in the claim's pod patch.
+	idle := marked()
+	pod := podOf(idle)
+	bound := marked(func(sb *agentsv1beta1.Sandbox) {
+		sb.Labels[agentsv1beta1.LabelClaimUID] = "claim"
+		delete(sb.Labels, agentsv1beta1.LabelWarmPoolSandbox)
+		delete(sb.Annotations, AnnotationSafeToEvict)
+	})
+	p := podMetadataPatch(bound, pod)
+	if v, ok := p.Annotations[AnnotationSafeToEvict]; !ok || v != nil {
+		t.Errorf("claim's pod patch %+v does not remove %s", p.Annotations, AnnotationSafeToEvict)
+	}
+	if p.Labels[agentsv1beta1.LabelClaimUID] == nil {
+		t.Errorf("claim's pod patch %+v lacks the claim label: the mark must ride in the same patch", p.Labels)
+	}
+}

@@ -84,7 +84,11 @@ func (r *claimReconciler) serve(ctx context.Context, s *claimStep) (ctrl.Result,
 	}
 	// What admission checked, again: a claim admitted before a rule existed, or while the
 	// template was missing, is not served against the rules.
-	if errs := policy.ValidateClaimPodMetadata(&claim.Spec.AdditionalPodMetadata, field.NewPath("spec", "additionalPodMetadata")); len(errs) > 0 {
+	// The label allowlist is the one in effect now, as the public controller checks it.
+	mdPath := field.NewPath("spec", "additionalPodMetadata")
+	errs := policy.ValidateClaimPodMetadata(&claim.Spec.AdditionalPodMetadata, mdPath)
+	errs = append(errs, policy.ValidateClaimLabelDomains(claim.Spec.AdditionalPodMetadata.Labels, mdPath.Child("labels"), r.LabelDomains.Get())...)
+	if len(errs) > 0 {
 		r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonInvalidMetadata, errs.ToAggregate().Error())
 		return ctrl.Result{}, nil
 	}
@@ -391,6 +395,10 @@ func bindPatch(claim *extv1beta1.SandboxClaim, member *agentsv1beta1.Sandbox) ma
 		"ownerReferences": []metav1.OwnerReference{claimRef(claim)},
 		"labels":          labels,
 	}}
+	if _, marked := member.Annotations[AnnotationSafeToEvict]; marked {
+		// The pool's eviction mark goes with the membership (its pod loses it in report).
+		body["metadata"].(map[string]any)["annotations"] = map[string]any{AnnotationSafeToEvict: nil}
+	}
 	// Additional pod metadata goes into the podTemplate, from where it reaches the running pod
 	// with the binding's labels before the claim reports Ready (report).
 	if md := claim.Spec.AdditionalPodMetadata; len(md.Labels)+len(md.Annotations) > 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -315,5 +316,18 @@ func TestBindPatch(t *testing.T) {
 				t.Errorf("bind patch (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// A member the pool marked safe to evict loses the mark in the bind patch itself.
+func TestBindPatchRemovesTheEvictionMark(t *testing.T) {
+	member := poolMember("pool-abc", "h1", true, "42")
+	member.Annotations = map[string]string{AnnotationSafeToEvict: "true"}
+	got, err := json.Marshal(bindPatch(claim(), member))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `"annotations":{"cluster-autoscaler.kubernetes.io/safe-to-evict":null}`; !strings.Contains(string(got), want) {
+		t.Errorf("bind patch %s does not contain %s", got, want)
 	}
 }

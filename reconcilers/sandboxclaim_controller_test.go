@@ -61,9 +61,10 @@ func claim(mutate ...func(*builders.ClaimWrapper)) *extv1beta1.SandboxClaim {
 	return w.Obj()
 }
 
-// readyMember is a ready member of pool built from tmpl, as the pool controller builds it.
+// readyMember is a ready member of pool built from tmpl, as the pool controller builds it
+// (marked safe to evict, as by default).
 func readyMember(pool *extv1beta1.SandboxWarmPool, tmpl *extv1beta1.SandboxTemplate, name, ip string) *agentsv1beta1.Sandbox {
-	sb := newPoolMember(pool, tmpl)
+	sb := newPoolMember(pool, tmpl, true)
 	sb.Name, sb.UID = name, types.UID("uid-"+name)
 	sb.Status = agentsv1beta1.SandboxStatus{
 		PodIPs: []string{ip},

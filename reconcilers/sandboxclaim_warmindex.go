@@ -1,6 +1,7 @@
 package reconcilers
 
 import (
+	"container/heap"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -50,26 +51,159 @@ type member struct {
 	key   memberKey
 	sb    *agentsv1beta1.Sandbox
 	state memberState
-	// pos is the member's position in its bucket's available slice while available.
-	pos int
+	// While available: the node queue the member is in, its neighbours there (oldest first)
+	// and when it became available (the FIFO order of the pick).
+	queue      *nodeQueue
+	prev, next *member
+	seq        uint64
 	// parkedRV is the resourceVersion a parked member waits to see superseded.
 	parkedRV string
 }
 
+// The pick spreads claims over nodes, as the public controller's NodeSpread does
+// (extensions/controllers/sandboxclaim_controller.go, pickSmart): a claim takes a member of
+// the node that has the most available members left, which is the node picked least so far;
+// between nodes with as many, the one whose oldest member became available first; on that
+// node its oldest member (FIFO). Members not on a node yet are picked, oldest first, only when
+// no member of the key is on one. The public controller counts a pool's queued members per
+// node on every pick, O(members); here each node's available members are a FIFO list and the
+// nodes a heap ordered by (count, oldest), so a pick is O(log nodes) and touches no member but
+// the one it takes.
+
+// nodeQueue is the available members of one key on one node, oldest first.
+type nodeQueue struct {
+	node       string
+	head, tail *member
+	n          int
+	// index is the queue's position in its bucket's heap; -1 when not in it.
+	index int
+}
+
+func (q *nodeQueue) push(m *member) {
+	m.queue, m.prev, m.next = q, q.tail, nil
+	if q.tail != nil {
+		q.tail.next = m
+	} else {
+		q.head = m
+	}
+	q.tail = m
+	q.n++
+}
+
+func (q *nodeQueue) unlink(m *member) {
+	if m.prev != nil {
+		m.prev.next = m.next
+	} else {
+		q.head = m.next
+	}
+	if m.next != nil {
+		m.next.prev = m.prev
+	} else {
+		q.tail = m.prev
+	}
+	m.queue, m.prev, m.next = nil, nil, nil
+	q.n--
+}
+
+// nodeHeap orders a bucket's node queues for the pick: most available members first, then
+// the one whose oldest member is oldest.
+type nodeHeap []*nodeQueue
+
+func (h nodeHeap) Len() int { return len(h) }
+func (h nodeHeap) Less(i, j int) bool {
+	if h[i].n != h[j].n {
+		return h[i].n > h[j].n
+	}
+	return h[i].head.seq < h[j].head.seq
+}
+func (h nodeHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *nodeHeap) Push(x any) {
+	q := x.(*nodeQueue)
+	q.index = len(*h)
+	*h = append(*h, q)
+}
+func (h *nodeHeap) Pop() any {
+	old := *h
+	q := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	q.index = -1
+	return q
+}
+
 type bucket struct {
-	available []*member
-	pending   int
-	reserved  int
+	// nodes are the queues of available members on a node, by node name; heap orders those
+	// that are not empty; unscheduled holds the available members not on a node yet.
+	nodes       map[string]*nodeQueue
+	heap        nodeHeap
+	unscheduled nodeQueue
+	available   int
+	pending     int
+	reserved    int
 	// waiters are claims that found no member and wait for one, oldest first.
 	waiters []types.NamespacedName
 }
 
 func (b *bucket) empty() bool {
-	return len(b.available) == 0 && b.pending == 0 && b.reserved == 0 && len(b.waiters) == 0
+	return b.available == 0 && b.pending == 0 && b.reserved == 0 && len(b.waiters) == 0
+}
+
+// add makes m available on its node, the newest there.
+func (b *bucket) add(m *member, seq uint64) {
+	m.seq = seq
+	node := m.sb.Status.NodeName
+	if node == "" {
+		b.unscheduled.push(m)
+		b.available++
+		return
+	}
+	q := b.nodes[node]
+	if q == nil {
+		if b.nodes == nil {
+			b.nodes = map[string]*nodeQueue{}
+		}
+		q = &nodeQueue{node: node, index: -1}
+		b.nodes[node] = q
+	}
+	q.push(m)
+	b.available++
+	if q.index < 0 {
+		heap.Push(&b.heap, q)
+	} else {
+		heap.Fix(&b.heap, q.index)
+	}
+}
+
+// take removes the available member m from its node's queue.
+func (b *bucket) take(m *member) {
+	q := m.queue
+	q.unlink(m)
+	b.available--
+	switch {
+	case q == &b.unscheduled:
+	case q.n == 0:
+		heap.Remove(&b.heap, q.index)
+		delete(b.nodes, q.node)
+	default:
+		// Its count fell, and its oldest member changed when m was it.
+		heap.Fix(&b.heap, q.index)
+	}
+}
+
+// next is the member the pick takes: see the NodeSpread comment above.
+func (b *bucket) next() *member {
+	if len(b.heap) > 0 {
+		return b.heap[0].head
+	}
+	return b.unscheduled.head
 }
 
 // warmIndex is the in-memory index of warm pool members that serves claims without a List:
-// per memberKey the ready, unbound members, in a slice a pick pops from in O(1). It is fed by
+// per memberKey the ready, unbound members, per node, which a pick takes from in
+// O(log nodes) (see the NodeSpread comment above). It is fed by
 // the Sandbox informer (Observe, Forget), in event order, and is consistent with the cache as
 // of the last event plus the reservations of bindings in flight. It never decides a binding:
 // the resourceVersion precondition of the bind patch (and the binding guard) does; the index
@@ -83,6 +217,8 @@ type warmIndex struct {
 	// waiting maps a waiting claim to the key it waits on, so that a claim waits in one
 	// bucket at most once; stale waiter entries are skipped lazily.
 	waiting map[types.NamespacedName]memberKey
+	// seq numbers the members in the order they became available.
+	seq uint64
 }
 
 // newWarmIndex returns an empty index.
@@ -130,7 +266,7 @@ func (x *warmIndex) Observe(sb *agentsv1beta1.Sandbox) (wake types.NamespacedNam
 		return types.NamespacedName{}, false
 	}
 	if m == nil {
-		m = &member{key: key, pos: -1, state: statePending}
+		m = &member{key: key, state: statePending}
 		x.members[nn] = m
 		x.bucket(key).pending++
 		x.pools[poolName(key)]++
@@ -148,6 +284,11 @@ func (x *warmIndex) Observe(sb *agentsv1beta1.Sandbox) (wake types.NamespacedNam
 			return types.NamespacedName{}, false // a resync: nothing new
 		}
 	case stateAvailable:
+		if m.queue.node != sb.Status.NodeName {
+			// Scheduled (or moved) since: it joins its node's queue.
+			x.setState(m, statePending)
+			x.setState(m, stateAvailable)
+		}
 		return types.NamespacedName{}, false
 	}
 	x.setState(m, stateAvailable)
@@ -170,10 +311,10 @@ func (x *warmIndex) Pick(key memberKey) (*agentsv1beta1.Sandbox, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	b := x.buckets[key]
-	if b == nil || len(b.available) == 0 {
+	if b == nil || b.available == 0 {
 		return nil, false
 	}
-	m := b.available[len(b.available)-1]
+	m := b.next()
 	x.setState(m, stateReserved)
 	return m.sb, true
 }
@@ -201,7 +342,7 @@ func (x *warmIndex) Counts(key memberKey) (available, pending int) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if b := x.buckets[key]; b != nil {
-		return len(b.available), b.pending
+		return b.available, b.pending
 	}
 	return 0, 0
 }
@@ -273,13 +414,7 @@ func (x *warmIndex) setState(m *member, s memberState) {
 	case stateReserved:
 		b.reserved--
 	case stateAvailable:
-		last := len(b.available) - 1
-		moved := b.available[last]
-		b.available[m.pos] = moved
-		moved.pos = m.pos
-		b.available[last] = nil
-		b.available = b.available[:last]
-		m.pos = -1
+		b.take(m)
 	}
 	m.state = s
 	switch s {
@@ -288,8 +423,8 @@ func (x *warmIndex) setState(m *member, s memberState) {
 	case stateReserved:
 		b.reserved++
 	case stateAvailable:
-		m.pos = len(b.available)
-		b.available = append(b.available, m)
+		x.seq++
+		b.add(m, x.seq)
 	}
 }
 

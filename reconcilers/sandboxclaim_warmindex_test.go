@@ -187,15 +187,79 @@ func TestWarmIndexWaiters(t *testing.T) {
 	}
 }
 
+// onNode is a ready member of keyH1 on node ("" for none).
+func onNode(name, node string) *agentsv1beta1.Sandbox {
+	sb := poolMember(name, "h1", true, "1")
+	sb.Status.NodeName = node
+	return sb
+}
+
+// The pick spreads claims over nodes as the public controller's NodeSpread does: the node with
+// the most available members first, between equals the one whose oldest member is oldest, on
+// it its oldest member; members on no node only when none is on one.
+func TestWarmIndexSpreadsOverNodes(t *testing.T) {
+	x := newWarmIndex()
+	for _, sb := range []*agentsv1beta1.Sandbox{
+		onNode("a1", "a"), onNode("a2", "a"), onNode("a3", "a"), onNode("b1", "b"), onNode("b2", "b"), onNode("c1", "c"), onNode("u1", ""),
+	} {
+		x.Observe(sb)
+	}
+	var got []string
+	for {
+		sb, ok := x.Pick(keyH1)
+		if !ok {
+			break
+		}
+		got = append(got, sb.Name)
+	}
+	want := []string{"a1", "a2", "b1", "a3", "b2", "c1", "u1"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("picks (-want +got):\n%s", diff)
+	}
+}
+
+// A member that reaches a node while available, and one released for retry, join the back of
+// their node's queue.
+func TestWarmIndexFollowsNodes(t *testing.T) {
+	x := newWarmIndex()
+	x.Observe(onNode("a1", "a"))
+	x.Observe(onNode("x", ""))
+	x.Observe(onNode("b1", "b"))
+	x.Observe(onNode("x", "b")) // scheduled since: b has two now
+	sb, _ := x.Pick(keyH1)
+	if sb.Name != "b1" {
+		t.Fatalf("picked %s, want b1 (b has the most members, b1 is its oldest)", sb.Name)
+	}
+	x.Release(sb, releaseRetry) // back in b's queue, behind x
+	var got []string
+	for {
+		sb, ok := x.Pick(keyH1)
+		if !ok {
+			break
+		}
+		got = append(got, sb.Name)
+	}
+	if diff := cmp.Diff([]string{"x", "a1", "b1"}, got); diff != "" {
+		t.Errorf("picks (-want +got):\n%s", diff)
+	}
+	if available, _ := x.Counts(keyH1); available != 0 {
+		t.Errorf("%d available after picking all, want 0", available)
+	}
+}
+
 // BenchmarkWarmIndex picks a member and releases it for retry, the index's hot path, at two
-// pool sizes: the cost per operation does not grow with the pool.
+// pool sizes spread over nodes: the cost per operation does not grow with the pool (a pick is
+// O(log nodes)).
 func BenchmarkWarmIndex(b *testing.B) {
-	for _, size := range []int{100, 10000} {
-		b.Run(fmt.Sprintf("pick-release/pool=%d", size), func(b *testing.B) {
-			x := newWarmIndex()
-			for i := range size {
-				x.Observe(poolMember(fmt.Sprint("m", i), "h1", true, "1"))
+	for _, size := range []struct{ members, nodes int }{{100, 10}, {10000, 100}} {
+		fill := func(x *warmIndex) {
+			for i := range size.members {
+				x.Observe(onNode(fmt.Sprint("m", i), fmt.Sprint("node-", i%size.nodes)))
 			}
+		}
+		b.Run(fmt.Sprintf("pick-release/pool=%d/nodes=%d", size.members, size.nodes), func(b *testing.B) {
+			x := newWarmIndex()
+			fill(x)
 			b.ResetTimer()
 			for b.Loop() {
 				sb, ok := x.Pick(keyH1)
@@ -205,14 +269,12 @@ func BenchmarkWarmIndex(b *testing.B) {
 				x.Release(sb, releaseRetry)
 			}
 		})
-		b.Run(fmt.Sprintf("pick-bind-observe/pool=%d", size), func(b *testing.B) {
+		b.Run(fmt.Sprintf("pick-bind-observe/pool=%d/nodes=%d", size.members, size.nodes), func(b *testing.B) {
 			// A binding cycle: pick, bind, the informer shows the member bound, the pool adds a
 			// replacement.
 			x := newWarmIndex()
-			for i := range size {
-				x.Observe(poolMember(fmt.Sprint("m", i), "h1", true, "1"))
-			}
-			n := size
+			fill(x)
+			n := size.members
 			b.ResetTimer()
 			for b.Loop() {
 				sb, ok := x.Pick(keyH1)
@@ -221,7 +283,7 @@ func BenchmarkWarmIndex(b *testing.B) {
 				}
 				x.Release(sb, releaseBound)
 				x.Forget(sb.Namespace, sb.Name)
-				x.Observe(poolMember(fmt.Sprint("m", n), "h1", true, "1"))
+				x.Observe(onNode(fmt.Sprint("m", n), sb.Status.NodeName))
 				n++
 			}
 		})

@@ -35,18 +35,10 @@ const warmPoolControllerName = "sandboxwarmpool"
 
 const warmPoolKind = "SandboxWarmPool"
 
-// defaultMemberReadyTimeout is how long a pool member may take to become Ready before the
-// pool replaces it.
-const defaultMemberReadyTimeout = 5 * time.Minute
-
-// Bounds of member creation per reconcile: creates go out in batches of 1, 2, 4, ... up to
-// maxCreateBatch in parallel, so that a template that cannot be instantiated fails once, not
-// replicas times; and at most maxCreatesPerReconcile per reconcile, so a huge scale-up does
-// not hold a worker for long.
-const (
-	maxCreateBatch         = 64
-	maxCreatesPerReconcile = 500
-)
+// Creates go out in batches of 1, 2, 4, ... up to maxCreateBatch in parallel, so that a
+// template that cannot be instantiated fails once, not replicas times; and at most
+// WarmPoolPolicy.MaxBatchSize per reconcile, so a huge scale-up does not hold a worker for long.
+const maxCreateBatch = 64
 
 // warmPoolReconciler keeps spec.replicas unbound members of each pool, built from the
 // pool's template, and reports them in status. Claims take members away by binding them
@@ -59,15 +51,18 @@ type warmPoolReconciler struct {
 	Clock    clock.PassiveClock
 	// Refill says when replacements of claimed members are created; see RefillPolicy.
 	Refill RefillPolicy
-	// MemberReadyTimeout: see defaultMemberReadyTimeout; 0 means the default.
-	MemberReadyTimeout time.Duration
+	// WarmPool is the public controller's warm pool settings; zero fields mean its defaults.
+	WarmPool WarmPoolPolicy
 
 	expected *expectations
 	// activity is when claims last took (or waited for) each pool's members; shared with the
 	// claim controller.
 	activity *poolActivity
-	// deferring records the pools whose refill is deferred now, for one event per change.
-	deferring sync.Map
+	// deferring records the pools whose refill is deferred now, for one event per change;
+	// holding those that hold unschedulable members.
+	deferring, holding sync.Map
+	// pacing is the replenish hold and refill rate of each pool.
+	pacing *refillPacing
 	// written is each pool's status as this process last wrote it, until the cache shows it.
 	written ownStatuses[extv1beta1.SandboxWarmPoolStatus]
 }
@@ -77,9 +72,8 @@ func (r *warmPoolReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
-	if r.MemberReadyTimeout == 0 {
-		r.MemberReadyTimeout = defaultMemberReadyTimeout
-	}
+	r.WarmPool = r.WarmPool.withDefaults()
+	r.pacing = newRefillPacing()
 	r.expected = newExpectations(r.Clock)
 	if r.activity == nil {
 		r.activity = newPoolActivity()
@@ -114,6 +108,8 @@ func (r *warmPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 			r.expected.forget(req.NamespacedName)
 			r.activity.forget(req.NamespacedName)
 			r.deferring.Delete(req.NamespacedName)
+			r.holding.Delete(req.NamespacedName)
+			r.pacing.forget(req.NamespacedName)
 			r.written.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -152,23 +148,34 @@ func (r *warmPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		result.RequeueAfter = expectationsTTL
 	default:
 		bp := policy.TemplateBlueprint(tmpl)
+		now := r.Clock.Now()
 		plan := planPool(members, replicas(pool), version{hash: agentsv1beta1.BlueprintHash(&bp), spec: policy.SpecHash(&bp), template: tmpl.Name},
-			pool.Spec.UpdateStrategy.Type, r.Clock.Now(), r.MemberReadyTimeout)
-		result.RequeueAfter = plan.recheckAfter
-		if plan.create > 0 {
-			last, claimed := r.activity.lastClaim(req.NamespacedName)
-			wait := refillDelay(r.Refill, last, claimed, r.Clock.Now(), members, replicas(pool))
-			r.noteDeferral(pool, wait, plan.create)
-			if wait > 0 {
-				plan.create = 0
-				result = requeueWithin(result, wait)
-			}
+			pool.Spec.UpdateStrategy.Type, now, poolRules{
+				grace:         r.WarmPool.ReadinessGracePeriod,
+				maxBatch:      r.WarmPool.MaxBatchSize,
+				unschedulable: func(sb *agentsv1beta1.Sandbox) bool { return r.podUnschedulable(ctx, sb) },
+			})
+		if plan.recheckAfter > 0 {
+			result.RequeueAfter = graceRecheck(plan.recheckAfter)
 		}
+		r.noteHold(pool, plan.held, replicas(pool))
+		if plan.held > 0 {
+			result = requeueWithin(result, r.WarmPool.UnschedulableRecheckInterval)
+		}
+		create, deferred, paced := r.paceCreates(req.NamespacedName, plan, members, replicas(pool), now)
+		if plan.create > 0 {
+			r.noteDeferral(pool, deferred, plan.create)
+		}
+		result = requeueWithin(requeueWithin(result, deferred), paced)
 		errs = append(errs, r.deleteMembers(ctx, pool, plan.delete))
 		errs = append(errs, r.refreshMembers(ctx, &bp, plan.refresh))
-		errs = append(errs, r.createMembers(ctx, pool, tmpl, plan.create))
-		if plan.create > maxCreatesPerReconcile {
-			result.RequeueAfter = time.Millisecond
+		created, err := r.createMembers(ctx, pool, tmpl, create)
+		r.pacing.created(req.NamespacedName, created)
+		errs = append(errs, err)
+		if create < plan.create && deferred == 0 && paced == 0 && err == nil {
+			// More to create than one batch: the creates' events bring the pool back; this is
+			// in case they do not.
+			result = requeueWithin(result, time.Millisecond)
 		}
 	}
 
@@ -225,16 +232,31 @@ type poolPlan struct {
 	// refresh are members of an earlier version that differs from the current one only in
 	// pod metadata: they take on the current metadata in place rather than being replaced.
 	refresh []*agentsv1beta1.Sandbox
-	// recheckAfter is when the oldest not-ready member runs out of time; 0 when none waits.
+	// recheckAfter is when the oldest not-ready member has run out of time (graceRequeueSlack
+	// after); 0 when none waits.
 	recheckAfter time.Duration
+	// held counts the unschedulable members kept past their grace; active the members kept.
+	held, active int
+}
+
+// poolRules are the settings planPool applies.
+type poolRules struct {
+	// grace is how long a member may stay not Ready (WarmPoolPolicy.ReadinessGracePeriod).
+	grace time.Duration
+	// maxBatch bounds the surplus members deleted at once (WarmPoolPolicy.MaxBatchSize).
+	maxBatch int
+	// unschedulable says whether a member's pod is unschedulable; asked only of members past
+	// their grace.
+	unschedulable func(*agentsv1beta1.Sandbox) bool
 }
 
 // planPool decides which members go and how many are made: failed members and members not
-// Ready within readyTimeout are replaced; with Recreate, members of an older template
-// version go at once (with OnReplenish they stay until claimed); beyond replicas, not-ready
-// members go first, then stale ones, then the newest.
+// Ready for longer than the grace period are replaced, but for those whose pod is
+// unschedulable, which are held (see sandboxwarmpool_readiness.go); with Recreate, members of
+// an older template version go at once (with OnReplenish they stay until claimed); beyond
+// replicas, not-ready members go first, then stale ones, then the newest, at most maxBatch.
 func planPool(members []*agentsv1beta1.Sandbox, replicas int, current version, strategy extv1beta1.UpdateStrategyType,
-	now time.Time, readyTimeout time.Duration) poolPlan {
+	now time.Time, rules poolRules) poolPlan {
 	var plan poolPlan
 	hash := current.hash
 	keep := make([]*agentsv1beta1.Sandbox, 0, len(members))
@@ -255,11 +277,16 @@ func planPool(members []*agentsv1beta1.Sandbox, replicas int, current version, s
 			plan.delete = append(plan.delete, m)
 		case stale && strategy == extv1beta1.RecreateUpdateStrategy:
 			plan.delete = append(plan.delete, m)
-		case !ready && now.Sub(m.CreationTimestamp.Time) >= readyTimeout:
+		case !ready && !m.CreationTimestamp.IsZero() && now.Sub(m.CreationTimestamp.Time) > rules.grace:
+			if rules.unschedulable != nil && rules.unschedulable(m) {
+				plan.held++
+				keep = append(keep, m)
+				break
+			}
 			plan.delete = append(plan.delete, m)
 		default:
-			if !ready {
-				left := m.CreationTimestamp.Add(readyTimeout).Sub(now)
+			if !ready && !m.CreationTimestamp.IsZero() {
+				left := m.CreationTimestamp.Add(rules.grace).Sub(now) + graceRequeueSlack
 				if plan.recheckAfter == 0 || left < plan.recheckAfter {
 					plan.recheckAfter = left
 				}
@@ -267,8 +294,12 @@ func planPool(members []*agentsv1beta1.Sandbox, replicas int, current version, s
 			keep = append(keep, m)
 		}
 	}
+	plan.active = len(keep)
 	if excess := len(keep) - replicas; excess > 0 {
 		sort.SliceStable(keep, func(i, j int) bool { return scaleDownBefore(keep[i], keep[j], hash) })
+		if rules.maxBatch > 0 {
+			excess = min(excess, rules.maxBatch)
+		}
 		plan.delete = append(plan.delete, keep[:excess]...)
 	} else {
 		plan.create = -excess
@@ -408,10 +439,10 @@ func mapPatch(have, want map[string]string) map[string]any {
 }
 
 // createMembers creates n members in growing batches, stopping at the first batch with an
-// error.
-func (r *warmPoolReconciler) createMembers(ctx context.Context, pool *extv1beta1.SandboxWarmPool, tmpl *extv1beta1.SandboxTemplate, n int) error {
-	n = min(n, maxCreatesPerReconcile)
+// error, and returns how many it created.
+func (r *warmPoolReconciler) createMembers(ctx context.Context, pool *extv1beta1.SandboxWarmPool, tmpl *extv1beta1.SandboxTemplate, n int) (int, error) {
 	key := client.ObjectKeyFromObject(pool)
+	created := 0
 	for batch := 1; n > 0; batch = min(2*batch, maxCreateBatch) {
 		size := min(batch, n)
 		n -= size
@@ -419,9 +450,9 @@ func (r *warmPoolReconciler) createMembers(ctx context.Context, pool *extv1beta1
 		items := make([]string, size)
 		used := map[string]bool{}
 		for i := range members {
-			members[i] = newPoolMember(pool, tmpl)
+			members[i] = newPoolMember(pool, tmpl, !r.WarmPool.DisableEviction)
 			for attempt := 1; attempt < maxNameAttempts && r.nameTaken(ctx, members[i], used); attempt++ {
-				members[i] = newPoolMember(pool, tmpl)
+				members[i] = newPoolMember(pool, tmpl, !r.WarmPool.DisableEviction)
 			}
 			used[members[i].Name] = true
 			items[i] = createItem(sandboxKind, members[i].Name)
@@ -438,11 +469,16 @@ func (r *warmPoolReconciler) createMembers(ctx context.Context, pool *extv1beta1
 			})
 		}
 		wg.Wait()
+		for _, err := range errs {
+			if err == nil {
+				created++
+			}
+		}
 		if err := errors.Join(errs...); err != nil {
-			return err
+			return created, err
 		}
 	}
-	return nil
+	return created, nil
 }
 
 // maxNameAttempts bounds the names createMembers tries for one member before it sends the
@@ -464,8 +500,10 @@ func (r *warmPoolReconciler) nameTaken(ctx context.Context, sb *agentsv1beta1.Sa
 // newPoolMember is a new member of pool built from tmpl, named <pool>-<random> as GenerateName
 // would name it. The name is chosen here rather than by the API server so that the pool's
 // expectations know it before the create is sent (its watch event may come first);
-// createMembers picks one the namespace does not have yet (nameTaken).
-func newPoolMember(pool *extv1beta1.SandboxWarmPool, tmpl *extv1beta1.SandboxTemplate) *agentsv1beta1.Sandbox {
+// createMembers picks one the namespace does not have yet (nameTaken). With evictable, and
+// unless the template says itself whether its pods are safe to evict, the member is marked
+// so that its pod is while it is idle (AnnotationSafeToEvict).
+func newPoolMember(pool *extv1beta1.SandboxWarmPool, tmpl *extv1beta1.SandboxTemplate, evictable bool) *agentsv1beta1.Sandbox {
 	// The member's blueprint is policy.TemplateBlueprint verbatim, so that what it is hashes to
 	// its label, which is what the binding guard checks against a claim's stamp.
 	sb := sandboxFromTemplate(tmpl, policy.TemplateBlueprint(tmpl))
@@ -475,5 +513,8 @@ func newPoolMember(pool *extv1beta1.SandboxWarmPool, tmpl *extv1beta1.SandboxTem
 	sb.Labels[agentsv1beta1.LabelWarmPoolSandbox] = agentsv1beta1.NameHash(pool.Name)
 	sb.Labels[agentsv1beta1.LabelSandboxTemplateHash] = policy.TemplateHash(tmpl)
 	sb.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(pool, extv1beta1.GroupVersion.WithKind(warmPoolKind))}
+	if _, own := sb.Spec.PodTemplate.ObjectMeta.Annotations[AnnotationSafeToEvict]; evictable && !own {
+		sb.Annotations[AnnotationSafeToEvict] = "true"
+	}
 	return sb
 }

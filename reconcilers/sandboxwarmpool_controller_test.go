@@ -49,7 +49,7 @@ func failedMember(name string) *agentsv1beta1.Sandbox {
 func TestWarmPoolReconcileTakesOverPublicMembers(t *testing.T) {
 	tmpl := builders.MakeTemplate("tmpl", "ns").PodLabel("app", "agent").Obj()
 	pool := builders.MakePool("pool", "ns", "tmpl").UpdateStrategy(extv1beta1.RecreateUpdateStrategy).UID("pool-uid").Obj()
-	member := newPoolMember(pool, tmpl)
+	member := newPoolMember(pool, tmpl, false)
 	member.Name, member.UID = "pool-a", "uid-pool-a"
 	public := map[string]string{
 		agentsv1beta1.LabelSandboxTemplateHash: "d8550143",
@@ -71,7 +71,8 @@ func TestWarmPoolReconcileTakesOverPublicMembers(t *testing.T) {
 	a.FailOnce("patch Sandbox/pool-a", apierrors.NewConflict(schema.GroupResource{Group: agentsv1beta1.GroupVersion.Group, Resource: "sandboxes"},
 		"pool-a", errors.New("the object has been modified")))
 	clk := clocktesting.NewFakeClock(planNow)
-	r := &warmPoolReconciler{Client: a, Metrics: newTestMetrics(t), Clock: clk, MemberReadyTimeout: time.Minute,
+	r := &warmPoolReconciler{Client: a, Metrics: newTestMetrics(t), Clock: clk,
+		WarmPool: WarmPoolPolicy{ReadinessGracePeriod: time.Minute}.withDefaults(), pacing: newRefillPacing(),
 		expected: newExpectations(clk), activity: newPoolActivity()}
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "pool"}}
 
@@ -119,12 +120,16 @@ func TestWarmPoolReconcileTakesOverPublicMembers(t *testing.T) {
 func TestPlanPool(t *testing.T) {
 	const timeout = 5 * time.Minute
 	tests := map[string]struct {
-		members     []*agentsv1beta1.Sandbox
-		replicas    int
-		strategy    extv1beta1.UpdateStrategyType
-		wantCreate  int
-		wantDelete  []string
-		wantRecheck time.Duration
+		members  []*agentsv1beta1.Sandbox
+		replicas int
+		strategy extv1beta1.UpdateStrategyType
+		// unschedulable are the members whose pods are; maxBatch bounds surplus deletes.
+		unschedulable []string
+		maxBatch      int
+		wantCreate    int
+		wantDelete    []string
+		wantRecheck   time.Duration
+		wantHeld      int
 	}{
 		"an empty pool is filled": {
 			replicas: 3, wantCreate: 3,
@@ -140,7 +145,7 @@ func TestPlanPool(t *testing.T) {
 			},
 			replicas:    2,
 			wantDelete:  []string{"new", "starting"},
-			wantRecheck: timeout - time.Second, // computed before scale-down; a spare wake-up
+			wantRecheck: timeout - time.Second + graceRequeueSlack, // computed before scale-down; a spare wake-up
 		},
 		"scale-down under OnReplenish deletes stale members before current ones": {
 			members:    []*agentsv1beta1.Sandbox{aged("stale", "h0", true, time.Minute), aged("current", "h1", true, time.Hour)},
@@ -166,17 +171,37 @@ func TestPlanPool(t *testing.T) {
 			wantDelete: []string{"failed"},
 			wantCreate: 1,
 		},
-		"members not ready in time are replaced; the others are rechecked when their time is up": {
-			members:     []*agentsv1beta1.Sandbox{aged("late", "h1", false, timeout), aged("young", "h1", false, timeout-time.Minute)},
-			replicas:    2,
+		"members not ready past the grace period are replaced; the others are rechecked when their time is up": {
+			members: []*agentsv1beta1.Sandbox{aged("late", "h1", false, timeout+time.Second), aged("young", "h1", false, timeout-time.Minute),
+				aged("just", "h1", false, timeout)},
+			replicas:    3,
 			wantDelete:  []string{"late"},
 			wantCreate:  1,
-			wantRecheck: time.Minute,
+			wantRecheck: graceRequeueSlack,
+		},
+		"unschedulable members past the grace period are held, not replaced": {
+			members: []*agentsv1beta1.Sandbox{aged("stuck", "h1", false, timeout+time.Second), aged("pending", "h1", false, timeout+time.Hour),
+				aged("ok", "h1", true, time.Hour)},
+			unschedulable: []string{"pending", "young"},
+			replicas:      3,
+			wantDelete:    []string{"stuck"},
+			wantCreate:    1,
+			wantHeld:      1,
+		},
+		"surplus deletes are bounded by the batch size": {
+			members: []*agentsv1beta1.Sandbox{aged("a", "h1", true, time.Hour), aged("b", "h1", true, 2*time.Hour),
+				aged("c", "h1", true, 3*time.Hour), aged("d", "h1", true, 4*time.Hour)},
+			replicas:   0,
+			maxBatch:   2,
+			wantDelete: []string{"a", "b"},
 		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			plan := planPool(tc.members, tc.replicas, version{hash: "h1", spec: "another spec"}, tc.strategy, planNow, timeout)
+			rules := poolRules{grace: timeout, maxBatch: tc.maxBatch, unschedulable: func(sb *agentsv1beta1.Sandbox) bool {
+				return slices.Contains(tc.unschedulable, sb.Name)
+			}}
+			plan := planPool(tc.members, tc.replicas, version{hash: "h1", spec: "another spec"}, tc.strategy, planNow, rules)
 			var deleted []string
 			for _, sb := range plan.delete {
 				deleted = append(deleted, sb.Name)
@@ -192,6 +217,9 @@ func TestPlanPool(t *testing.T) {
 			if plan.recheckAfter != tc.wantRecheck {
 				t.Errorf("recheckAfter = %s, want %s", plan.recheckAfter, tc.wantRecheck)
 			}
+			if plan.held != tc.wantHeld {
+				t.Errorf("held = %d, want %d", plan.held, tc.wantHeld)
+			}
 		})
 	}
 }
@@ -203,7 +231,7 @@ func TestPlanPoolRefreshesMetadataOnlyChanges(t *testing.T) {
 	relabelled := builders.MakeTemplate("tmpl", "ns").PodLabel("team", "b").Obj()
 	reimaged := builders.MakeTemplate("tmpl", "ns").PodLabel("team", "a").Image("registry.example/agent:2").Obj()
 	pool := builders.MakePool("pool", "ns", "tmpl").UID("pool-uid").Obj()
-	old := newPoolMember(pool, tmpl)
+	old := newPoolMember(pool, tmpl, false)
 	old.Status.Conditions = []metav1.Condition{{Type: agentsv1beta1.ConditionReady, Status: metav1.ConditionTrue}}
 	at := func(t *extv1beta1.SandboxTemplate) version {
 		bp := policy.TemplateBlueprint(t)
@@ -223,7 +251,7 @@ func TestPlanPoolRefreshesMetadataOnlyChanges(t *testing.T) {
 			strategy: extv1beta1.RecreateUpdateStrategy, wantDelete: 1},
 	} {
 		t.Run(name, func(t *testing.T) {
-			plan := planPool([]*agentsv1beta1.Sandbox{old}, 1, tc.current, tc.strategy, planNow, time.Minute)
+			plan := planPool([]*agentsv1beta1.Sandbox{old}, 1, tc.current, tc.strategy, planNow, poolRules{grace: time.Minute})
 			if len(plan.refresh) != tc.wantRefresh || len(plan.delete) != tc.wantDelete || plan.create != tc.wantDelete {
 				t.Errorf("refresh %d, delete %d, create %d; want refresh %d, delete and create %d",
 					len(plan.refresh), len(plan.delete), plan.create, tc.wantRefresh, tc.wantDelete)
@@ -257,7 +285,7 @@ func TestMemberNameTaken(t *testing.T) {
 func TestNewPoolMember(t *testing.T) {
 	pool := builders.MakePool("pool", "ns", "tmpl").UID("pool-uid").Obj()
 	tmpl := builders.MakeTemplate("tmpl", "ns").Obj()
-	sb := newPoolMember(pool, tmpl)
+	sb := newPoolMember(pool, tmpl, false)
 
 	wantLabels := map[string]string{
 		agentsv1beta1.LabelWarmPoolSandbox:        agentsv1beta1.NameHash("pool"),

@@ -1,10 +1,13 @@
 package reconcilers
 
 import (
+	"math"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
@@ -66,6 +69,24 @@ func refillDelay(policy RefillPolicy, lastClaim time.Time, claimed bool, now tim
 	return policy.QuietPeriod - quietFor
 }
 
+// paceCreates says how many of the plan's creates to send now (at most MaxBatchSize, as many
+// as the refill rate grants) and how long the rest wait: deferred, for the quiet period of
+// RefillPolicy or the replenish hold, or paced, for the next token of the refill rate. It
+// looks at the replenish hold on every reconcile, creates or not, to keep its count current.
+func (r *warmPoolReconciler) paceCreates(pool types.NamespacedName, plan poolPlan, members []*agentsv1beta1.Sandbox, replicas int,
+	now time.Time) (create int, deferred, paced time.Duration) {
+	hold := r.pacing.replenishHold(pool, r.WarmPool.ReplenishDelay, plan.active, replicas, now)
+	if plan.create == 0 {
+		return 0, 0, 0
+	}
+	last, claimed := r.activity.lastClaim(pool)
+	if deferred = max(refillDelay(r.Refill, last, claimed, now, members, replicas), hold); deferred > 0 {
+		return 0, deferred, 0
+	}
+	create, paced = r.pacing.take(pool, r.WarmPool.MaxRefillRate, min(plan.create, r.WarmPool.MaxBatchSize), now)
+	return create, 0, paced
+}
+
 // noteDeferral sends an event when the pool starts or stops deferring its refill.
 func (r *warmPoolReconciler) noteDeferral(pool *extv1beta1.SandboxWarmPool, wait time.Duration, missing int) {
 	nn := client.ObjectKeyFromObject(pool)
@@ -75,7 +96,8 @@ func (r *warmPoolReconciler) noteDeferral(pool *extv1beta1.SandboxWarmPool, wait
 		r.deferring.Store(nn, true)
 		if r.Recorder != nil {
 			r.Recorder.Eventf(pool, nil, corev1.EventTypeNormal, EventRefillDeferred, "Refill",
-				"Deferring %d replacement(s) while claims arrive; refilling once claims pause for %s", missing, r.Refill.QuietPeriod)
+				"Deferring %d replacement(s) while claims arrive or members leave; refilling once claims pause for %s (and members stop leaving for %s)",
+				missing, r.Refill.QuietPeriod, r.WarmPool.ReplenishDelay)
 		}
 	case wait == 0 && was:
 		r.deferring.Delete(nn)
@@ -83,4 +105,106 @@ func (r *warmPoolReconciler) noteDeferral(pool *extv1beta1.SandboxWarmPool, wait
 			r.Recorder.Eventf(pool, nil, corev1.EventTypeNormal, EventRefillResumed, "Refill", "Refilling %d replacement(s)", missing)
 		}
 	}
+}
+
+// The public controller's pacing of a pool's creates (WarmPoolPolicy), kept per pool in
+// memory: ReplenishDelay defers the start of a refill after members leave the pool, and
+// MaxRefillRate shapes its flow once started. Both are off by default.
+type refillPacing struct {
+	mu sync.Mutex
+	// members is the pool's active member count as last seen (plus the members created
+	// since), to tell members leaving from creates the cache does not show yet.
+	members map[types.NamespacedName]int
+	// holdUntil is when a pool's replenish hold ends.
+	holdUntil map[types.NamespacedName]time.Time
+	// buckets are the pools' refill token buckets.
+	buckets map[types.NamespacedName]*tokenBucket
+}
+
+type tokenBucket struct {
+	tokens float64
+	last   time.Time
+}
+
+func newRefillPacing() *refillPacing {
+	return &refillPacing{
+		members:   map[types.NamespacedName]int{},
+		holdUntil: map[types.NamespacedName]time.Time{},
+		buckets:   map[types.NamespacedName]*tokenBucket{},
+	}
+}
+
+// replenishHold records the pool's active member count and returns how long its creates wait
+// for ReplenishDelay: every drop in the count re-arms the hold, so the refill starts only once
+// the members stop leaving for a whole delay. The first look at a pool, and a full pool, never
+// wait: a pool's first fill and scale-ups are not deferred. Call it once per reconcile.
+func (p *refillPacing) replenishHold(pool types.NamespacedName, delay time.Duration, active, replicas int, now time.Time) time.Duration {
+	if delay <= 0 {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	last, seen := p.members[pool]
+	p.members[pool] = active
+	switch {
+	case !seen:
+		return 0
+	case active >= replicas:
+		delete(p.holdUntil, pool)
+		return 0
+	case active < last:
+		p.holdUntil[pool] = now.Add(delay)
+	}
+	if left := p.holdUntil[pool].Sub(now); left > 0 {
+		return left
+	}
+	return 0
+}
+
+// created counts creates in the pool's member count until the cache shows them, so that a
+// stale count is not taken for members leaving.
+func (p *refillPacing) created(pool types.NamespacedName, n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.members[pool]; ok && n > 0 {
+		p.members[pool] += n
+	}
+}
+
+// take grants up to want creates from the pool's token bucket, which fills at rate per second
+// up to max(1, rate) and starts full; when it grants none, wait is when the next token is
+// there. rate <= 0 grants everything. Tokens of failed creates are not given back: they cost
+// the API server as much.
+func (p *refillPacing) take(pool types.NamespacedName, rate float64, want int, now time.Time) (granted int, wait time.Duration) {
+	if rate <= 0 || want <= 0 {
+		return want, 0
+	}
+	capacity := math.Max(1, rate)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b := p.buckets[pool]
+	if b == nil {
+		b = &tokenBucket{tokens: capacity, last: now}
+		p.buckets[pool] = b
+	} else if elapsed := now.Sub(b.last); elapsed > 0 {
+		b.tokens = math.Min(capacity, b.tokens+rate*elapsed.Seconds())
+		b.last = now
+	}
+	granted = want
+	if b.tokens < float64(want) {
+		granted = int(b.tokens) // below want, so it fits an int
+	}
+	b.tokens -= float64(granted)
+	if granted > 0 {
+		return granted, 0
+	}
+	return 0, time.Duration(math.Ceil((1 - b.tokens) / rate * float64(time.Second)))
+}
+
+func (p *refillPacing) forget(pool types.NamespacedName) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.members, pool)
+	delete(p.holdUntil, pool)
+	delete(p.buckets, pool)
 }

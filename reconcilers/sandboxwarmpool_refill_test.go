@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
 
@@ -41,5 +43,63 @@ func TestRefillDelay(t *testing.T) {
 				t.Errorf("refillDelay = %s, want %s", got, tc.want)
 			}
 		})
+	}
+}
+
+// The replenish hold (--sandbox-warm-pool-replenish-delay): never on the first look nor for a
+// full pool, re-armed by every drop of the member count, the pool's own creates counted in it.
+func TestReplenishHold(t *testing.T) {
+	p := newRefillPacing()
+	pool := types.NamespacedName{Namespace: "ns", Name: "p"}
+	const delay = 10 * time.Second
+	steps := []struct {
+		at             time.Duration
+		active, create int
+		want           time.Duration
+	}{
+		{at: 0, active: 5, want: 0},               // first look: no baseline
+		{at: time.Second, active: 3, want: delay}, // two left: hold
+		{at: 4 * time.Second, active: 3, want: 7 * time.Second},
+		{at: 5 * time.Second, active: 2, want: delay}, // another left: re-armed
+		{at: 15 * time.Second, active: 2, create: 3, want: 0},
+		{at: 16 * time.Second, active: 4, want: delay}, // its 3 creates counted: 4 is one left
+		{at: 17 * time.Second, active: 5, want: 0},     // full
+	}
+	for i, s := range steps {
+		if got := p.replenishHold(pool, delay, s.active, 5, planNow.Add(s.at)); got != s.want {
+			t.Errorf("step %d: hold = %s, want %s", i, got, s.want)
+		}
+		p.created(pool, s.create)
+	}
+	if got := p.replenishHold(pool, 0, 0, 5, planNow); got != 0 {
+		t.Errorf("without a delay the hold is %s, want 0", got)
+	}
+}
+
+// The refill rate (--sandbox-warm-pool-max-refill-rate): a token bucket of one second of
+// creates, full at first.
+func TestRefillRate(t *testing.T) {
+	p := newRefillPacing()
+	pool := types.NamespacedName{Namespace: "ns", Name: "p"}
+	steps := []struct {
+		at          time.Duration
+		want        int
+		wantGranted int
+		wantWait    time.Duration
+	}{
+		{at: 0, want: 10, wantGranted: 2},                                   // a full bucket: 2
+		{at: 0, want: 10, wantGranted: 0, wantWait: 500 * time.Millisecond}, // empty: the next token
+		{at: 250 * time.Millisecond, want: 10, wantGranted: 0, wantWait: 250 * time.Millisecond},
+		{at: 1500 * time.Millisecond, want: 1, wantGranted: 1},
+		{at: 10 * time.Second, want: 10, wantGranted: 2}, // capped at one second's worth
+	}
+	for i, s := range steps {
+		granted, wait := p.take(pool, 2, s.want, planNow.Add(s.at))
+		if granted != s.wantGranted || wait != s.wantWait {
+			t.Errorf("step %d: take = %d, %s; want %d, %s", i, granted, wait, s.wantGranted, s.wantWait)
+		}
+	}
+	if granted, _ := p.take(pool, 0, 300, planNow); granted != 300 {
+		t.Errorf("unpaced take granted %d, want 300", granted)
 	}
 }

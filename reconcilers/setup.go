@@ -34,8 +34,10 @@ type Config struct {
 	Extensions bool
 	// ColdStartGrace: see DefaultColdStartGrace; 0 means the default.
 	ColdStartGrace time.Duration
-	// MemberReadyTimeout: see defaultMemberReadyTimeout; 0 means the default.
-	MemberReadyTimeout time.Duration
+	// WarmPool holds the public controller's warm pool settings (eviction marking, readiness
+	// grace, unschedulable hold, batch size, refill rate, replenish delay); zero fields mean
+	// their defaults (WarmPoolPolicy).
+	WarmPool WarmPoolPolicy
 	// WarmPoolWorkers and ClaimWorkers are the numbers of concurrent reconciles of pools and
 	// claims; 0 means 1.
 	WarmPoolWorkers, ClaimWorkers int
@@ -123,13 +125,13 @@ func setupExtensions(mgr ctrl.Manager, cfg Config, activity *poolActivity) error
 		return fmt.Errorf("setting up the template controller: %w", err)
 	}
 	pools := &warmPoolReconciler{
-		Client:             mgr.GetClient(),
-		Recorder:           mgr.GetEventRecorder("sandgate-warmpool-controller"),
-		Metrics:            cfg.Metrics,
-		Clock:              cfg.Clock,
-		Refill:             cfg.Refill,
-		MemberReadyTimeout: cfg.MemberReadyTimeout,
-		activity:           activity,
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorder("sandgate-warmpool-controller"),
+		Metrics:  cfg.Metrics,
+		Clock:    cfg.Clock,
+		Refill:   cfg.Refill,
+		WarmPool: cfg.WarmPool,
+		activity: activity,
 	}
 	if err := pools.SetupWithManager(mgr, options(cfg.WarmPoolWorkers)); err != nil {
 		return fmt.Errorf("setting up the warm pool controller: %w", err)

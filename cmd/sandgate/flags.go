@@ -127,15 +127,15 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&o.disableClaimEvents, "disable-claim-events", d.DisableClaimEvents, "Emit no Kubernetes Events from the SandboxClaim controller: fewer API writes during claim bursts.")
 	fs.BoolVar(&o.disableSandboxEvents, "disable-sandbox-events", d.DisableSandboxEvents, "Emit no Kubernetes Events from the Sandbox controller (the public controller's, from its v1.0 Helm chart).")
 
-	// The public controller's warm pool and cache flags: validated and passed on, not yet
-	// acted on (docs/flags.md).
+	// The public controller's warm pool and cache flags, validated as it validates them; the
+	// cache one is not acted on yet (docs/flags.md).
 	fs.BoolVar(&o.cacheLabelSelectors, "cache-label-selectors", d.CacheLabelSelectors, "Scope the Pod and Service caches to the sandbox tracking label. Accepted, not yet acted on.")
-	fs.BoolVar(&o.warmPool.EnableEviction, "enable-warm-pool-eviction", d.WarmPool.EnableEviction, "Mark the pods a warm pool creates as safe to evict. Accepted, not yet acted on.")
-	fs.DurationVar(&o.warmPool.ReadinessGracePeriod, "sandbox-warm-pool-readiness-grace-period", d.WarmPool.ReadinessGracePeriod, "How long a warm pool member may stay not Ready before it is replaced (or held, if its pod is unschedulable); positive. Accepted, not yet acted on.")
-	fs.DurationVar(&o.warmPool.UnschedulableRecheckInterval, "sandbox-warm-pool-unschedulable-recheck-interval", d.WarmPool.UnschedulableRecheckInterval, "How often a pool holding unschedulable members past the grace period is re-checked; positive. Accepted, not yet acted on.")
-	fs.IntVar(&o.warmPool.MaxBatchSize, "sandbox-warm-pool-max-batch-size", d.WarmPool.MaxBatchSize, "Most pool members created or deleted at once; positive. Accepted, not yet acted on.")
-	fs.Float64Var(&o.warmPool.MaxRefillRate, "sandbox-warm-pool-max-refill-rate", d.WarmPool.MaxRefillRate, "Most replacement sandboxes per second per pool; 0 leaves refill unpaced. Accepted, not yet acted on (--pool-refill-quiet-period and --pool-refill-low-water-percent shape sandgate's refill).")
-	fs.DurationVar(&o.warmPool.ReplenishDelay, "sandbox-warm-pool-replenish-delay", d.WarmPool.ReplenishDelay, "How long a pool defers replacing members that left it; 0 replaces at once. Accepted, not yet acted on (see --pool-refill-quiet-period).")
+	fs.BoolVar(&o.warmPool.EnableEviction, "enable-warm-pool-eviction", d.WarmPool.EnableEviction, "Mark the pods of idle warm pool members safe to evict (cluster-autoscaler.kubernetes.io/safe-to-evict: \"true\"), removed when a claim takes them.")
+	fs.DurationVar(&o.warmPool.ReadinessGracePeriod, "sandbox-warm-pool-readiness-grace-period", d.WarmPool.ReadinessGracePeriod, "How long a warm pool member may stay not Ready before it is replaced (or held, if its pod is unschedulable); positive.")
+	fs.DurationVar(&o.warmPool.UnschedulableRecheckInterval, "sandbox-warm-pool-unschedulable-recheck-interval", d.WarmPool.UnschedulableRecheckInterval, "How often a pool holding unschedulable members past the grace period is re-checked; positive.")
+	fs.IntVar(&o.warmPool.MaxBatchSize, "sandbox-warm-pool-max-batch-size", d.WarmPool.MaxBatchSize, "Most pool members created, or surplus members deleted, per pool reconcile; positive.")
+	fs.Float64Var(&o.warmPool.MaxRefillRate, "sandbox-warm-pool-max-refill-rate", d.WarmPool.MaxRefillRate, "Most member creates per second per pool (a token bucket of one second's worth); 0 leaves them unpaced.")
+	fs.DurationVar(&o.warmPool.ReplenishDelay, "sandbox-warm-pool-replenish-delay", d.WarmPool.ReplenishDelay, "How long a pool defers replacing members that left it, re-armed by every departure; 0 replaces at once (--pool-refill-quiet-period applies too).")
 
 	// The public controller's flags with no meaning here.
 	fs.BoolVar(&o.enableWebhook, "enable-webhook", true, "Serve the admission webhooks. Always true: sandgate's admission (claim stamping, the binding guard) is not optional; false is refused.")
@@ -244,21 +244,15 @@ func (o *options) validateWebhookCompat() []error {
 // on them, each with why, sorted by flag: main logs them once at start.
 func (o *options) noEffect(fs *flag.FlagSet) []string {
 	why := map[string]string{
-		"enable-webhook":                                   "sandgate always serves its admission webhooks",
-		"manage-webhook-certs":                             "sandgate makes no serving certificate and patches no CRD: cert-manager (or --self-signed-certs) provides them",
-		"webhook-cert-name":                                "sandgate reads " + certs.CertFile + " from --webhook-cert-dir",
-		"webhook-key-name":                                 "sandgate reads " + certs.KeyFile + " from --webhook-cert-dir",
-		"webhook-service-name":                             "it names the Service of certificates sandgate does not make",
-		"webhook-namespace":                                "it names the namespace of certificates sandgate does not make",
-		"disable-claim-observability-annotations":          "sandgate's claim controller writes no observability annotation (admission stamps them in the create request)",
-		"sandbox-write-behind-window":                      "sandgate defers its bookkeeping writes until claims pause (--pool-refill-quiet-period)",
-		"cache-label-selectors":                            "not yet implemented: the caches hold every Pod and Service",
-		"enable-warm-pool-eviction":                        "not yet implemented by the warm pool controller",
-		"sandbox-warm-pool-readiness-grace-period":         "not yet implemented by the warm pool controller",
-		"sandbox-warm-pool-unschedulable-recheck-interval": "not yet implemented by the warm pool controller",
-		"sandbox-warm-pool-max-batch-size":                 "not yet implemented by the warm pool controller",
-		"sandbox-warm-pool-max-refill-rate":                "not yet implemented by the warm pool controller; see --pool-refill-quiet-period",
-		"sandbox-warm-pool-replenish-delay":                "not yet implemented by the warm pool controller; see --pool-refill-quiet-period",
+		"enable-webhook":                          "sandgate always serves its admission webhooks",
+		"manage-webhook-certs":                    "sandgate makes no serving certificate and patches no CRD: cert-manager (or --self-signed-certs) provides them",
+		"webhook-cert-name":                       "sandgate reads " + certs.CertFile + " from --webhook-cert-dir",
+		"webhook-key-name":                        "sandgate reads " + certs.KeyFile + " from --webhook-cert-dir",
+		"webhook-service-name":                    "it names the Service of certificates sandgate does not make",
+		"webhook-namespace":                       "it names the namespace of certificates sandgate does not make",
+		"disable-claim-observability-annotations": "sandgate's claim controller writes no observability annotation (admission stamps them in the create request)",
+		"sandbox-write-behind-window":             "sandgate defers its bookkeeping writes until claims pause (--pool-refill-quiet-period)",
+		"cache-label-selectors":                   "not yet implemented: the caches hold every Pod and Service",
 	}
 	var out []string
 	fs.Visit(func(f *flag.Flag) {

@@ -170,12 +170,6 @@ func TestPublicFlagsReachTheOperator(t *testing.T) {
 	}
 	wantNoEffect := []string{
 		"--cache-label-selectors=true: not yet implemented: the caches hold every Pod and Service",
-		"--enable-warm-pool-eviction=false: not yet implemented by the warm pool controller",
-		"--sandbox-warm-pool-max-batch-size=12: not yet implemented by the warm pool controller",
-		"--sandbox-warm-pool-max-refill-rate=2.5: not yet implemented by the warm pool controller; see --pool-refill-quiet-period",
-		"--sandbox-warm-pool-readiness-grace-period=2m0s: not yet implemented by the warm pool controller",
-		"--sandbox-warm-pool-replenish-delay=3s: not yet implemented by the warm pool controller; see --pool-refill-quiet-period",
-		"--sandbox-warm-pool-unschedulable-recheck-interval=30s: not yet implemented by the warm pool controller",
 		"--sandbox-write-behind-window=1s: sandgate defers its bookkeeping writes until claims pause (--pool-refill-quiet-period)",
 		"--webhook-namespace=x: it names the namespace of certificates sandgate does not make",
 	}

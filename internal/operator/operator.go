@@ -126,6 +126,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 		Extensions:           opts.Extensions,
 		ColdStartGrace:       opts.ColdStartGrace,
 		Refill:               opts.Refill,
+		WarmPool:             opts.WarmPool.policy(),
 		WarmPoolWorkers:      opts.WarmPoolWorkers,
 		TemplateWorkers:      opts.TemplateWorkers,
 		ClaimWorkers:         opts.ClaimWorkers,

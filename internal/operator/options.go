@@ -124,8 +124,8 @@ type Options struct {
 	// DisableClaimEvents and DisableSandboxEvents make the SandboxClaim and the Sandbox
 	// controller emit no Kubernetes Events.
 	DisableClaimEvents, DisableSandboxEvents bool
-	// WarmPool holds the public controller's warm pool settings. Validated and carried to
-	// here; the warm pool controller does not act on them yet (docs/flags.md).
+	// WarmPool holds the public controller's warm pool settings, which the warm pool
+	// controller acts on (docs/flags.md).
 	WarmPool WarmPoolSettings
 	// CacheLabelSelectors asks for Pod and Service caches scoped to the sandbox tracking
 	// label. Validated and carried to here; not acted on yet (docs/flags.md).
@@ -156,7 +156,7 @@ type Options struct {
 }
 
 // WarmPoolSettings are the public controller's warm pool flags, with its defaults and its
-// meaning (docs/flags.md). The warm pool controller does not act on them yet.
+// meaning (docs/flags.md), acted on by the warm pool controller (reconcilers.WarmPoolPolicy).
 type WarmPoolSettings struct {
 	// EnableEviction marks the pods a pool creates as safe to evict.
 	EnableEviction bool
@@ -172,6 +172,18 @@ type WarmPoolSettings struct {
 	MaxRefillRate float64
 	// ReplenishDelay defers replacements after members leave; 0 replaces at once.
 	ReplenishDelay time.Duration
+}
+
+// policy is what the warm pool controller is told.
+func (w WarmPoolSettings) policy() reconcilers.WarmPoolPolicy {
+	return reconcilers.WarmPoolPolicy{
+		DisableEviction:              !w.EnableEviction,
+		ReadinessGracePeriod:         w.ReadinessGracePeriod,
+		UnschedulableRecheckInterval: w.UnschedulableRecheckInterval,
+		MaxBatchSize:                 w.MaxBatchSize,
+		MaxRefillRate:                w.MaxRefillRate,
+		ReplenishDelay:               w.ReplenishDelay,
+	}
 }
 
 // DefaultWarmPoolSettings are the public controller's defaults.
