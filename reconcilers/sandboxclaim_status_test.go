@@ -3,8 +3,10 @@ package reconcilers
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -14,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/test/builders"
 )
@@ -180,6 +183,66 @@ func TestClaimReadyMeansRoutable(t *testing.T) {
 			}
 			if !meta.IsStatusConditionTrue(getClaim(t, a).Status.Conditions, agentsv1beta1.ConditionReady) {
 				t.Errorf("the claim is not Ready after its pod was labelled")
+			}
+		})
+	}
+}
+
+// TestClaimReadyReportsTheClaimsGeneration: a bound claim's Ready condition carries the
+// claim's own generation, never its Sandbox's, as the public controller's does since v1.0
+// (kubernetes-sigs/agent-sandbox#1317; v0.5 forwarded the Sandbox's). A claim whose spec
+// changed after it was reported Ready, or one the public controller reported with its
+// Sandbox's generation, gets one status write that changes observedGeneration and nothing
+// else (the transition time is kept); a claim already reported at its generation is not
+// written.
+func TestClaimReadyReportsTheClaimsGeneration(t *testing.T) {
+	since := metav1.NewTime(planNow.Add(-time.Hour))
+	tests := map[string]struct {
+		reportedAt  int64
+		wantJournal []string
+	}{
+		"reported at the Sandbox's generation (v0.5)":            {reportedAt: 7, wantJournal: []string{"patch SandboxClaim/c/status"}},
+		"reported before a claim-only spec change":               {reportedAt: 1, wantJournal: []string{"patch SandboxClaim/c/status"}},
+		"reported at the claim's generation (v1.0, or sandgate)": {reportedAt: 2},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			tmpl, pool := testTemplate(), testPool(1)
+			c := claim(func(w *builders.ClaimWrapper) {
+				w.Generation = 2
+				w.Annotation(agentsv1beta1.AnnotationSandboxName, "m").StatusSandbox("m")
+			})
+			sb := readyMember(pool, tmpl, "m", "10.0.0.1")
+			sb.Generation = 7
+			sb.Status.Conditions[0].ObservedGeneration = 7
+			sb.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(c, extv1beta1.GroupVersion.WithKind(policy.ClaimKind.Kind))}
+			delete(sb.Labels, agentsv1beta1.LabelWarmPoolSandbox)
+			delete(sb.Labels, agentsv1beta1.LabelSandboxTemplateHash)
+			sb.Labels[agentsv1beta1.LabelClaimUID] = string(c.UID)
+			c.Status.Sandbox.PodIPs = sb.Status.PodIPs
+			c.Status.Conditions = []metav1.Condition{{
+				Type: agentsv1beta1.ConditionReady, Status: metav1.ConditionTrue, ObservedGeneration: tc.reportedAt,
+				Reason: agentsv1beta1.ReasonDependenciesReady, Message: agentsv1beta1.MessagePodReady, LastTransitionTime: since,
+			}}
+			a := newFakeAPI(t, tmpl, pool, c, sb, podOf(sb))
+			r := newClaimReconciler(t, a, clocktesting.NewFakeClock(planNow))
+			observeSandboxes(t, a, r.Index)
+
+			reconcileClaim(t, r)
+			if diff := cmp.Diff(tc.wantJournal, writesOf(a.Journal())); diff != "" {
+				t.Errorf("writes (-want +got):\n%s", diff)
+			}
+			want := []metav1.Condition{{
+				Type: agentsv1beta1.ConditionReady, Status: metav1.ConditionTrue, ObservedGeneration: 2,
+				Reason: agentsv1beta1.ReasonDependenciesReady, Message: agentsv1beta1.MessagePodReady, LastTransitionTime: since,
+			}}
+			got := getClaim(t, a)
+			if diff := cmp.Diff(want, got.Status.Conditions, cmpopts.EquateApproxTime(time.Second)); diff != "" {
+				t.Errorf("conditions (-want +got):\n%s", diff)
+			}
+			reconcileClaim(t, r)
+			if writes := writesOf(a.Journal()); len(writes) > 0 {
+				t.Errorf("the next reconcile wrote %v, want nothing", writes)
 			}
 		})
 	}

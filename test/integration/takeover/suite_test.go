@@ -1,9 +1,9 @@
 //go:build integration
 
 // Package takeover_test hands sandgate a cluster populated exactly as the public
-// agent-sandbox controller (v0.5.x, API v1beta1) leaves it, and checks that afterwards every
-// binding invariant of the claims suite holds (test/invariants), that nothing was deleted or
-// recreated, and that claims old and new are served.
+// agent-sandbox controller (v0.5.x, and v1.0.x with its v1beta1-only CRDs) leaves it, and
+// checks that afterwards every binding invariant of the claims suite holds (test/invariants),
+// that nothing was deleted or recreated, and that claims old and new are served.
 //
 // It is a suite of its own because the switch-over happens before sandgate's admission
 // exists: sandgate's webhook configurations are cluster-wide and fail closed, and they would
