@@ -147,36 +147,8 @@ func (r *warmPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		// would create or delete too many. Their events bring the pool back.
 		result.RequeueAfter = expectationsTTL
 	default:
-		bp := policy.TemplateBlueprint(tmpl)
-		now := r.Clock.Now()
-		plan := planPool(members, replicas(pool), version{hash: agentsv1beta1.BlueprintHash(&bp), spec: policy.SpecHash(&bp), template: tmpl.Name},
-			pool.Spec.UpdateStrategy.Type, now, poolRules{
-				grace:         r.WarmPool.ReadinessGracePeriod,
-				maxBatch:      r.WarmPool.MaxBatchSize,
-				unschedulable: func(sb *agentsv1beta1.Sandbox) bool { return r.podUnschedulable(ctx, sb) },
-			})
-		if plan.recheckAfter > 0 {
-			result.RequeueAfter = graceRecheck(plan.recheckAfter)
-		}
-		r.noteHold(pool, plan.held, replicas(pool))
-		if plan.held > 0 {
-			result = requeueWithin(result, r.WarmPool.UnschedulableRecheckInterval)
-		}
-		create, deferred, paced := r.paceCreates(req.NamespacedName, plan, members, replicas(pool), now)
-		if plan.create > 0 {
-			r.noteDeferral(pool, deferred, plan.create)
-		}
-		result = requeueWithin(requeueWithin(result, deferred), paced)
-		errs = append(errs, r.deleteMembers(ctx, pool, plan.delete))
-		errs = append(errs, r.refreshMembers(ctx, &bp, plan.refresh))
-		created, err := r.createMembers(ctx, pool, tmpl, create)
-		r.pacing.created(req.NamespacedName, created)
+		result, err = r.maintain(ctx, pool, tmpl, members)
 		errs = append(errs, err)
-		if create < plan.create && deferred == 0 && paced == 0 && err == nil {
-			// More to create than one batch: the creates' events bring the pool back; this is
-			// in case they do not.
-			result = requeueWithin(result, time.Millisecond)
-		}
 	}
 
 	if wrote, err := patchStatus(ctx, r.Client, old, pool, func(p *extv1beta1.SandboxWarmPool) any { return p.Status }); err != nil {
@@ -185,6 +157,44 @@ func (r *warmPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		r.written.record(pool, pool.Status.DeepCopy())
 	}
 	return quiet(result, errors.Join(errs...))
+}
+
+// maintain deletes, refreshes and creates members as planPool says, within the pool's
+// pacing, and says when to look at the pool again.
+func (r *warmPoolReconciler) maintain(ctx context.Context, pool *extv1beta1.SandboxWarmPool, tmpl *extv1beta1.SandboxTemplate,
+	members []*agentsv1beta1.Sandbox) (ctrl.Result, error) {
+	var result ctrl.Result
+	key := client.ObjectKeyFromObject(pool)
+	bp := policy.TemplateBlueprint(tmpl)
+	now := r.Clock.Now()
+	plan := planPool(members, replicas(pool), version{hash: agentsv1beta1.BlueprintHash(&bp), spec: policy.SpecHash(&bp), template: tmpl.Name},
+		pool.Spec.UpdateStrategy.Type, now, poolRules{
+			grace:         r.WarmPool.ReadinessGracePeriod,
+			maxBatch:      r.WarmPool.MaxBatchSize,
+			unschedulable: func(sb *agentsv1beta1.Sandbox) bool { return r.podUnschedulable(ctx, sb) },
+		})
+	if plan.recheckAfter > 0 {
+		result.RequeueAfter = graceRecheck(plan.recheckAfter)
+	}
+	r.noteHold(pool, plan.held, replicas(pool))
+	if plan.held > 0 {
+		result = requeueWithin(result, r.WarmPool.UnschedulableRecheckInterval)
+	}
+	create, deferred, paced := r.paceCreates(key, plan, members, replicas(pool), now)
+	if plan.create > 0 {
+		r.noteDeferral(pool, deferred, plan.create)
+	}
+	result = requeueWithin(requeueWithin(result, deferred), paced)
+	errs := []error{r.deleteMembers(ctx, pool, plan.delete), r.refreshMembers(ctx, &bp, plan.refresh)}
+	created, err := r.createMembers(ctx, pool, tmpl, create)
+	r.pacing.created(key, created)
+	errs = append(errs, err)
+	if create < plan.create && deferred == 0 && paced == 0 && err == nil {
+		// More to create than one batch: the creates' events bring the pool back; this is
+		// in case they do not.
+		result = requeueWithin(result, time.Millisecond)
+	}
+	return result, errors.Join(errs...)
 }
 
 // members lists the pool's unbound members from the cache index, those being deleted left
