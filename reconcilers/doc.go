@@ -27,15 +27,17 @@
 //     template with the hash of its name and keeps its managed NetworkPolicy.
 //   - sandboxwarmpool_controller.go: the SandboxWarmPool controller, which keeps
 //     spec.replicas unbound members per pool, created in growing batches behind
-//     create/delete expectations; sandboxwarmpool_refill.go when it refills what claims took,
-//     sandboxwarmpool_events.go its member watch.
+//     create/delete expectations; sandboxwarmpool_refill.go when (and how fast) it refills
+//     what claims took, sandboxwarmpool_readiness.go the public controller's warm pool
+//     settings and what it does with members that do not become Ready (replaced, or held
+//     when unschedulable), sandboxwarmpool_events.go its member watch.
 //   - sandboxclaim_controller.go: the SandboxClaim controller. One reconcile reads down its
 //     files in call order, each once: sandboxclaim_controller.go, sandboxclaim_lifecycle.go
 //     (expiry), sandboxclaim_status.go (what the claim reports), sandboxclaim_binding.go
 //     (serving an unbound claim, warm or cold: the binding protocol is stated there),
 //     sandboxclaim_metrics.go (startup latency). sandboxclaim_events.go holds its watches,
 //     sandboxclaim_warmindex.go the index of ready, unbound members a claim picks from
-//     (fed by the Sandbox informer, picked in O(1) without a List).
+//     (fed by the Sandbox informer, picked without a List in O(log nodes), spread over nodes).
 //
 // What more than one controller uses is in files of its own: setup.go (Setup, Config),
 // requeue.go (quiet, requeueWithin), watches.go (the queue, controllerUID,
