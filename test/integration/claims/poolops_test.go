@@ -20,8 +20,9 @@ import (
 )
 
 // The warm pool operations of the public controller's flags (--enable-warm-pool-eviction,
-// --sandbox-warm-pool-readiness-grace-period, --sandbox-warm-pool-unschedulable-recheck-interval)
-// and its NodeSpread pick.
+// --sandbox-warm-pool-readiness-grace-period, --sandbox-warm-pool-unschedulable-recheck-interval,
+// --sandbox-warm-pool-max-batch-size, --sandbox-warm-pool-max-refill-rate,
+// --sandbox-warm-pool-replenish-delay) and its NodeSpread pick.
 
 // setupWarmPool starts the test's manager with the warm pool settings changed by configure.
 func setupWarmPool(t *testing.T, configure func(*operator.WarmPoolSettings)) *env {
@@ -147,6 +148,53 @@ func TestPoolHoldsUnschedulableMembers(t *testing.T) {
 	e.eventually(func(g Gomega) {
 		g.Expect(e.events(g, "SandboxWarmPool", "pool")).To(ContainElement(reconcilers.EventWarmPoolNotProgressing))
 	})
+}
+
+// TestPoolPacing: --sandbox-warm-pool-max-refill-rate and --sandbox-warm-pool-max-batch-size
+// spread a pool's fill over time (a bucket of 2 creates a second for 6 members), and
+// --sandbox-warm-pool-replenish-delay holds the replacement of a claimed member for the delay
+// (the quiet period of the refill deferral is off here, so that only the delay holds it).
+func TestPoolPacing(t *testing.T) {
+	const replicas, delay = 6, 3 * time.Second
+	e := setupWithoutManager(t, 0)
+	e.opts.Refill = &reconcilers.RefillPolicy{}
+	e.opts.Configure = func(o *operator.Options) {
+		o.WarmPool.MaxRefillRate, o.WarmPool.MaxBatchSize, o.WarmPool.ReplenishDelay = 2, 2, delay
+	}
+	e.Manager = cluster.StartManager(t, e.opts)
+	e.create(builders.MakeTemplate("tmpl", e.ns).Obj())
+	e.create(builders.MakePool("pool", e.ns, "tmpl").Replicas(replicas).Obj())
+	members := e.waitPoolReady("pool", replicas)
+	first, last := members[0].CreationTimestamp.Time, members[0].CreationTimestamp.Time
+	for _, m := range members {
+		first, last = minTime(first, m.CreationTimestamp.Time), maxTime(last, m.CreationTimestamp.Time)
+	}
+	// 2 at once, then one every 500ms: about 2s; creationTimestamp has a resolution of 1s.
+	t.Logf("fill: first member created %s, last %s", first, last)
+	e.g.Expect(last.Sub(first)).To(BeNumerically(">=", time.Second), "the fill was not paced")
+
+	time.Sleep(framework.Quiet)
+	e.create(builders.MakeClaim("c1", e.ns, "pool").Obj())
+	e.waitClaimReady("c1")
+	e.consistently(delay-time.Second, func(g Gomega) {
+		g.Expect(e.members(g, "pool")).To(HaveLen(replicas-1), "replaced within the replenish delay")
+	})
+	e.waitPoolReady("pool", replicas)
+	checkInvariants(e.g, e)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // TestBurstSpreadsOverNodes: a burst's claims take members from every node rather than
