@@ -386,11 +386,19 @@ func (r *warmPoolReconciler) refreshMembers(ctx context.Context, bp *agentsv1bet
 	var errs []error
 	for _, m := range members {
 		have := m.Spec.PodTemplate.ObjectMeta
+		metadata := map[string]any{
+			"resourceVersion": m.ResourceVersion,
+			"labels":          memberLabelsPatch(hash),
+		}
+		if _, own := want.Annotations[AnnotationSafeToEvict]; !own && !r.WarmPool.DisableEviction &&
+			have.Annotations[AnnotationSafeToEvict] == "true" && m.Annotations[AnnotationSafeToEvict] != "true" {
+			// A member the public controller made carries its eviction mark in the podTemplate,
+			// which the refresh replaces: the mark moves to where sandgate keeps it, so that
+			// the idle pod stays evictable and a claim still removes it.
+			metadata["annotations"] = map[string]any{AnnotationSafeToEvict: "true"}
+		}
 		body := map[string]any{
-			"metadata": map[string]any{
-				"resourceVersion": m.ResourceVersion,
-				"labels":          memberLabelsPatch(hash),
-			},
+			"metadata": metadata,
 			"spec": map[string]any{"podTemplate": map[string]any{"metadata": map[string]any{
 				"labels":      mapPatch(have.Labels, want.Labels),
 				"annotations": mapPatch(have.Annotations, want.Annotations),

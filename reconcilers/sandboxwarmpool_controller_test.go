@@ -63,6 +63,8 @@ func TestWarmPoolReconcileTakesOverPublicMembers(t *testing.T) {
 		member.Spec.PodTemplate.ObjectMeta.Labels[k] = v
 	}
 	delete(member.Annotations, agentsv1beta1.AnnotationPodName)
+	// The public controller's eviction mark, in the podTemplate.
+	member.Spec.PodTemplate.ObjectMeta.Annotations = map[string]string{AnnotationSafeToEvict: "true"}
 	member.Status.Conditions = []metav1.Condition{{
 		Type: agentsv1beta1.ConditionReady, Status: metav1.ConditionTrue, Reason: agentsv1beta1.ReasonDependenciesReady,
 		LastTransitionTime: metav1.NewTime(planNow),
@@ -114,6 +116,9 @@ func TestWarmPoolReconcileTakesOverPublicMembers(t *testing.T) {
 	}
 	if got.Labels[agentsv1beta1.LabelWarmPoolSandbox] != agentsv1beta1.NameHash(pool.Name) {
 		t.Errorf("member lost its pool label: %v", got.Labels)
+	}
+	if got.Annotations[AnnotationSafeToEvict] != "true" {
+		t.Errorf("member's annotations %v: the public controller's eviction mark did not move to the metadata", got.Annotations)
 	}
 }
 
