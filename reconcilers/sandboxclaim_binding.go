@@ -84,11 +84,7 @@ func (r *claimReconciler) serve(ctx context.Context, s *claimStep) (ctrl.Result,
 	}
 	// What admission checked, again: a claim admitted before a rule existed, or while the
 	// template was missing, is not served against the rules.
-	// The label allowlist is the one in effect now, as the public controller checks it.
-	mdPath := field.NewPath("spec", "additionalPodMetadata")
-	errs := policy.ValidateClaimPodMetadata(&claim.Spec.AdditionalPodMetadata, mdPath)
-	errs = append(errs, policy.ValidateClaimLabelDomains(claim.Spec.AdditionalPodMetadata.Labels, mdPath.Child("labels"), r.LabelDomains.Get())...)
-	if len(errs) > 0 {
+	if errs := policy.ValidateClaimPodMetadata(&claim.Spec.AdditionalPodMetadata, field.NewPath("spec", "additionalPodMetadata")); len(errs) > 0 {
 		r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonInvalidMetadata, errs.ToAggregate().Error())
 		return ctrl.Result{}, nil
 	}
