@@ -21,3 +21,6 @@ package reconcilers
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// The claim label allowlist: the operator watches one ConfigMap (agent-sandbox-config) in its
+// namespace; its cache holds no other (internal/operator.configMapCache).
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch

@@ -37,12 +37,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
@@ -84,7 +86,11 @@ func (r *claimReconciler) serve(ctx context.Context, s *claimStep) (ctrl.Result,
 	}
 	// What admission checked, again: a claim admitted before a rule existed, or while the
 	// template was missing, is not served against the rules.
-	if errs := policy.ValidateClaimPodMetadata(&claim.Spec.AdditionalPodMetadata, field.NewPath("spec", "additionalPodMetadata")); len(errs) > 0 {
+	// The label allowlist is the one in effect now, as the public controller checks it.
+	mdPath := field.NewPath("spec", "additionalPodMetadata")
+	errs := policy.ValidateClaimPodMetadata(&claim.Spec.AdditionalPodMetadata, mdPath)
+	errs = append(errs, policy.ValidateClaimLabelDomains(claim.Spec.AdditionalPodMetadata.Labels, mdPath.Child("labels"), r.LabelDomains.Get())...)
+	if len(errs) > 0 {
 		r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonInvalidMetadata, errs.ToAggregate().Error())
 		return ctrl.Result{}, nil
 	}
@@ -129,6 +135,25 @@ func (r *claimReconciler) serve(ctx context.Context, s *claimStep) (ctrl.Result,
 	}
 	r.Index.StopWaiting(nn)
 	return ctrl.Result{}, r.coldStart(ctx, s, tmpl, stamp)
+}
+
+// claimsRefusedForMetadata wakes the unbound claims serve refused for their pod metadata
+// (Ready=False InvalidMetadata) when the label allowlist changed: they may be served now. A
+// served claim is not judged again.
+func (r *claimReconciler) claimsRefusedForMetadata(ctx context.Context, _ client.Object) []reconcile.Request {
+	var claims extv1beta1.SandboxClaimList
+	if err := r.Client.List(ctx, &claims); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing claims after the label allowlist changed")
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, c := range claims.Items {
+		ready := meta.FindStatusCondition(c.Status.Conditions, agentsv1beta1.ConditionReady)
+		if c.Status.Sandbox.Name == "" && ready != nil && ready.Reason == extv1beta1.ReasonInvalidMetadata {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Name}})
+		}
+	}
+	return reqs
 }
 
 // ensureStamp returns the claim's stamp, stamping it with the hash of the template as the

@@ -12,11 +12,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/sandgate-dev/sandgate/api"
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
@@ -329,5 +332,69 @@ func TestBindPatchRemovesTheEvictionMark(t *testing.T) {
 	}
 	if want := `"annotations":{"cluster-autoscaler.kubernetes.io/safe-to-evict":null}`; !strings.Contains(string(got), want) {
 		t.Errorf("bind patch %s does not contain %s", got, want)
+	}
+}
+
+// A claim admitted before the label allowlist (no webhook, or an older one) is not served
+// with a label outside it: Ready=False InvalidMetadata naming the label, as the public
+// controller reports it; under a list that allows the label it is served.
+func TestClaimServeAppliesTheLabelAllowlist(t *testing.T) {
+	tests := map[string]struct {
+		domains    *policy.LabelDomains
+		label      string
+		wantReason string
+		wantMsg    string
+	}{
+		"the public default domain": {label: "sandbox.users.io/team", wantReason: extv1beta1.ReasonSandboxNotReady},
+		"outside the default list": {label: "example.com/team", wantReason: extv1beta1.ReasonInvalidMetadata,
+			wantMsg: `spec.additionalPodMetadata.labels[example.com/team]: Forbidden: label domain "example.com" is not in the allowlist; allowed domains (and their subdomains): sandbox.users.io`},
+		"unprefixed": {label: "team", wantReason: extv1beta1.ReasonInvalidMetadata,
+			wantMsg: "spec.additionalPodMetadata.labels[team]: Forbidden"},
+		"allowed by a configured list": {domains: policy.NewLabelDomains([]string{"example.com"}), label: "example.com/team",
+			wantReason: extv1beta1.ReasonSandboxNotReady},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			tmpl := testTemplate()
+			pool := builders.MakePool("pool", "ns", tmpl.Name).Replicas(0).UID("pool-uid").Obj()
+			claim := testClaim(tmpl, func(w *builders.ClaimWrapper) { w.PodLabel(tc.label, "a") })
+			a := newFakeAPI(t, tmpl, pool, claim)
+			r := newClaimReconciler(t, a, clocktesting.NewFakeClock(planNow))
+			r.LabelDomains = tc.domains
+
+			reconcileClaim(t, r)
+
+			ready := meta.FindStatusCondition(getClaim(t, a).Status.Conditions, agentsv1beta1.ConditionReady)
+			if ready == nil || ready.Reason != tc.wantReason || !strings.Contains(ready.Message, tc.wantMsg) {
+				t.Fatalf("Ready = %+v, want reason %s saying %q", ready, tc.wantReason, tc.wantMsg)
+			}
+			if served := len(claimSandboxes(t, a, claim.UID)) == 1; served != (tc.wantReason == extv1beta1.ReasonSandboxNotReady) {
+				t.Errorf("claim served: %t, want %t", served, !served)
+			}
+		})
+	}
+}
+
+// A change of the label allowlist wakes exactly the unbound claims refused for their pod
+// metadata: served claims are not judged again, other waiting claims do not care.
+func TestClaimsRefusedForMetadataWakeOnAllowlistChange(t *testing.T) {
+	tmpl := testTemplate()
+	withReady := func(name, reason, sandbox string) *extv1beta1.SandboxClaim {
+		c := testClaim(tmpl, func(w *builders.ClaimWrapper) {})
+		c.Name, c.UID = name, types.UID(name+"-uid")
+		c.Status.Conditions = []metav1.Condition{{Type: agentsv1beta1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason}}
+		c.Status.Sandbox.Name = sandbox
+		return c
+	}
+	a := newFakeAPI(t, tmpl,
+		withReady("refused", extv1beta1.ReasonInvalidMetadata, ""),
+		withReady("waiting", extv1beta1.ReasonSandboxCreatePending, ""),
+		withReady("served", extv1beta1.ReasonInvalidMetadata, "sb"))
+	r := newClaimReconciler(t, a, clocktesting.NewFakeClock(planNow))
+
+	got := r.claimsRefusedForMetadata(context.Background(), nil)
+	want := []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "refused"}}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("woken claims (-want +got):\n%s", diff)
 	}
 }

@@ -18,8 +18,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
@@ -86,6 +88,9 @@ type claimReconciler struct {
 	activity *poolActivity
 	// RefuseRestamp: see Config.RefuseRestamp.
 	RefuseRestamp bool
+	// LabelDomains and LabelDomainsChanged: see Config.ClaimLabelDomains.
+	LabelDomains        *policy.LabelDomains
+	LabelDomainsChanged <-chan event.GenericEvent
 	// Tracer traces binds and readiness (sandboxclaim_tracing.go); nil is tracing off.
 	Tracer *tracing.Tracer
 }
@@ -133,7 +138,7 @@ func (r *claimReconciler) init() {
 // SetupWithManager registers the controller and its watches.
 func (r *claimReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	r.init()
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named(claimControllerName).
 		WithOptions(opts).
 		// Own status writes never wake the claim; the stamp (an annotation) does.
@@ -145,8 +150,11 @@ func (r *claimReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Opt
 		Watches(&extv1beta1.SandboxWarmPool{}, handler.EnqueueRequestsFromMapFunc(r.unboundClaimsOfPool),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&extv1beta1.SandboxTemplate{}, handler.EnqueueRequestsFromMapFunc(r.unboundClaimsOfTemplate),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Complete(r)
+			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+	if r.LabelDomainsChanged != nil {
+		b = b.WatchesRawSource(source.Channel(r.LabelDomainsChanged, handler.EnqueueRequestsFromMapFunc(r.claimsRefusedForMetadata)))
+	}
+	return b.Complete(r)
 }
 
 // claimStep is the work of one reconcile: the claim's status is changed in place and

@@ -143,7 +143,7 @@ func TestClaimReconcileWarm(t *testing.T) {
 		wantColdStart bool
 	}{
 		"the first member picked binds":                 {wantBinds: 1},
-		"the claim's pod labels ride in the bind patch": {podLabels: map[string]string{"user": "u1"}, wantBinds: 1},
+		"the claim's pod labels ride in the bind patch": {podLabels: map[string]string{"sandbox.users.io/user": "u1"}, wantBinds: 1},
 		"409: the next member binds":                    {bindAnswers: []error{conflict}, wantBinds: 2},
 		"403: the next member binds":                    {bindAnswers: []error{denied}, wantBinds: 2},
 		"404: the next member binds":                    {bindAnswers: []error{gone}, wantBinds: 2},
@@ -341,7 +341,7 @@ func TestClaimReconcileColdStart(t *testing.T) {
 				VolumeClaimTemplatesPolicy(extv1beta1.VolumeClaimTemplatesAllowed).Obj(),
 			claim: func(tmpl *extv1beta1.SandboxTemplate) *extv1beta1.SandboxClaim {
 				return testClaim(tmpl, func(w *builders.ClaimWrapper) {
-					w.Env("TOKEN", "t", "").VolumeClaimTemplate("scratch", "1Gi").PodLabel("user", "u1")
+					w.Env("TOKEN", "t", "").VolumeClaimTemplate("scratch", "1Gi").PodLabel("sandbox.users.io/user", "u1")
 				})
 			},
 			withMember: true,

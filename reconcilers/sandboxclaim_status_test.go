@@ -119,7 +119,7 @@ func TestClaimReadyMeansRoutable(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			tmpl, pool := testTemplate(), testPool(1)
-			claim := testClaim(tmpl, func(w *builders.ClaimWrapper) { w.PodLabel("team", "a") })
+			claim := testClaim(tmpl, func(w *builders.ClaimWrapper) { w.PodLabel("sandbox.users.io/team", "a") })
 			member := readyMember(pool, tmpl, "m", "10.0.0.1")
 			member.Annotations[agentsv1beta1.AnnotationPodName] = "m"
 			pod := podOf(member)
@@ -127,7 +127,7 @@ func TestClaimReadyMeansRoutable(t *testing.T) {
 				bound := member.DeepCopy()
 				bound.Labels[agentsv1beta1.LabelClaimUID] = string(claim.UID)
 				delete(bound.Labels, agentsv1beta1.LabelWarmPoolSandbox)
-				bound.Spec.PodTemplate.ObjectMeta.Labels["team"] = "a"
+				bound.Spec.PodTemplate.ObjectMeta.Labels["sandbox.users.io/team"] = "a"
 				pod.Labels, pod.Annotations = podOf(bound).Labels, podOf(bound).Annotations
 			}
 			objs := []client.Object{tmpl, pool, claim, member}
@@ -160,7 +160,7 @@ func TestClaimReadyMeansRoutable(t *testing.T) {
 				if err := a.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "m"}, got); err != nil {
 					t.Fatal(err)
 				}
-				if _, pooled := got.Labels[agentsv1beta1.LabelWarmPoolSandbox]; pooled || got.Labels[agentsv1beta1.LabelClaimUID] != string(claim.UID) || got.Labels["team"] != "a" {
+				if _, pooled := got.Labels[agentsv1beta1.LabelWarmPoolSandbox]; pooled || got.Labels[agentsv1beta1.LabelClaimUID] != string(claim.UID) || got.Labels["sandbox.users.io/team"] != "a" {
 					t.Errorf("the claim is Ready and its pod's labels are %v: not what the router and policies select", got.Labels)
 				}
 				return

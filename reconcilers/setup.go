@@ -14,7 +14,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
+	"github.com/sandgate-dev/sandgate/api/policy"
 	"github.com/sandgate-dev/sandgate/internal/tracing"
 	"github.com/sandgate-dev/sandgate/reconcilers/indexes"
 )
@@ -62,6 +64,12 @@ type Config struct {
 	// Refill says when pools replace the members claims took; the zero value creates them
 	// at once (DefaultRefillQuietPeriod and DefaultRefillLowWaterPercent suit bursts).
 	Refill RefillPolicy
+	// ClaimLabelDomains is the allowlist of the label domains a claim's additionalPodMetadata
+	// may use, the one admission applies; nil is the public default
+	// (policy.DefaultClaimLabelDomains). An event on ClaimLabelDomainsChanged, sent after the
+	// list changed, wakes the unbound claims refused for their metadata.
+	ClaimLabelDomains        *policy.LabelDomains
+	ClaimLabelDomainsChanged <-chan event.GenericEvent
 }
 
 // Setup registers the cache indexes (package indexes) and the controllers with mgr.
@@ -141,17 +149,19 @@ func setupExtensions(mgr ctrl.Manager, cfg Config, activity *poolActivity) error
 		claimRecorder = mgr.GetEventRecorder("sandgate-claim-controller")
 	}
 	claims := &claimReconciler{
-		Client:           mgr.GetClient(),
-		APIReader:        mgr.GetAPIReader(),
-		Recorder:         claimRecorder,
-		Metrics:          cfg.Metrics,
-		Clock:            cfg.Clock,
-		Index:            newWarmIndex(),
-		ColdStartGrace:   cfg.ColdStartGrace,
-		BookkeepingDelay: cfg.Refill.QuietPeriod,
-		RefuseRestamp:    cfg.RefuseRestamp,
-		Tracer:           cfg.Tracer,
-		activity:         activity,
+		Client:              mgr.GetClient(),
+		APIReader:           mgr.GetAPIReader(),
+		Recorder:            claimRecorder,
+		Metrics:             cfg.Metrics,
+		Clock:               cfg.Clock,
+		Index:               newWarmIndex(),
+		ColdStartGrace:      cfg.ColdStartGrace,
+		BookkeepingDelay:    cfg.Refill.QuietPeriod,
+		RefuseRestamp:       cfg.RefuseRestamp,
+		LabelDomains:        cfg.ClaimLabelDomains,
+		LabelDomainsChanged: cfg.ClaimLabelDomainsChanged,
+		Tracer:              cfg.Tracer,
+		activity:            activity,
 	}
 	if err := claims.SetupWithManager(mgr, options(cfg.ClaimWorkers)); err != nil {
 		return fmt.Errorf("setting up the claim controller: %w", err)

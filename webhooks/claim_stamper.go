@@ -44,6 +44,9 @@ type ClaimWebhook struct {
 	Now func() time.Time
 	// Tracer traces the admission of new claims; nil is tracing off.
 	Tracer *tracing.Tracer
+	// LabelDomains is the allowlist of the label domains a claim's additionalPodMetadata may
+	// use (the operator keeps it in step with its ConfigMap); nil is the public default.
+	LabelDomains *policy.LabelDomains
 }
 
 var (
@@ -114,7 +117,7 @@ func (w *ClaimWebhook) Default(ctx context.Context, c *extv1beta1.SandboxClaim) 
 // It returns the template (nil when the pool or the template does not exist yet: the claim
 // is admitted unstamped) and its hash, or a 422 naming every problem.
 func (w *ClaimWebhook) checkNew(ctx context.Context, ns string, c *extv1beta1.SandboxClaim) (*extv1beta1.SandboxTemplate, string, error) {
-	errs := ValidateClaim(c)
+	errs := append(ValidateClaim(c), w.validateLabelDomains(c)...)
 	stampPath := field.NewPath("metadata", "annotations").Key(agentsv1beta1.AnnotationSandboxTemplateHash)
 	supplied, hasStamp := c.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash]
 	tmpl, why, err := w.templateOf(ctx, ns, c.Spec.WarmPoolRef.Name, supplied)
@@ -142,6 +145,13 @@ func (w *ClaimWebhook) checkNew(ctx context.Context, ns string, c *extv1beta1.Sa
 		return nil, "", invalid(claimGK, c.Name, errs)
 	}
 	return tmpl, hash, nil
+}
+
+// validateLabelDomains checks the labels of the claim's additionalPodMetadata against the
+// allowlist in effect: an in-memory list, no API read.
+func (w *ClaimWebhook) validateLabelDomains(c *extv1beta1.SandboxClaim) field.ErrorList {
+	return policy.ValidateClaimLabelDomains(c.Spec.AdditionalPodMetadata.Labels,
+		field.NewPath("spec", "additionalPodMetadata", "labels"), w.LabelDomains.Get())
 }
 
 // templateOf reads the claim's pool and its template. A missing pool or template is not an
@@ -214,7 +224,8 @@ func (w *ClaimWebhook) ValidateUpdate(ctx context.Context, oldClaim, newClaim *e
 	if u := userInfo(ctx); !equality.Semantic.DeepEqual(oldClaim.Spec, newClaim.Spec) && !w.authority().mayActFor(u, creatorOf(oldClaim.Annotations)) {
 		return nil, w.notYours(newClaim, u, "change")
 	}
-	errs := RatchetUpdate(ValidateClaim(newClaim), ValidateClaim(oldClaim))
+	errs := RatchetUpdate(append(ValidateClaim(newClaim), w.validateLabelDomains(newClaim)...),
+		append(ValidateClaim(oldClaim), w.validateLabelDomains(oldClaim)...))
 	errs = append(errs, ValidateClaimUpdate(newClaim, oldClaim, isOperator(ctx, w.OperatorUser))...)
 	if len(errs) == 0 && !equality.Semantic.DeepEqual(oldClaim.Spec, newClaim.Spec) && policy.AddsToTemplate(newClaim) {
 		tmpl, _, err := w.templateOf(ctx, newClaim.Namespace, newClaim.Spec.WarmPoolRef.Name, "")

@@ -1,11 +1,13 @@
 package webhooks_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/sandgate-dev/sandgate/api"
@@ -129,6 +131,71 @@ func TestClaimCreateAppliesTheClaimRule(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A claim's pod labels must be under the allowlist in effect (the public controller's
+// allowed-label-domains): refused at creation with 422 naming the label and the allowed
+// domains, whether or not the pool and template exist yet; an update is refused only for a
+// label it adds.
+func TestClaimLabelAllowlist(t *testing.T) {
+	reader := fakeClient(builders.MakeTemplate("tmpl", "ns").Obj(), builders.MakePool("pool", "ns", "tmpl").Obj())
+	custom := policy.NewLabelDomains([]string{"acme.example"})
+	labelled := func(pool string, labels ...string) *extv1beta1.SandboxClaim {
+		w := builders.MakeClaim("c", "ns", pool)
+		for _, k := range labels {
+			w.PodLabel(k, "v")
+		}
+		return w.Obj()
+	}
+	for name, tc := range map[string]struct {
+		domains    *policy.LabelDomains
+		claim      *extv1beta1.SandboxClaim
+		wantCauses []policycases.FieldError
+		wantMsg    string
+	}{
+		"the public default domain": {claim: labelled("pool", "sandbox.users.io/team", "ml.sandbox.users.io/gpu")},
+		"outside the default list": {claim: labelled("pool", "example.com/team"),
+			wantCauses: []policycases.FieldError{{Type: field.ErrorTypeForbidden, Field: "spec.additionalPodMetadata.labels[example.com/team]"}},
+			wantMsg:    "allowed domains (and their subdomains): sandbox.users.io"},
+		"unprefixed, also while the pool does not exist": {claim: labelled("nopool", "team"),
+			wantCauses: []policycases.FieldError{{Type: field.ErrorTypeForbidden, Field: "spec.additionalPodMetadata.labels[team]"}},
+			wantMsg:    "need a domain prefix"},
+		"router impersonation": {claim: builders.MakeClaim("c", "ns", "pool").PodLabel("app", "sandbox-router").Obj(),
+			wantCauses: []policycases.FieldError{{Type: field.ErrorTypeForbidden, Field: "spec.additionalPodMetadata.labels[app]"}},
+			wantMsg:    "sandbox router"},
+		"a configured list": {domains: custom, claim: labelled("pool", "acme.example/team")},
+		"a configured list replaces the default": {domains: custom, claim: labelled("pool", "sandbox.users.io/team"),
+			wantCauses: []policycases.FieldError{{Type: field.ErrorTypeForbidden, Field: "spec.additionalPodMetadata.labels[sandbox.users.io/team]"}},
+			wantMsg:    "acme.example"},
+		"annotations are not allowlisted": {claim: builders.MakeClaim("c", "ns", "pool").PodAnnotation("note", "n").Obj()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := &webhooks.ClaimWebhook{Cache: reader, APIReader: reader, OperatorUser: operatorUser, LabelDomains: tc.domains}
+			err := w.Default(request(someUser, admissionv1.Create), tc.claim.DeepCopy())
+			if diff := cmp.Diff(tc.wantCauses, causes(err)); diff != "" {
+				t.Fatalf("refused fields (-want +got):\n%s\nerror: %v", diff, err)
+			}
+			if err != nil && (code(err) != 422 || !strings.Contains(err.Error(), tc.wantMsg)) {
+				t.Errorf("error %d %q, want 422 saying %q", code(err), err, tc.wantMsg)
+			}
+		})
+	}
+
+	t.Run("an update is refused for the labels it adds only", func(t *testing.T) {
+		w := &webhooks.ClaimWebhook{Cache: reader, APIReader: reader, OperatorUser: operatorUser}
+		old := labelled("pool", "team") // admitted before the allowlist
+		kept := old.DeepCopy()
+		kept.Spec.Lifecycle = &extv1beta1.Lifecycle{ShutdownPolicy: extv1beta1.ClaimShutdownPolicyDelete}
+		if _, err := w.ValidateUpdate(request(someUser, admissionv1.Update), old, kept); err != nil {
+			t.Errorf("an update keeping a label admitted before: %v", err)
+		}
+		added := old.DeepCopy()
+		added.Spec.AdditionalPodMetadata.Labels["example.com/new"] = "v"
+		_, err := w.ValidateUpdate(request(someUser, admissionv1.Update), old, added)
+		if diff := cmp.Diff([]policycases.FieldError{{Type: field.ErrorTypeForbidden, Field: "spec.additionalPodMetadata.labels[example.com/new]"}}, causes(err)); diff != "" {
+			t.Errorf("an update adding a label (-want +got):\n%s", diff)
+		}
+	})
 }
 
 // BenchmarkClaimCreateAdmission is the operator's share of a claim's one admission round

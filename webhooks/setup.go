@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/internal/tracing"
 )
@@ -71,6 +72,9 @@ type Options struct {
 	PlatformGroups []string
 	// Tracer traces the admission of claims and bindings; nil is tracing off.
 	Tracer *tracing.Tracer
+	// LabelDomains is the claims' label allowlist, shared with the claim controller; nil is
+	// the public default (policy.DefaultClaimLabelDomains).
+	LabelDomains *policy.LabelDomains
 }
 
 // Setup registers every webhook with the manager's webhook server (the conversion webhook at
@@ -81,7 +85,8 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		opts.OperatorUser = DefaultOperatorUser
 	}
 	authority := Authority{OperatorUser: opts.OperatorUser, PlatformGroups: opts.PlatformGroups}
-	claims := &ClaimWebhook{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), OperatorUser: opts.OperatorUser, Authority: authority, Now: opts.Now, Tracer: opts.Tracer}
+	claims := &ClaimWebhook{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), OperatorUser: opts.OperatorUser, Authority: authority, Now: opts.Now, Tracer: opts.Tracer,
+		LabelDomains: opts.LabelDomains}
 	guard := &BindingGuard{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), OperatorUser: opts.OperatorUser,
 		Authority: authority, Authorizer: mgr.GetClient(), Tracer: opts.Tracer}
 	for _, err := range []error{

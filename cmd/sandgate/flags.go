@@ -52,6 +52,7 @@ type options struct {
 	gracefulShutdownTimeout time.Duration
 	platformGroups          stringList
 	runtimeAnnotations      stringList
+	configNamespace         string
 	restamp                 bool
 	disableClaimEvents      bool
 	disableSandboxEvents    bool
@@ -123,6 +124,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.Var(&o.platformGroups, "platform-groups", "Comma-separated groups trusted to change and delete every claim and Sandbox, and to write the operator's metadata (docs/threat-model.md).")
 	o.runtimeAnnotations = append(stringList(nil), d.RefusedAnnotationPrefixes...)
 	fs.Var(&o.runtimeAnnotations, "claim-refused-annotation-prefixes", "Comma-separated annotation prefixes a claim's additionalPodMetadata may not use: the container runtimes' option annotations.")
+	fs.StringVar(&o.configNamespace, "config-namespace", d.ConfigNamespace, "Namespace of the ConfigMap agent-sandbox-config, whose allowed-label-domains lists the label domains claims may use (watched). Default: the pod's namespace (POD_NAMESPACE), else "+operator.DefaultConfigNamespace+".")
 	fs.BoolVar(&o.restamp, "restamp", !d.RefuseRestamp, "Restamp a claim whose stamped template version is gone (no member of it left, the template changed) to the current version, visibly (ClaimRestamped event, Ready reason Restamped); false leaves such a claim Ready=False with reason StampedVersionGone.")
 	fs.BoolVar(&o.disableClaimEvents, "disable-claim-events", d.DisableClaimEvents, "Emit no Kubernetes Events from the SandboxClaim controller: fewer API writes during claim bursts.")
 	fs.BoolVar(&o.disableSandboxEvents, "disable-sandbox-events", d.DisableSandboxEvents, "Emit no Kubernetes Events from the Sandbox controller (the public controller's, from its v1.0 Helm chart).")
@@ -289,6 +291,7 @@ func (o *options) operatorOptions() operator.Options {
 		OperatorUser:              o.operatorUser,
 		PlatformGroups:            o.platformGroups,
 		RefusedAnnotationPrefixes: o.runtimeAnnotations,
+		ConfigNamespace:           o.configNamespace,
 		SandboxWorkers:            o.sandboxWorkers,
 		ClaimWorkers:              o.claimWorkers,
 		WarmPoolWorkers:           o.warmPoolWorkers,

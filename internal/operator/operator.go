@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -34,6 +35,10 @@ type Operator struct {
 
 	readyz []namedCheck
 	tracer *tracing.Tracer
+	// labelDomains is the claims' label allowlist, which admission and the claim controller
+	// share and watchLabelDomains keeps in step with its ConfigMap.
+	labelDomains        *policy.LabelDomains
+	labelDomainsChanged chan event.GenericEvent
 }
 
 type namedCheck struct {
@@ -83,6 +88,8 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 	gracefulShutdown := opts.GracefulShutdownTimeout
 	cacheOpts := cacheOptions(opts)
 	cacheOpts.HTTPClient = watchClient
+	configNS := configNamespace(opts.ConfigNamespace)
+	configMapCache(&cacheOpts, configNS)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  api.NewScheme(),
 		Cache:                   cacheOpts,
@@ -102,7 +109,8 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
-	op := &Operator{Manager: mgr, Metrics: metrics, tracer: tracer}
+	op := &Operator{Manager: mgr, Metrics: metrics, tracer: tracer,
+		labelDomains: &policy.LabelDomains{}, labelDomainsChanged: make(chan event.GenericEvent, 1)}
 	if flushTraces != nil {
 		if err := mgr.Add(flushTraces); err != nil {
 			return nil, fmt.Errorf("adding the trace flusher: %w", err)
@@ -116,26 +124,31 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("adding health check: %w", err)
 	}
+	if err := op.watchLabelDomains(ctx, configNS, op.labelDomains, op.labelDomainsChanged); err != nil {
+		return nil, err
+	}
 	if err := setupWebhooks(op, opts, certWatcher); err != nil {
 		return nil, err
 	}
 	rcfg := reconcilers.Config{
-		Metrics:              metrics,
-		ClusterDomain:        opts.ClusterDomain,
-		SandboxWorkers:       opts.SandboxWorkers,
-		Extensions:           opts.Extensions,
-		ColdStartGrace:       opts.ColdStartGrace,
-		Refill:               opts.Refill,
-		WarmPool:             opts.WarmPool.policy(),
-		WarmPoolWorkers:      opts.WarmPoolWorkers,
-		TemplateWorkers:      opts.TemplateWorkers,
-		ClaimWorkers:         opts.ClaimWorkers,
-		DisableClaimEvents:   opts.DisableClaimEvents,
-		DisableSandboxEvents: opts.DisableSandboxEvents,
-		Tracer:               tracer,
-		RefuseRestamp:        opts.RefuseRestamp,
-		SkipNameValidation:   opts.SkipNameValidation,
-		Clock:                opts.Clock,
+		Metrics:                  metrics,
+		ClusterDomain:            opts.ClusterDomain,
+		SandboxWorkers:           opts.SandboxWorkers,
+		Extensions:               opts.Extensions,
+		ColdStartGrace:           opts.ColdStartGrace,
+		Refill:                   opts.Refill,
+		WarmPool:                 opts.WarmPool.policy(),
+		WarmPoolWorkers:          opts.WarmPoolWorkers,
+		TemplateWorkers:          opts.TemplateWorkers,
+		ClaimWorkers:             opts.ClaimWorkers,
+		DisableClaimEvents:       opts.DisableClaimEvents,
+		DisableSandboxEvents:     opts.DisableSandboxEvents,
+		Tracer:                   tracer,
+		RefuseRestamp:            opts.RefuseRestamp,
+		ClaimLabelDomains:        op.labelDomains,
+		ClaimLabelDomainsChanged: op.labelDomainsChanged,
+		SkipNameValidation:       opts.SkipNameValidation,
+		Clock:                    opts.Clock,
 	}
 	if err := reconcilers.Setup(ctx, mgr, rcfg); err != nil {
 		return nil, err

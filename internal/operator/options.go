@@ -115,6 +115,12 @@ type Options struct {
 	// may not use. The setting is process-wide (policy.SetRuntimeAnnotationPrefixes): New
 	// applies it, nil restores policy.DefaultRuntimeAnnotationPrefixes.
 	RefusedAnnotationPrefixes []string
+	// ConfigNamespace is the namespace of the public controller's ConfigMap
+	// agent-sandbox-config, whose allowed-label-domains lists the label domains a claim's
+	// additionalPodMetadata may use (watched: a change applies without a restart). "" means
+	// the pod's namespace (POD_NAMESPACE, or its service account's), else
+	// DefaultConfigNamespace.
+	ConfigNamespace string
 
 	// SandboxWorkers, ClaimWorkers and WarmPoolWorkers are the numbers of concurrent
 	// reconciles of Sandboxes, SandboxClaims and SandboxWarmPools (and SandboxTemplates).

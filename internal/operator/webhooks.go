@@ -66,7 +66,8 @@ func setupWebhooks(op *Operator, opts Options, watcher *certs.Watcher) error {
 	if err := op.Add(watcher); err != nil {
 		return fmt.Errorf("adding the certificate watcher: %w", err)
 	}
-	wopts := webhooks.Options{OperatorUser: opts.OperatorUser, PlatformGroups: opts.PlatformGroups, Tracer: op.tracer}
+	wopts := webhooks.Options{OperatorUser: opts.OperatorUser, PlatformGroups: opts.PlatformGroups, Tracer: op.tracer,
+		LabelDomains: op.labelDomains}
 	if opts.Clock != nil {
 		wopts.Now = opts.Clock.Now
 	}

@@ -53,10 +53,11 @@ type Case struct {
 }
 
 // template is a template with a variable set in container main, a sidecar, an init
-// container, a volume claim template "data" and pod label team=a, under the given policies.
+// container, a volume claim template "data" and pod label sandbox.users.io/team=a, under
+// the given policies.
 func template(env extv1beta1.EnvVarsInjectionPolicy, vct extv1beta1.VolumeClaimTemplatesPolicy) *extv1beta1.SandboxTemplate {
 	t := builders.MakeTemplate(Template, Namespace).Env(builders.DefaultContainer, "SET", "x").
-		VolumeClaimTemplate("data", "1Gi").PodLabel("team", "a").
+		VolumeClaimTemplate("data", "1Gi").PodLabel("sandbox.users.io/team", "a").
 		EnvVarsInjectionPolicy(env).VolumeClaimTemplatesPolicy(vct).Obj()
 	t.Spec.PodTemplate.Spec.Containers = append(t.Spec.PodTemplate.Spec.Containers, corev1.Container{Name: "side", Image: "busybox"})
 	t.Spec.PodTemplate.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "busybox"}}
@@ -114,18 +115,18 @@ func Cases() map[string]Case {
 			WantErrors: []FieldError{{field.ErrorTypeForbidden, "spec.volumeClaimTemplates[0].metadata.name"}}, WantReason: vctRejected},
 		"volume claim template replaced": {Claim: claim().VolumeClaimTemplate("data", "5Gi").Obj(),
 			Template: template("", extv1beta1.VolumeClaimTemplatesOverrides)},
-		"pod metadata added": {Claim: claim().PodLabel("user", "u1").PodLabel("team", "a").PodAnnotation("note", "n").Obj(),
+		"pod metadata added": {Claim: claim().PodLabel("sandbox.users.io/user", "u1").PodLabel("sandbox.users.io/team", "a").PodAnnotation("note", "n").Obj(),
 			Template: template("", "")},
-		"pod metadata may not change the template's": {Claim: claim().PodLabel("team", "b").Obj(), Template: template("", ""),
-			WantErrors: []FieldError{{field.ErrorTypeInvalid, "spec.additionalPodMetadata.labels[team]"}},
+		"pod metadata may not change the template's": {Claim: claim().PodLabel("sandbox.users.io/team", "b").Obj(), Template: template("", ""),
+			WantErrors: []FieldError{{field.ErrorTypeInvalid, "spec.additionalPodMetadata.labels[sandbox.users.io/team]"}},
 			WantReason: extv1beta1.ReasonInvalidMetadata},
 		"every problem is reported; the reason is the first one's": {
-			Claim:    claim().Env("A", "1", "").VolumeClaimTemplate("scratch", "1Gi").PodLabel("team", "b").Obj(),
+			Claim:    claim().Env("A", "1", "").VolumeClaimTemplate("scratch", "1Gi").PodLabel("sandbox.users.io/team", "b").Obj(),
 			Template: template("", ""),
 			WantErrors: []FieldError{
 				{field.ErrorTypeForbidden, "spec.env"},
 				{field.ErrorTypeForbidden, "spec.volumeClaimTemplates"},
-				{field.ErrorTypeInvalid, "spec.additionalPodMetadata.labels[team]"},
+				{field.ErrorTypeInvalid, "spec.additionalPodMetadata.labels[sandbox.users.io/team]"},
 			},
 			WantReason: envRejected},
 	}

@@ -105,7 +105,7 @@ func TestWarmClaimPodMetadata(t *testing.T) {
 	e.create(builders.MakePool("pool", e.ns, "tmpl").Replicas(1).Obj())
 	e.waitPoolReady("pool", 1)
 	claim := builders.MakeClaim("c", e.ns, "pool").Obj()
-	claim.Spec.AdditionalPodMetadata.Labels = map[string]string{"team": "a"}
+	claim.Spec.AdditionalPodMetadata.Labels = map[string]string{"sandbox.users.io/team": "a"}
 	claim.Spec.AdditionalPodMetadata.Annotations = map[string]string{"note": "hi"}
 	e.create(claim)
 	_, sb := e.waitClaimReady("c")
@@ -113,7 +113,7 @@ func TestWarmClaimPodMetadata(t *testing.T) {
 	e.eventually(func(g Gomega) {
 		pod := &corev1.Pod{}
 		g.Expect(e.Client.Get(e.ctx(), e.key(sb.Name), pod)).To(Succeed())
-		g.Expect(pod.Labels).To(HaveKeyWithValue("team", "a"))
+		g.Expect(pod.Labels).To(HaveKeyWithValue("sandbox.users.io/team", "a"))
 		g.Expect(pod.Annotations).To(HaveKeyWithValue("note", "hi"))
 	})
 	checkInvariants(e.g, e)

@@ -48,7 +48,7 @@ func TestV1alpha1SamplesApplyAndTheClaimIsServedWarm(t *testing.T) {
 	// Read back as written, bound to a member of the pool, warm.
 	e.g.Expect(claim.Spec.TemplateRef.Name).To(Equal("python-agent-v1alpha1"))
 	e.g.Expect(claim.Spec.WarmPool).To(HaveValue(BeEquivalentTo(pool)))
-	e.g.Expect(claim.Spec.AdditionalPodMetadata.Labels).To(HaveKeyWithValue("team", "research"))
+	e.g.Expect(claim.Spec.AdditionalPodMetadata.Labels).To(HaveKeyWithValue("sandbox.users.io/team", "research"))
 	e.g.Expect(claim.Status.SandboxStatus.Name).To(HavePrefix(pool + "-"))
 	e.g.Expect(claim.Status.SandboxStatus.PodIPs).NotTo(BeEmpty())
 	bound := &agentsv1beta1.Sandbox{}

@@ -30,7 +30,7 @@ func TestValidationRejects(t *testing.T) {
 		e.create(e.admin, tmpl)
 		e.create(e.admin, builders.MakePool(name, e.ns, name).Obj())
 	}
-	e.create(e.admin, builders.MakeTemplate("labelled", e.ns).PodLabel("team", "a").Obj())
+	e.create(e.admin, builders.MakeTemplate("labelled", e.ns).PodLabel("sandbox.users.io/team", "a").Obj())
 	e.create(e.admin, builders.MakePool("labelled", e.ns, "labelled").Obj())
 	claim := func(name, pool string) *builders.ClaimWrapper { return builders.MakeClaim(name, e.ns, pool) }
 
@@ -87,8 +87,8 @@ func TestValidationRejects(t *testing.T) {
 			wantField: "spec.lifecycle.ttlSecondsAfterFinished"},
 		{name: "claim pod annotation of a kubernetes.io subdomain", obj: claim("c13", "closed").PodAnnotation("container.apparmor.security.beta.kubernetes.io/main", "unconfined").Obj(),
 			wantField: "spec.additionalPodMetadata.annotations[container.apparmor.security.beta.kubernetes.io/main]"},
-		{name: "claim pod label changing the template's", obj: claim("c14", "labelled").PodLabel("team", "b").Obj(),
-			wantField: "spec.additionalPodMetadata.labels[team]"},
+		{name: "claim pod label changing the template's", obj: claim("c14", "labelled").PodLabel("sandbox.users.io/team", "b").Obj(),
+			wantField: "spec.additionalPodMetadata.labels[sandbox.users.io/team]"},
 		{name: "pool replicas over the bound", obj: builders.MakePool("p4", e.ns, "closed").Replicas(extv1beta1.MaxWarmPoolReplicas + 1).Obj(),
 			wantField: "spec.replicas"},
 	} {
@@ -102,7 +102,7 @@ func TestValidationRejects(t *testing.T) {
 		claim("ok1", "allowed").Env("A", "1", builders.DefaultContainer).VolumeClaimTemplate("scratch", "1Gi").TTLSecondsAfterFinished(0).Obj(),
 		claim("ok2", "overrides").Env("SET", "1", "").VolumeClaimTemplate("data", "2Gi").Obj(),
 		builders.MakeTemplate("ok3", e.ns).PodLabel("app.kubernetes.io/name", "x").Obj(),
-		claim("ok4", "labelled").PodLabel("team", "a").PodLabel("user", "u1").Obj(),
+		claim("ok4", "labelled").PodLabel("sandbox.users.io/team", "a").PodLabel("sandbox.users.io/user", "u1").Obj(),
 	} {
 		e.create(e.user, ok)
 	}
