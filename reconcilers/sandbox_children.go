@@ -633,6 +633,14 @@ func (r *sandboxReconciler) adopt(ctx context.Context, sb *agentsv1beta1.Sandbox
 // get reads from the cache; found is false when the object does not exist.
 func (r *sandboxReconciler) get(ctx context.Context, ns, name string, obj client.Object) (bool, error) {
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj)
+	if apierrors.IsNotFound(err) && r.uncachedChildren != nil {
+		// The cache holds only tracked Pods and Services (Config.ScopedChildCaches): one
+		// that does not carry the tracking label may still hold the name.
+		switch obj.(type) {
+		case *corev1.Pod, *corev1.Service:
+			err = r.uncachedChildren.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj)
+		}
+	}
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}

@@ -56,6 +56,9 @@ type sandboxReconciler struct {
 	// assigned, ...) wait before they wake the Sandbox, so that the steps of a pod starting
 	// up coalesce into the reconcile its Ready transition causes.
 	PodProgressDelay time.Duration
+	// uncachedChildren, when set, is asked for a Pod or Service the cache does not show: the
+	// cache holds only tracked ones (Config.ScopedChildCaches).
+	uncachedChildren client.Reader
 	// BookkeepingDelay is how long claims must pause before a bound Sandbox's pod takes on
 	// the binding's labels (claim-uid, launch-type, the claim's pod metadata): bookkeeping,
 	// not the claim's path, so it waits out a burst of claims instead of competing with it.

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -17,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/sandgate-dev/sandgate/api/policy"
+	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/internal/tracing"
 	"github.com/sandgate-dev/sandgate/reconcilers/indexes"
 )
@@ -51,6 +55,11 @@ type Config struct {
 	DisableClaimEvents bool
 	// DisableSandboxEvents makes the Sandbox controller emit no Events.
 	DisableSandboxEvents bool
+	// ScopedChildCaches says the manager caches only the Pods and Services that carry the
+	// sandbox tracking label (CacheOptions(true), --cache-label-selectors): a child's name
+	// the cache does not show is then looked up on the API server before it is built, so that
+	// an unlabelled object holding the name is seen as taken, as it would be with a full cache.
+	ScopedChildCaches bool
 	// Tracer traces the claim controller's binds and readiness; nil is tracing off.
 	Tracer *tracing.Tracer
 	// SkipNameValidation lets tests run several managers with the same controllers in one
@@ -105,6 +114,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 		PodProgressDelay: cfg.PodProgressDelay,
 		BookkeepingDelay: cfg.Refill.QuietPeriod,
 		activity:         activity,
+	}
+	if cfg.ScopedChildCaches {
+		sandboxes.uncachedChildren = mgr.GetAPIReader()
 	}
 	if err := sandboxes.SetupWithManager(mgr, controller.Options{
 		MaxConcurrentReconciles: cfg.SandboxWorkers,
@@ -176,8 +188,29 @@ func (noEvents) Eventf(runtime.Object, runtime.Object, string, string, string, s
 
 // CacheOptions are the manager's cache settings: objects are stored without managedFields,
 // which no controller reads and which make up much of a pod's size.
-func CacheOptions() cache.Options {
-	return cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
+//
+// With scopeChildren (--cache-label-selectors, as the public controller's flag), the Pod and
+// Service informers hold only objects carrying agents.x-k8s.io/sandbox-name-hash, which every
+// child a Sandbox builds carries: list/watch volume, decode CPU and memory follow the
+// sandboxes, not the cluster. Config.ScopedChildCaches must then be set too.
+func CacheOptions(scopeChildren bool) cache.Options {
+	o := cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
+	if scopeChildren {
+		tracked := labels.NewSelector().Add(mustRequirement(agentsv1beta1.LabelSandboxNameHash, selection.Exists))
+		o.ByObject = map[client.Object]cache.ByObject{
+			&corev1.Pod{}:     {Label: tracked},
+			&corev1.Service{}: {Label: tracked},
+		}
+	}
+	return o
+}
+
+func mustRequirement(key string, op selection.Operator, vals ...string) labels.Requirement {
+	r, err := labels.NewRequirement(key, op, vals)
+	if err != nil {
+		panic(err)
+	}
+	return *r
 }
 
 // NewClientFunc returns a manager client constructor whose writes are counted in m.

@@ -131,7 +131,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 
 	// The public controller's warm pool and cache flags, validated as it validates them; the
 	// cache one is not acted on yet (docs/flags.md).
-	fs.BoolVar(&o.cacheLabelSelectors, "cache-label-selectors", d.CacheLabelSelectors, "Scope the Pod and Service caches to the sandbox tracking label. Accepted, not yet acted on.")
+	fs.BoolVar(&o.cacheLabelSelectors, "cache-label-selectors", d.CacheLabelSelectors, "Cache only the Pods and Services that carry the sandbox tracking label (agents.x-k8s.io/sandbox-name-hash), as every child sandgate builds does: informer traffic and memory follow the sandboxes, not the cluster. A child's name the cache misses is looked up on the API server before it is built.")
 	fs.BoolVar(&o.warmPool.EnableEviction, "enable-warm-pool-eviction", d.WarmPool.EnableEviction, "Mark the pods of idle warm pool members safe to evict (cluster-autoscaler.kubernetes.io/safe-to-evict: \"true\"), removed when a claim takes them.")
 	fs.DurationVar(&o.warmPool.ReadinessGracePeriod, "sandbox-warm-pool-readiness-grace-period", d.WarmPool.ReadinessGracePeriod, "How long a warm pool member may stay not Ready before it is replaced (or held, if its pod is unschedulable); positive.")
 	fs.DurationVar(&o.warmPool.UnschedulableRecheckInterval, "sandbox-warm-pool-unschedulable-recheck-interval", d.WarmPool.UnschedulableRecheckInterval, "How often a pool holding unschedulable members past the grace period is re-checked; positive.")
@@ -254,7 +254,6 @@ func (o *options) noEffect(fs *flag.FlagSet) []string {
 		"webhook-namespace":                       "it names the namespace of certificates sandgate does not make",
 		"disable-claim-observability-annotations": "sandgate's claim controller writes no observability annotation (admission stamps them in the create request)",
 		"sandbox-write-behind-window":             "sandgate defers its bookkeeping writes until claims pause (--pool-refill-quiet-period)",
-		"cache-label-selectors":                   "not yet implemented: the caches hold every Pod and Service",
 	}
 	var out []string
 	fs.Visit(func(f *flag.Flag) {

@@ -169,7 +169,6 @@ func TestPublicFlagsReachTheOperator(t *testing.T) {
 		t.Errorf("operator options (-want +got):\n%s", diff)
 	}
 	wantNoEffect := []string{
-		"--cache-label-selectors=true: not yet implemented: the caches hold every Pod and Service",
 		"--sandbox-write-behind-window=1s: sandgate defers its bookkeeping writes until claims pause (--pool-refill-quiet-period)",
 		"--webhook-namespace=x: it names the namespace of certificates sandgate does not make",
 	}

@@ -143,6 +143,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 		ClaimWorkers:             opts.ClaimWorkers,
 		DisableClaimEvents:       opts.DisableClaimEvents,
 		DisableSandboxEvents:     opts.DisableSandboxEvents,
+		ScopedChildCaches:        opts.CacheLabelSelectors,
 		Tracer:                   tracer,
 		RefuseRestamp:            opts.RefuseRestamp,
 		ClaimLabelDomains:        op.labelDomains,
@@ -158,7 +159,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 
 // cacheOptions are reconcilers.CacheOptions, restricted to Options.CacheNamespaces.
 func cacheOptions(opts Options) cache.Options {
-	o := reconcilers.CacheOptions()
+	o := reconcilers.CacheOptions(opts.CacheLabelSelectors)
 	if len(opts.CacheNamespaces) > 0 {
 		o.DefaultNamespaces = make(map[string]cache.Config, len(opts.CacheNamespaces))
 		for _, ns := range opts.CacheNamespaces {

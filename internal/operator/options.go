@@ -133,8 +133,8 @@ type Options struct {
 	// WarmPool holds the public controller's warm pool settings, which the warm pool
 	// controller acts on (docs/flags.md).
 	WarmPool WarmPoolSettings
-	// CacheLabelSelectors asks for Pod and Service caches scoped to the sandbox tracking
-	// label. Validated and carried to here; not acted on yet (docs/flags.md).
+	// CacheLabelSelectors caches only the Pods and Services that carry the sandbox tracking
+	// label (reconcilers.CacheOptions, Config.ScopedChildCaches).
 	CacheLabelSelectors bool
 	// ClusterDomain is the cluster's DNS domain, for Sandbox status.serviceFQDN.
 	ClusterDomain string

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/internal/operator"
 	"github.com/sandgate-dev/sandgate/test/builders"
 	"github.com/sandgate-dev/sandgate/test/framework"
 	"github.com/sandgate-dev/sandgate/webhooks"
@@ -321,6 +322,40 @@ func TestAdoption(t *testing.T) {
 			e.g.Expect(events.Items).To(ContainElement(And(HaveField("Reason", "ChildNameTaken"), HaveField("Regarding.Name", "orphan"))))
 		})
 	}
+}
+
+// TestScopedChildCaches: with --cache-label-selectors the manager caches only the Pods and
+// Services that carry the sandbox tracking label. Sandboxes still get their pod and Service,
+// and an unlabelled pod and Service holding a Sandbox's child names, which the cache cannot
+// show, are still seen as taken: the Sandbox builds its own under generated names and leaves
+// them alone.
+func TestScopedChildCaches(t *testing.T) {
+	e := setupWith(t, func(o *operator.Options) { o.CacheLabelSelectors = true })
+
+	e.create(builders.MakeSandbox("plain", e.ns).Service(true).Obj())
+	sb := e.waitReady("plain", readyPodService)
+	e.g.Expect(metav1.IsControlledBy(e.pod(e.g, "plain"), sb)).To(BeTrue())
+
+	squatter := builders.MakePod("taken", e.ns).Obj()
+	squatter.Labels = map[string]string{"app": "other"}
+	e.create(squatter)
+	squatSvc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "taken", Namespace: e.ns, Labels: map[string]string{"app": "other"}},
+		Spec:       corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Selector: map[string]string{"app": "other"}},
+	}
+	e.create(squatSvc)
+	e.create(builders.MakeSandbox("taken", e.ns).Service(true).Obj())
+	sb = e.waitReady("taken", readyPodService)
+	own := sb.Annotations[agentsv1beta1.AnnotationPodName]
+	e.g.Expect(own).To(HavePrefix("taken-"), "the Sandbox builds its own pod under a generated name")
+	e.g.Expect(metav1.IsControlledBy(e.pod(e.g, own), sb)).To(BeTrue())
+	e.g.Expect(sb.Status.Service).To(HavePrefix("taken-"), "and its own Service")
+	e.consistently(func(g Gomega) {
+		g.Expect(e.pod(g, "taken").OwnerReferences).To(BeEmpty(), "a foreign pod is left alone")
+		svc := &corev1.Service{}
+		g.Expect(e.Client.Get(e.ctx(), client.ObjectKeyFromObject(squatSvc), svc)).To(Succeed())
+		g.Expect(svc.OwnerReferences).To(BeEmpty(), "a foreign Service is left alone")
+	})
 }
 
 func TestMultiplePods(t *testing.T) {

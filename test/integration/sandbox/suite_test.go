@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/internal/operator"
 	"github.com/sandgate-dev/sandgate/test/controlplane"
 	"github.com/sandgate-dev/sandgate/test/framework"
 )
@@ -40,8 +41,14 @@ type env struct {
 
 func setup(t *testing.T) *env {
 	t.Helper()
+	return setupWith(t, nil)
+}
+
+// setupWith is setup with the operator's options changed by configure.
+func setupWith(t *testing.T, configure func(*operator.Options)) *env {
+	t.Helper()
 	ns := framework.NamespaceName(t)
-	mgr := cluster.StartManager(t, framework.ManagerOptions{Namespaces: []string{ns}, Webhooks: true})
+	mgr := cluster.StartManager(t, framework.ManagerOptions{Namespaces: []string{ns}, Webhooks: true, Configure: configure})
 	framework.CreateNamespace(t, mgr.Client, ns)
 	return &env{Manager: mgr, t: t, g: NewWithT(t), ns: ns}
 }
