@@ -4,16 +4,13 @@ package helmchart
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -76,12 +73,15 @@ func TestChartInstallsUpgradesAndUninstalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmDir := certManagerDir(t, root)
+	cmDir, err := controlplane.CertManagerDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	tmp := t.TempDir()
 	proxy := startRefusingProxy(t, tmp)
 	egressConfig := filepath.Join(tmp, "egress-selector.yaml")
-	if err := os.WriteFile(egressConfig, []byte(egressSelectorConfig(proxy.socket)), 0o600); err != nil {
+	if err := os.WriteFile(egressConfig, []byte(controlplane.EgressSelectorConfig(proxy.socket)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	startCtx, cancel := context.WithTimeout(ctx, startTimeout)
@@ -334,46 +334,6 @@ func get(t *testing.T, ctx context.Context, dyn dynamic.Interface, mapper meta.R
 		t.Fatalf("getting %s: %v", Key(o), err)
 	}
 	return live
-}
-
-// certManagerDir is where `make tools` put cert-manager's controllers and CRDs: the version
-// test/tools/cert-manager/go.mod requires, under bin/cert-manager (or
-// $SANDGATE_CERT_MANAGER_DIR).
-func certManagerDir(t *testing.T, root string) string {
-	t.Helper()
-	gomod, err := os.ReadFile(filepath.Join(root, "test", "tools", "cert-manager", "go.mod"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile(`(?m)^\s*github\.com/cert-manager/cert-manager\s+(v\S+)`).FindSubmatch(gomod)
-	if m == nil {
-		t.Fatal("test/tools/cert-manager/go.mod requires no github.com/cert-manager/cert-manager")
-	}
-	version := string(m[1])
-	dir := os.Getenv("SANDGATE_CERT_MANAGER_DIR")
-	if dir == "" {
-		dir = filepath.Join(root, "bin", "cert-manager", version)
-	}
-	out, err := exec.Command(filepath.Join(dir, "cert-manager-controllers"), "--version").Output()
-	if err != nil || !bytes.HasPrefix(out, []byte("cert-manager "+version+" ")) {
-		t.Fatalf("cert-manager controllers %s not found in %s (%v, %q): run `make tools`", version, dir, err, out)
-	}
-	return dir
-}
-
-// egressSelectorConfig is the kube-apiserver --egress-selector-config-file sending the
-// "cluster" egress (the calls to webhook Services) to the proxy at socket.
-func egressSelectorConfig(socket string) string {
-	return fmt.Sprintf(`apiVersion: apiserver.k8s.io/v1beta1
-kind: EgressSelectorConfiguration
-egressSelections:
-- name: cluster
-  connection:
-    proxyProtocol: HTTPConnect
-    transport:
-      uds:
-        udsName: %s
-`, socket)
 }
 
 // refusingProxy answers every HTTP CONNECT request on its Unix socket with 403 and records the

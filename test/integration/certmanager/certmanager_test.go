@@ -74,13 +74,16 @@ func TestInstallWithCertManagerIssuingInjectingAndRotating(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmDir := certManagerDir(t, root)
+	cmDir, err := controlplane.CertManagerDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
 	sandgate := buildSandgate(t, root)
 
 	tmp := t.TempDir()
 	proxy := startEgressProxy(t, tmp)
 	egressConfig := filepath.Join(tmp, "egress-selector.yaml")
-	if err := os.WriteFile(egressConfig, []byte(egressSelectorConfig(proxy.socket)), 0o600); err != nil {
+	if err := os.WriteFile(egressConfig, []byte(controlplane.EgressSelectorConfig(proxy.socket)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	startCtx, cancel := context.WithTimeout(ctx, framework.StartTimeout)

@@ -4,7 +4,6 @@ package certmanager_test
 
 import (
 	"bufio"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -32,21 +31,6 @@ type egressProxy struct {
 	closed  bool
 
 	wg sync.WaitGroup
-}
-
-// egressSelectorConfig is the kube-apiserver --egress-selector-config-file sending the
-// "cluster" egress to the proxy at socket.
-func egressSelectorConfig(socket string) string {
-	return fmt.Sprintf(`apiVersion: apiserver.k8s.io/v1beta1
-kind: EgressSelectorConfiguration
-egressSelections:
-- name: cluster
-  connection:
-    proxyProtocol: HTTPConnect
-    transport:
-      uds:
-        udsName: %s
-`, socket)
 }
 
 // startEgressProxy listens on dir/egress.sock until the test ends.

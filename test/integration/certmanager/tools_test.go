@@ -3,8 +3,6 @@
 package certmanager_test
 
 import (
-	"bytes"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -39,30 +37,6 @@ func writeKubeconfig(path string, cfg *rest.Config) error {
 	kc.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "user"}
 	kc.CurrentContext = "local"
 	return clientcmd.WriteToFile(*kc, path)
-}
-
-// certManagerDir is where `make tools` put cert-manager's controllers and CRDs: the version
-// test/tools/cert-manager/go.mod requires, under bin/cert-manager (or $SANDGATE_CERT_MANAGER_DIR).
-func certManagerDir(t *testing.T, root string) string {
-	t.Helper()
-	gomod, err := os.ReadFile(filepath.Join(root, "test", "tools", "cert-manager", "go.mod"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile(`(?m)^\s*github\.com/cert-manager/cert-manager\s+(v\S+)`).FindSubmatch(gomod)
-	if m == nil {
-		t.Fatal("test/tools/cert-manager/go.mod requires no github.com/cert-manager/cert-manager")
-	}
-	version := string(m[1])
-	dir := os.Getenv("SANDGATE_CERT_MANAGER_DIR")
-	if dir == "" {
-		dir = filepath.Join(root, "bin", "cert-manager", version)
-	}
-	out, err := exec.Command(filepath.Join(dir, "cert-manager-controllers"), "--version").Output()
-	if err != nil || !bytes.HasPrefix(out, []byte("cert-manager "+version+" ")) {
-		t.Fatalf("cert-manager controllers %s not found in %s (%v, %q): run `make tools`", version, dir, err, out)
-	}
-	return dir
 }
 
 // buildSandgate builds cmd/sandgate into a temporary directory.
