@@ -58,24 +58,27 @@ func (r *claimReconciler) report(ctx context.Context, claim *extv1beta1.SandboxC
 	if !meta.IsStatusConditionTrue(claim.Status.Conditions, agentsv1beta1.ConditionReady) {
 		return 0, nil
 	}
+	name := podNameFor(sb)
+	notYet := func() {
+		r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonSandboxNotReady, fmt.Sprintf(messagePodNotLabelledFmt, name))
+	}
 	pod := &corev1.Pod{}
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: sb.Namespace, Name: podNameFor(sb)}, pod)
-	switch {
+	switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: sb.Namespace, Name: name}, pod); {
 	case apierrors.IsNotFound(err) || (err == nil && (!isControlledBy(pod, sb) || !pod.DeletionTimestamp.IsZero())):
-		r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonSandboxNotReady, fmt.Sprintf(messagePodNotLabelledFmt, podNameFor(sb)))
+		notYet()
 		return retryAfterCacheCatchesUp, nil
 	case err != nil:
-		r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonSandboxNotReady, fmt.Sprintf(messagePodNotLabelledFmt, podNameFor(sb)))
+		notYet()
 		return 0, fmt.Errorf("reading the sandbox's pod: %w", err)
 	}
-	start := r.Clock.Now()
 	p := podMetadataPatch(sb, pod)
 	if p.empty() {
 		return 0, nil
 	}
+	start := r.Clock.Now()
 	if err := patchMetadata(ctx, r.Client, pod, p); err != nil {
-		r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonSandboxNotReady, fmt.Sprintf(messagePodNotLabelledFmt, podNameFor(sb)))
-		return 0, fmt.Errorf("labelling the sandbox's pod for its claim: %w", client.IgnoreNotFound(err))
+		notYet()
+		return 0, fmt.Errorf("labelling the sandbox's pod for its claim: %w", err)
 	}
 	r.Metrics.claimPhase(PhaseRoute, r.Clock.Since(start))
 	return 0, nil
