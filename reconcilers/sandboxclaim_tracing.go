@@ -17,14 +17,11 @@ import (
 // the client's span when the claim carries its trace context. With tracing off (a nil
 // Tracer) these return at once.
 
-// noSpan records nothing.
-var noSpan = trace.SpanFromContext(context.Background())
-
 // startBind starts the span of one attempt to bind sandbox (a warm member) or create it
 // (a cold start) for claim.
 func (r *claimReconciler) startBind(ctx context.Context, claim *extv1beta1.SandboxClaim, launchType, sandbox string) (context.Context, trace.Span) {
 	if !r.Tracer.Enabled() {
-		return ctx, noSpan
+		return ctx, tracing.NoSpan
 	}
 	return r.Tracer.Start(ctx, claim.Annotations, tracing.SpanBind,
 		attribute.String("k8s.namespace.name", claim.Namespace), attribute.String("sandboxclaim.name", claim.Name),

@@ -11,14 +11,11 @@ import (
 	"github.com/sandgate-dev/sandgate/internal/tracing"
 )
 
-// noSpan records nothing: the span of what is not traced.
-var noSpan = trace.SpanFromContext(context.Background())
-
 // startClaimAdmission starts the span of a new claim's admission, a child of the client's
 // span when the claim carries its trace context. Its name may still be to be generated.
 func startClaimAdmission(ctx context.Context, t *tracing.Tracer, ns string, c *extv1beta1.SandboxClaim) (context.Context, trace.Span) {
 	if !t.Enabled() {
-		return ctx, noSpan
+		return ctx, tracing.NoSpan
 	}
 	name := c.Name
 	if name == "" {
@@ -35,7 +32,7 @@ func startClaimAdmission(ctx context.Context, t *tracing.Tracer, ns string, c *e
 func startBindAdmission(ctx context.Context, t *tracing.Tracer, oldSB, newSB *agentsv1beta1.Sandbox) (context.Context, trace.Span) {
 	if !t.Enabled() || newSB.Labels[agentsv1beta1.LabelClaimUID] == "" || oldSB.Labels[agentsv1beta1.LabelClaimUID] != "" ||
 		newSB.Annotations[tracing.Annotation] == "" {
-		return ctx, noSpan
+		return ctx, tracing.NoSpan
 	}
 	op := "bind"
 	if oldSB.UID == "" {

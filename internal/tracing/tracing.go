@@ -65,6 +65,10 @@ func New(tp trace.TracerProvider) *Tracer {
 	return &Tracer{tracer: tp.Tracer(instrumentationName), prop: propagation.TraceContext{}}
 }
 
+// NoSpan records nothing: the span of what is not traced, for callers that skip Start (and
+// the attributes they would build) when tracing is off.
+var NoSpan = trace.SpanFromContext(context.Background())
+
 // Enabled reports whether spans are recorded.
 func (t *Tracer) Enabled() bool { return t != nil }
 
@@ -73,7 +77,7 @@ func (t *Tracer) Enabled() bool { return t != nil }
 // records nothing.
 func (t *Tracer) Start(ctx context.Context, annotations map[string]string, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
 	if t == nil {
-		return ctx, trace.SpanFromContext(context.Background())
+		return ctx, NoSpan
 	}
 	if parent, ok := t.extract(ctx, annotations[Annotation]); ok {
 		ctx = parent
