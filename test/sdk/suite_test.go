@@ -354,12 +354,3 @@ func tail(b []byte, n int) []byte {
 	}
 	return b
 }
-
-// percentile is the p-th percentile (0-100) of sorted durations.
-func percentile(sorted []time.Duration, p float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(float64(len(sorted)-1) * p / 100)
-	return sorted[i]
-}
