@@ -163,16 +163,29 @@ func (r *runner) launchTypes(ctx context.Context, res *report.Result, claims []*
 	for i := range list.Items {
 		sandboxes[list.Items[i].Name] = &list.Items[i]
 	}
+	var first time.Time
+	for _, s := range claims {
+		if s.createErr == nil && (first.IsZero() || s.createdAt.Before(first)) {
+			first = s.createdAt
+		}
+	}
 	for _, s := range claims {
 		obs, ok := w.Ready(s.name)
 		if !ok {
 			continue
 		}
+		sample := report.Sample{
+			AtSeconds: round3(s.createdAt.Sub(first).Seconds()),
+			Ms:        round3(float64(obs.ReadyAt.Sub(s.createdAt)) / float64(time.Millisecond)),
+		}
 		sb := sandboxes[obs.Sandbox]
 		if sb == nil {
 			res.Claims.UnknownLaunch++
+			res.Samples = append(res.Samples, sample)
 			continue
 		}
+		sample.Warm = sb.Labels[agentsv1beta1.LabelLaunchType] == agentsv1beta1.LaunchTypeWarm
+		res.Samples = append(res.Samples, sample)
 		switch sb.Labels[agentsv1beta1.LabelLaunchType] {
 		case agentsv1beta1.LaunchTypeWarm:
 			res.Claims.WarmHits++
@@ -197,3 +210,5 @@ func finite(v float64, _ bool) float64 {
 }
 
 func round2(v float64) float64 { return math.Round(v*100) / 100 }
+
+func round3(v float64) float64 { return math.Round(v*1000) / 1000 }

@@ -254,11 +254,28 @@ type Result struct {
 	// answered at once by the load generator (Parameters.FloorAdmission), in the same round;
 	// nil when not measured.
 	AdmissionFloor *Result `json:"admissionFloor,omitempty"`
+	// LightFloor is the light floor of the same round: the same claims bound to minimal
+	// Sandboxes that have no pods, made by the load generator (load.Config.LightFloor), the
+	// lower bound of what the claims alone cost; nil when not measured.
+	LightFloor *Result `json:"lightFloor,omitempty"`
+	// Samples are the run's claims that became Ready, in the order they were created: the
+	// distributions and timelines of docs/performance.md are drawn from them.
+	Samples []Sample `json:"samples,omitempty"`
 	// Rounds are every (floor, sandgate) pair of a scenario measured more than once, in run
 	// order; the result itself is the round with the median p50 ratio.
 	Rounds []Round `json:"rounds,omitempty"`
 	// Errors are the first problems seen (create failures, scrape failures).
 	Errors []string `json:"errors,omitempty"`
+}
+
+// Sample is one claim that became Ready.
+type Sample struct {
+	// AtSeconds is when its create call started, in seconds after the run's first one.
+	AtSeconds float64 `json:"at"`
+	// Ms is its client latency: create call start to the watch event showing Ready.
+	Ms float64 `json:"ms"`
+	// Warm is whether its Sandbox was a pool member (launch-type warm).
+	Warm bool `json:"warm,omitempty"`
 }
 
 // Round is one (floor, sandgate) pair of a scenario run several times: client p50 of each, in
