@@ -38,6 +38,11 @@ type scenario struct {
 	// what the admission round trips of a claim's writes cost without a decision in them.
 	admissionFloor bool
 	targets        report.Targets
+	// run, when set, measures the scenario its own way instead of in rounds of runRound: the
+	// long scenarios (sustained, scale) run once per invocation, with their floor in the same
+	// invocation. It returns the result (nil when the run failed), what failed, and an error
+	// only when ctx ends.
+	run func(ctx context.Context, o Options, sc scenario, stdout, stderr io.Writer) (*report.Result, []string, error)
 }
 
 // serialTargets are the goals of serial warm claims: docs/measuring.md's "serial p50
@@ -78,6 +83,18 @@ func scenarios(scalePool int) []scenario {
 			name: "kubelet", description: "30 claims one at a time; pods report status in kubelet-like steps",
 			burstSize: 1, totalBursts: 30, qps: 1000, pool: 40, profile: controlplane.ProfileKubelet,
 			targets: serialTargets,
+		},
+		{
+			name: "sustained-50", description: "50 claims a second for 5 minutes, each deleted after a random lifetime, the pool refilling",
+			qps: 50, pool: 100, run: runSustained,
+		},
+		{
+			name: "sustained-150", description: "150 claims a second for 5 minutes, each deleted after a random lifetime, the pool refilling",
+			qps: 150, pool: 300, run: runSustained,
+		},
+		{
+			name: "scale-20k", description: "20,000 Sandboxes in 200 pools across 20 namespaces: memory, idle CPU, restart to first claim, serial claims",
+			run: runScale,
 		},
 		{
 			name: "scale-50", description: "30 claims one at a time", burstSize: 1, totalBursts: 30, qps: 1000, pool: 50,
@@ -155,6 +172,19 @@ func runScenarios(ctx context.Context, o Options, stdout, stderr io.Writer) erro
 			}
 			// Filling a pool of thousands takes minutes on two cores.
 			so.PoolCreateWait = max(o.PoolCreateWait, time.Duration(sc.pool)*200*time.Millisecond)
+			if sc.run != nil {
+				res, runFailed, err := sc.run(ctx, so, sc, stdout, stderr)
+				if err != nil {
+					return err
+				}
+				failed = append(failed, runFailed...)
+				if res != nil {
+					if err := res.WriteJSON(filepath.Join(o.ResultsDir, sc.name+".json")); err != nil {
+						return err
+					}
+				}
+				continue
+			}
 			rounds := max(sc.rounds, 1)
 			if o.SkipFloor {
 				rounds = 1 // rounds are compared by their ratio to their floor
