@@ -18,8 +18,12 @@ type FloorRatios struct {
 	P50, P99, CPU float64
 }
 
-// Ratios divides r's client p50, p99 and claims-window API server CPU by its floor's.
+// Ratios divides r's client p50, p99 and claims-window API server CPU by its floor's; for a
+// scenario measured in rounds, each is the median of the rounds' ratios.
 func (r *Result) Ratios() FloorRatios {
+	if len(r.Rounds) > 1 {
+		return MedianRatios(r.Rounds)
+	}
 	f := r.Floor
 	if f == nil || r.Latency.Client.Count == 0 || f.Latency.Client.Count == 0 {
 		return FloorRatios{}
@@ -202,7 +206,11 @@ func writeFloor(p func(string, ...any), results []*Result) {
 			continue
 		}
 		q := r.Ratios()
-		p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s | %.1f / %.1f |", r.Scenario,
+		name := r.Scenario
+		if len(r.Rounds) > 1 {
+			name += fmt.Sprintf(" (median of %d rounds)", len(r.Rounds))
+		}
+		p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s | %.1f / %.1f |", name,
 			ms(f.Latency.Client.Count, f.Latency.Client.P50, 0), ms(r.Latency.Client.Count, r.Latency.Client.P50, 0),
 			ratioMark(q.P50, tgt(r, func(t *Targets) float64 { return t.FloorP50Ratio })),
 			ms(f.Latency.Client.Count, f.Latency.Client.P99, 0), ms(r.Latency.Client.Count, r.Latency.Client.P99, 0),
@@ -213,16 +221,7 @@ func writeFloor(p func(string, ...any), results []*Result) {
 	}
 	p("")
 	for _, r := range results {
-		if len(r.Rounds) < 2 {
-			continue
-		}
-		var each []string
-		for _, round := range r.Rounds {
-			each = append(each, fmt.Sprintf("%.1f ÷ %.1f = %.2f", round.P50Ms, round.FloorP50Ms, round.Ratio()))
-		}
-		p("**%s** was measured in %d rounds, each a floor and a sandgate run on fresh clusters; the table", r.Scenario, len(r.Rounds))
-		p("shows the round with the median p50 ratio. p50 sandgate ÷ floor (ms), in run order: %s.", strings.Join(each, "; "))
-		p("")
+		writeRounds(p, r)
 		writeAdmissionFloor(p, r)
 	}
 	p("Other work: the CPU the machine spent outside the run's own processes (load generator,")
@@ -235,6 +234,30 @@ func writeFloor(p func(string, ...any), results []*Result) {
 	p("document's target for the scenario (serial p50 ≤ 1.5 × floor; burst p50 ≤ 1.3 ×, p99 ≤ 1.5 ×,")
 	p("API server CPU ≤ 1.5 ×). The floor's own figures (requests, CPU of every component) are in")
 	p("the per-scenario sections below.")
+	p("")
+}
+
+// writeRounds writes every round of a scenario measured more than once, in run order.
+func writeRounds(p func(string, ...any), r *Result) {
+	if len(r.Rounds) < 2 {
+		return
+	}
+	q := MedianRatios(r.Rounds)
+	p("**%s** was measured in %d rounds, each a floor and a sandgate run on fresh clusters, one after", r.Scenario, len(r.Rounds))
+	p("the other; its ratios in the table are the medians of the rounds' ratios (p50 %.2f, p99 %.2f, CPU %.2f),", q.P50, q.P99, q.CPU)
+	p("its absolute figures those of the round with the median p50 ratio. Every round, in run order:")
+	p("")
+	p("| round | p50 floor / sandgate (ms) | ÷ | p99 floor / sandgate (ms) | ÷ | API server CPU floor / sandgate (s) | ÷ | light floor p50 / p99 (ms) |")
+	p("|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for i, round := range r.Rounds {
+		rq := round.Ratios()
+		light := "-"
+		if round.LightFloorP50Ms > 0 {
+			light = fmt.Sprintf("%.1f / %.1f", round.LightFloorP50Ms, round.LightFloorP99Ms)
+		}
+		p("| %d | %.1f / %.1f | %s | %.1f / %.1f | %s | %s / %s | %s | %s |", i+1, round.FloorP50Ms, round.P50Ms, ratioMark(rq.P50, 0),
+			round.FloorP99Ms, round.P99Ms, ratioMark(rq.P99, 0), cpu(round.FloorCPUSeconds), cpu(round.CPUSeconds), ratioMark(rq.CPU, 0), light)
+	}
 	p("")
 }
 

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -184,10 +185,14 @@ func TestOtherWorkShare(t *testing.T) {
 	}
 }
 
-// A scenario measured in rounds reports the round with the median p50 ratio, and lists every
-// round's ratio.
+// A scenario measured in rounds is judged by the median of each ratio over its rounds, and
+// lists every round.
 func TestRounds(t *testing.T) {
-	rounds := []Round{{FloorP50Ms: 10, P50Ms: 20}, {FloorP50Ms: 10, P50Ms: 13}, {FloorP50Ms: 20, P50Ms: 30}}
+	rounds := []Round{
+		{FloorP50Ms: 10, P50Ms: 20, FloorP99Ms: 20, P99Ms: 20, FloorCPUSeconds: 1, CPUSeconds: 1.5},
+		{FloorP50Ms: 10, P50Ms: 13, FloorP99Ms: 20, P99Ms: 60, FloorCPUSeconds: 1, CPUSeconds: 1.1},
+		{FloorP50Ms: 20, P50Ms: 30, FloorP99Ms: 20, P99Ms: 30, FloorCPUSeconds: 1, CPUSeconds: 1.2, LightFloorP50Ms: 7, LightFloorP99Ms: 9},
+	}
 	if got := MedianRound(rounds); got != 2 {
 		t.Errorf("median round = %d, want 2 (ratios 2.00, 1.30, 1.50)", got)
 	}
@@ -197,6 +202,16 @@ func TestRounds(t *testing.T) {
 	if got := MedianRound(nil); got != -1 {
 		t.Errorf("median of no rounds = %d, want -1", got)
 	}
+	// Each ratio's median comes from its own round: p50 from round 3, p99 from round 3, CPU
+	// from round 3 here; not all from the median p50 round in general.
+	want := FloorRatios{P50: 1.5, P99: 1.5, CPU: 1.2}
+	if got := MedianRatios(rounds); math.Abs(got.P50-want.P50) > 1e-9 || math.Abs(got.P99-want.P99) > 1e-9 || math.Abs(got.CPU-want.CPU) > 1e-9 {
+		t.Errorf("MedianRatios = %+v, want %+v", got, want)
+	}
+	skewed := []Round{{FloorP50Ms: 10, P50Ms: 10, FloorP99Ms: 10, P99Ms: 50}, {FloorP50Ms: 10, P50Ms: 20, FloorP99Ms: 10, P99Ms: 10}, {FloorP50Ms: 10, P50Ms: 30, FloorP99Ms: 10, P99Ms: 20}}
+	if got := MedianRatios(skewed); got.P50 != 2 || got.P99 != 2 {
+		t.Errorf("MedianRatios of skewed rounds = %+v, want p50 2 (round 2) and p99 2 (round 3)", got)
+	}
 
 	r := serialWithFloor()
 	r.Rounds = rounds
@@ -204,9 +219,18 @@ func TestRounds(t *testing.T) {
 	if err := WriteMarkdown(&b, Machine{CPUs: 2}, []*Result{r}, "make bench"); err != nil {
 		t.Fatalf("WriteMarkdown: %v", err)
 	}
-	want := "p50 sandgate ÷ floor (ms), in run order: 20.0 ÷ 10.0 = 2.00; 13.0 ÷ 10.0 = 1.30; 30.0 ÷ 20.0 = 1.50."
-	if got := b.String(); !strings.Contains(got, "**serial** was measured in 3 rounds") || !strings.Contains(got, want) {
-		t.Errorf("report lacks the rounds line %q; report:\n%s", want, got)
+	got := b.String()
+	for _, want := range []string{
+		"**serial** was measured in 3 rounds",
+		"medians of the rounds' ratios (p50 1.50, p99 1.50, CPU 1.20)",
+		"| 1 | 10.0 / 20.0 | 2.00 | 20.0 / 20.0 | 1.00 | 1.00 / 1.50 | 1.50 | - |",
+		"| 2 | 10.0 / 13.0 | 1.30 | 20.0 / 60.0 | 3.00 | 1.00 / 1.10 | 1.10 | - |",
+		"| 3 | 20.0 / 30.0 | 1.50 | 20.0 / 30.0 | 1.50 | 1.00 / 1.20 | 1.20 | 7.0 / 9.0 |",
+		"| serial (median of 3 rounds) | 14.0 | 28.0 | 1.50 ✓ (≤ 1.5) | 16.0 | 40.0 | 1.50 | 0.20 | 0.30 | 1.20 |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report lacks %q; report:\n%s", want, got)
+		}
 	}
 }
 
