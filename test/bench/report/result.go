@@ -278,18 +278,65 @@ type Sample struct {
 	Warm bool `json:"warm,omitempty"`
 }
 
-// Round is one (floor, sandgate) pair of a scenario run several times: client p50 of each, in
-// milliseconds.
+// Round is one (floor, sandgate) pair of a scenario run several times: client p50 and p99 of
+// each in milliseconds, and kube-apiserver's CPU seconds over the claims' window.
 type Round struct {
-	FloorP50Ms float64 `json:"floorP50Ms"`
-	P50Ms      float64 `json:"p50Ms"`
+	FloorP50Ms      float64 `json:"floorP50Ms"`
+	P50Ms           float64 `json:"p50Ms"`
+	FloorP99Ms      float64 `json:"floorP99Ms,omitempty"`
+	P99Ms           float64 `json:"p99Ms,omitempty"`
+	FloorCPUSeconds float64 `json:"floorCPUSeconds,omitempty"`
+	CPUSeconds      float64 `json:"cpuSeconds,omitempty"`
 	// AdmissionFloorP50Ms is the round's admission floor (Result.AdmissionFloor); 0 when not
 	// measured.
 	AdmissionFloorP50Ms float64 `json:"admissionFloorP50Ms,omitempty"`
+	// LightFloorP50Ms and LightFloorP99Ms are the round's light floor (Result.LightFloor); 0
+	// when not measured in this round.
+	LightFloorP50Ms float64 `json:"lightFloorP50Ms,omitempty"`
+	LightFloorP99Ms float64 `json:"lightFloorP99Ms,omitempty"`
+}
+
+// RoundOf summarises r, with its floors, as a round.
+func RoundOf(r *Result) Round {
+	round := Round{P50Ms: r.Latency.Client.P50, P99Ms: r.Latency.Client.P99, CPUSeconds: r.API.ClaimsCPUSeconds}
+	if f := r.Floor; f != nil {
+		round.FloorP50Ms, round.FloorP99Ms, round.FloorCPUSeconds = f.Latency.Client.P50, f.Latency.Client.P99, f.API.ClaimsCPUSeconds
+	}
+	if f := r.AdmissionFloor; f != nil {
+		round.AdmissionFloorP50Ms = f.Latency.Client.P50
+	}
+	if f := r.LightFloor; f != nil {
+		round.LightFloorP50Ms, round.LightFloorP99Ms = f.Latency.Client.P50, f.Latency.Client.P99
+	}
+	return round
 }
 
 // Ratio is sandgate ÷ floor of the round's p50 (0 when either is missing).
 func (r Round) Ratio() float64 { return ratio(r.P50Ms, r.FloorP50Ms) }
+
+// Ratios are sandgate ÷ floor of the round's p50, p99 and claims-window API server CPU.
+func (r Round) Ratios() FloorRatios {
+	return FloorRatios{P50: ratio(r.P50Ms, r.FloorP50Ms), P99: ratio(r.P99Ms, r.FloorP99Ms), CPU: ratio(r.CPUSeconds, r.FloorCPUSeconds)}
+}
+
+// MedianRatios is the median, over the rounds that have it, of each ratio: how a scenario
+// measured in rounds is judged. A ratio no round has is 0.
+func MedianRatios(rounds []Round) FloorRatios {
+	var p50, p99, cpu []float64
+	for _, r := range rounds {
+		q := r.Ratios()
+		if q.P50 > 0 {
+			p50 = append(p50, q.P50)
+		}
+		if q.P99 > 0 {
+			p99 = append(p99, q.P99)
+		}
+		if q.CPU > 0 {
+			cpu = append(cpu, q.CPU)
+		}
+	}
+	return FloorRatios{P50: median(p50), P99: median(p99), CPU: median(cpu)}
+}
 
 // MedianRound returns the index of the round whose p50 ratio is the median (the lower one
 // of the middle two for an even count), or -1 without rounds.
