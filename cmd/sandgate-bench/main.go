@@ -30,6 +30,7 @@ func main() {
 		fs.PrintDefaults()
 	}
 	o.AddFlags(fs)
+	bench.AddScaleFlags(fs)
 	err := fs.Parse(os.Args[1:])
 	if err == nil && fs.NArg() > 0 {
 		err = fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())

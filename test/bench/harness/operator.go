@@ -48,7 +48,11 @@ type Operator struct {
 	// {{metrics-port}}.
 	MetricsURL string
 
+	// StartedAt is when the process was started.
+	StartedAt time.Time
+
 	cmd  *exec.Cmd
+	ep   endpoints
 	done chan struct{}
 	err  error
 
@@ -128,6 +132,19 @@ func buildOperator(ctx context.Context, root string, log func(string, ...any)) (
 // startOperator runs command (placeholders substituted) through /bin/sh, output to logPath,
 // and waits until it serves.
 func startOperator(ctx context.Context, command string, ep endpoints, logPath string) (*Operator, error) {
+	o, err := spawnOperator(command, ep, logPath)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := o.WaitReady(ctx); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// spawnOperator starts command (placeholders substituted) through /bin/sh, output to logPath
+// (appended), and returns at once.
+func spawnOperator(command string, ep endpoints, logPath string) (*Operator, error) {
 	expanded := expand(command, ep)
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -141,10 +158,12 @@ func startOperator(ctx context.Context, command string, ep endpoints, logPath st
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+ep.kubeconfig)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	// Forked from the control plane's spawner thread, it dies with the harness and never before.
+	startedAt := time.Now()
 	if err := controlplane.OnSpawnerThread(cmd.Start); err != nil {
 		return nil, fmt.Errorf("starting the operator: %w", err)
 	}
-	o := &Operator{Template: command, Command: expanded, PID: cmd.Process.Pid, LogPath: logPath, cmd: cmd, done: make(chan struct{})}
+	o := &Operator{Template: command, Command: expanded, PID: cmd.Process.Pid, LogPath: logPath, StartedAt: startedAt,
+		cmd: cmd, ep: ep, done: make(chan struct{})}
 	if strings.Contains(command, placeholderMetricsPort) {
 		o.MetricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", ep.metricsPort)
 	}
@@ -152,20 +171,25 @@ func startOperator(ctx context.Context, command string, ep endpoints, logPath st
 		o.err = cmd.Wait()
 		close(o.done)
 	}()
+	return o, nil
+}
 
-	// Ready means every endpoint the command line mentions answers: the readiness probe (or
-	// else the metrics endpoint) and the webhook port, which the API server calls with
-	// failurePolicy Fail as soon as the webhook configurations exist.
+// WaitReady waits until the operator serves and returns when its checks first all passed
+// (polled every 50 ms). Ready means every endpoint the command line mentions answers: the
+// readiness probe (or else the metrics endpoint) and the webhook port, which the API server
+// calls with failurePolicy Fail as soon as the webhook configurations exist. On failure the
+// operator is stopped.
+func (o *Operator) WaitReady(ctx context.Context) (time.Time, error) {
 	checks := map[string]func(context.Context) bool{}
 	switch {
-	case strings.Contains(command, placeholderProbePort):
-		url := fmt.Sprintf("http://127.0.0.1:%d/readyz", ep.probePort)
+	case strings.Contains(o.Template, placeholderProbePort):
+		url := fmt.Sprintf("http://127.0.0.1:%d/readyz", o.ep.probePort)
 		checks[url] = httpOK(url)
 	case o.MetricsURL != "":
 		checks[o.MetricsURL] = httpOK(o.MetricsURL)
 	}
-	if strings.Contains(command, placeholderWebhookPort) && ep.webhooksInstalled {
-		addr := net.JoinHostPort(ep.webhookHost, strconv.Itoa(ep.webhookPort))
+	if strings.Contains(o.Template, placeholderWebhookPort) && o.ep.webhooksInstalled {
+		addr := net.JoinHostPort(o.ep.webhookHost, strconv.Itoa(o.ep.webhookPort))
 		checks["webhook server "+addr] = dials(addr)
 	}
 	var waitingFor string
@@ -180,19 +204,54 @@ func startOperator(ctx context.Context, command string, ep endpoints, logPath st
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, operatorReadyTimeout)
 	defer cancel()
-	tick := time.NewTicker(100 * time.Millisecond)
+	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for !ready(waitCtx) {
 		select {
 		case <-o.done:
-			return nil, fmt.Errorf("the operator exited before it was ready (%v); log %s ends:\n%s", o.err, logPath, Tail(logPath, 20))
+			return time.Time{}, fmt.Errorf("the operator exited before it was ready (%v); log %s ends:\n%s", o.err, o.LogPath, Tail(o.LogPath, 20))
 		case <-waitCtx.Done():
 			_ = o.Stop()
-			return nil, fmt.Errorf("the operator was not ready within %s (%s did not answer); log %s ends:\n%s", operatorReadyTimeout, waitingFor, logPath, Tail(logPath, 20))
+			return time.Time{}, fmt.Errorf("the operator was not ready within %s (%s did not answer); log %s ends:\n%s", operatorReadyTimeout, waitingFor, o.LogPath, Tail(o.LogPath, 20))
 		case <-tick.C:
 		}
 	}
-	return o, nil
+	return time.Now(), nil
+}
+
+// selfSignedFlag is the flag of cmd/sandgate that writes a new certificate at every start.
+const selfSignedFlag = " --self-signed-certs"
+
+// RestartOperator stops the operator with SIGTERM, as a rolling update or a node drain does,
+// and starts the same command again on the same ports; it returns as soon as the new process
+// is started, with how long the old one took to exit: the caller times what follows from
+// Operator.StartedAt (Operator.WaitReady; a claim created at once). The new process appends
+// to the same log.
+//
+// A command the harness built with --self-signed-certs runs again without it: the new
+// process serves the certificate its predecessor wrote, which the webhook configurations
+// trust, as a restarted pod serves the certificate cert-manager keeps in its Secret. Another
+// certificate would need the harness to rewrite every caBundle first, which no restart in a
+// cluster does.
+func (e *Env) RestartOperator(ctx context.Context) (*Operator, time.Duration, error) {
+	old := e.Operator
+	if old == nil {
+		return nil, 0, errors.New("no operator to restart")
+	}
+	stopStart := time.Now()
+	if err := old.Stop(); err != nil {
+		return nil, 0, fmt.Errorf("stopping the operator: %w", err)
+	}
+	stopped := time.Since(stopStart)
+	e.Operator = nil
+	command := strings.Replace(old.Template, selfSignedFlag, "", 1)
+	op, err := spawnOperator(command, old.ep, old.LogPath)
+	if err != nil {
+		return nil, stopped, err
+	}
+	e.Operator = op
+	e.logf("operator restarted (pid %d, the old one exited %s after SIGTERM)", op.PID, stopped.Round(time.Millisecond))
+	return op, stopped, nil
 }
 
 func httpOK(url string) func(context.Context) bool {
@@ -285,4 +344,25 @@ func freePort() (int, error) {
 	}
 	defer func() { _ = l.Close() }() // only the port number was wanted
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// errNoOperator is what the operator's probes return while none runs (detached, or between
+// a restart's stop and start).
+var errNoOperator = errors.New("no operator running")
+
+// OperatorMetrics scrapes the operator running now: unlike Operator.Metrics, it follows the
+// operator across RestartOperator.
+func (e *Env) OperatorMetrics(ctx context.Context) (scrape.Snapshot, error) {
+	if e.Operator == nil {
+		return nil, errNoOperator
+	}
+	return e.Operator.Metrics(ctx)
+}
+
+// OperatorUsage reads the CPU and memory of the operator running now, across restarts.
+func (e *Env) OperatorUsage() (proc.Usage, error) {
+	if e.Operator == nil {
+		return proc.Usage{}, errNoOperator
+	}
+	return e.Operator.Usage()
 }

@@ -1,0 +1,129 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"math"
+)
+
+// Scale is what the scale scenario measured at one size: the operator's memory and idle CPU
+// with every pool full, the time from an operator restart to its first claim served, and the
+// serial claims at that size beside the same claims at pool 50 (a fresh cluster of one pool)
+// and beside the floor of the same cluster.
+type Scale struct {
+	// Sandboxes are the pool members the run asked for: Namespaces × Pools × replicas.
+	Sandboxes  int `json:"sandboxes"`
+	Namespaces int `json:"namespaces"`
+	// Pools counts every pool of the run, all namespaces together.
+	Pools int `json:"pools"`
+	// FillSeconds is from the first pool created to every pool full and Ready; FillRate is
+	// Sandboxes ÷ FillSeconds.
+	FillSeconds float64 `json:"fillSeconds"`
+	FillRate    float64 `json:"fillRate"`
+
+	// BaselineRSSMiB and BaselineHeapInuseMiB are the operator's before the run created
+	// anything: what it costs with no Sandbox.
+	BaselineRSSMiB       float64 `json:"baselineRSSMiB"`
+	BaselineHeapInuseMiB float64 `json:"baselineHeapInuseMiB"`
+	// OperatorRSSMiB (process_resident_memory_bytes), HeapInuseMiB
+	// (go_memstats_heap_inuse_bytes) and HeapAllocMiB (go_memstats_heap_alloc_bytes) are read
+	// at the end of the idle window, every pool full; PeakRSSMiB is the process's VmHWM then.
+	OperatorRSSMiB float64 `json:"operatorRSSMiB"`
+	HeapInuseMiB   float64 `json:"heapInuseMiB"`
+	HeapAllocMiB   float64 `json:"heapAllocMiB"`
+	PeakRSSMiB     float64 `json:"peakRSSMiB"`
+	// MiBPer1000Sandboxes is (OperatorRSSMiB − BaselineRSSMiB) per 1,000 Sandboxes, and
+	// HeapInuseMiBPer1000Sandboxes the same of the heap in use: what each thousand more costs.
+	MiBPer1000Sandboxes          float64 `json:"mibPer1000Sandboxes"`
+	HeapInuseMiBPer1000Sandboxes float64 `json:"heapInuseMiBPer1000Sandboxes"`
+	// CacheLabelSelectors says whether the operator ran with --cache-label-selectors.
+	CacheLabelSelectors bool `json:"cacheLabelSelectors,omitempty"`
+
+	// IdleSeconds is the idle window: no claim, every pool full. IdleCPUCoresPercent is the
+	// operator's CPU over it in percent of one core; IdleAPIServerCPUCoresPercent
+	// kube-apiserver's (-1 when not read).
+	IdleSeconds                  float64 `json:"idleSeconds"`
+	IdleCPUCoresPercent          float64 `json:"idleCPUCoresPercent"`
+	IdleAPIServerCPUCoresPercent float64 `json:"idleAPIServerCPUCoresPercent"`
+
+	// RestartStopSeconds is how long the operator took to exit after SIGTERM.
+	// RestartToReadySeconds is from the new process's start to its /readyz answering OK, and
+	// RestartToFirstClaimSeconds from the same start to the watch showing Ready=True on a claim
+	// created (retried until admitted) right after it. RestartClaimAttempts counts the create
+	// calls that claim took: those before the webhook server listened were refused.
+	RestartStopSeconds         float64 `json:"restartStopSeconds"`
+	RestartToReadySeconds      float64 `json:"restartToReadySeconds"`
+	RestartToFirstClaimSeconds float64 `json:"restartToFirstClaimSeconds"`
+	RestartClaimAttempts       int     `json:"restartClaimAttempts"`
+
+	// SerialClaims, SerialP50Ms and SerialP99Ms are the serial claims into one pool of the
+	// full cluster (client view: create call to the watch showing Ready).
+	SerialClaims int     `json:"serialClaims"`
+	SerialP50Ms  float64 `json:"serialP50Ms"`
+	SerialP99Ms  float64 `json:"serialP99Ms"`
+	// FloorSerialP50Ms and FloorSerialP99Ms are the floor's serial claims on the same
+	// cluster, the operator detached; 0 when not measured.
+	FloorSerialP50Ms float64 `json:"floorSerialP50Ms"`
+	FloorSerialP99Ms float64 `json:"floorSerialP99Ms"`
+	// Pool50SerialP50Ms is the same serial claims on a fresh cluster with one pool of 50; 0
+	// when not measured.
+	Pool50SerialP50Ms float64 `json:"pool50SerialP50Ms"`
+	// P50RatioToPool50 is SerialP50Ms ÷ Pool50SerialP50Ms and P50RatioToFloor SerialP50Ms ÷
+	// FloorSerialP50Ms; 0 when either side is missing.
+	P50RatioToPool50 float64 `json:"p50RatioToPool50"`
+	P50RatioToFloor  float64 `json:"p50RatioToFloor"`
+}
+
+// Targets of the scale scenario (issue 24): serial p50 at scale ÷ at pool 50, and an operator
+// restart's first claim served.
+const (
+	ScaleP50RatioTarget        = 1.2
+	ScaleRestartToClaimSeconds = 10.0
+)
+
+// SetRatios sets the ratios of the serial p50 to pool 50 and to the floor from the figures.
+func (s *Scale) SetRatios() {
+	s.P50RatioToPool50 = ratio(s.SerialP50Ms, s.Pool50SerialP50Ms)
+	s.P50RatioToFloor = ratio(s.SerialP50Ms, s.FloorSerialP50Ms)
+}
+
+// PerThousand is the increase from baseline to value per 1,000 of count; 0 without a count.
+func PerThousand(value, baseline float64, count int) float64 {
+	if count <= 0 {
+		return 0
+	}
+	return math.Round((value-baseline)/(float64(count)/1000)*100) / 100
+}
+
+// WriteScaleText writes the scale figures as a short human summary with the targets.
+func WriteScaleText(w io.Writer, s *Scale) error {
+	met := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "MISSED"
+	}
+	lines := []string{
+		fmt.Sprintf("scale: %d Sandboxes in %d pools across %d namespaces, filled in %.0f s (%.1f Sandboxes/s)",
+			s.Sandboxes, s.Pools, s.Namespaces, s.FillSeconds, s.FillRate),
+		fmt.Sprintf("  operator memory, idle: RSS %.1f MiB (peak %.1f), heap in use %.1f MiB, heap alloc %.1f MiB; with no Sandbox: RSS %.1f MiB, heap in use %.1f MiB",
+			s.OperatorRSSMiB, s.PeakRSSMiB, s.HeapInuseMiB, s.HeapAllocMiB, s.BaselineRSSMiB, s.BaselineHeapInuseMiB),
+		fmt.Sprintf("  per 1,000 Sandboxes: RSS %.2f MiB, heap in use %.2f MiB (cache-label-selectors %v)",
+			s.MiBPer1000Sandboxes, s.HeapInuseMiBPer1000Sandboxes, s.CacheLabelSelectors),
+		fmt.Sprintf("  idle CPU over %.0f s: operator %.2f %% of a core, kube-apiserver %.2f %%",
+			s.IdleSeconds, s.IdleCPUCoresPercent, s.IdleAPIServerCPUCoresPercent),
+		fmt.Sprintf("  restart: stopped in %.2f s; /readyz OK %.2f s and first claim Ready %.2f s after the new process started (%d create calls) — target ≤ %.0f s: %s",
+			s.RestartStopSeconds, s.RestartToReadySeconds, s.RestartToFirstClaimSeconds, s.RestartClaimAttempts,
+			ScaleRestartToClaimSeconds, met(s.RestartToFirstClaimSeconds > 0 && s.RestartToFirstClaimSeconds <= ScaleRestartToClaimSeconds)),
+		fmt.Sprintf("  serial claims (%d): p50 %.1f ms, p99 %.1f ms; floor p50 %.1f ms (×%.2f); pool 50 p50 %.1f ms",
+			s.SerialClaims, s.SerialP50Ms, s.SerialP99Ms, s.FloorSerialP50Ms, s.P50RatioToFloor, s.Pool50SerialP50Ms),
+		fmt.Sprintf("  serial p50 ÷ pool 50: %.2f — target ≤ %.1f: %s",
+			s.P50RatioToPool50, ScaleP50RatioTarget, met(s.P50RatioToPool50 > 0 && s.P50RatioToPool50 <= ScaleP50RatioTarget)),
+	}
+	for _, l := range lines {
+		if _, err := fmt.Fprintln(w, l); err != nil {
+			return fmt.Errorf("writing the scale summary: %w", err)
+		}
+	}
+	return nil
+}
