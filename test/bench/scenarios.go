@@ -330,6 +330,15 @@ func writeReport(o Options, selected []scenario, stderr io.Writer) error {
 	if len(results) == 0 {
 		return fmt.Errorf("no results in %s to write %s from", o.ResultsDir, o.Out)
 	}
+	for _, res := range results {
+		names, err := report.WritePlots(report.PlotDir(o.Out), res)
+		if err != nil {
+			return err
+		}
+		for _, name := range names {
+			logf(stderr, "wrote %s\n", filepath.Join(report.PlotDir(o.Out), name))
+		}
+	}
 	root, err := controlplane.RepoRoot()
 	if err != nil {
 		root = "."
@@ -341,7 +350,7 @@ func writeReport(o Options, selected []scenario, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("writing report: %w", err)
 	}
-	if err := report.WriteMarkdown(f, report.DescribeMachine(root), results, "make bench"); err != nil {
+	if err := report.WriteMarkdownWithPlots(f, report.DescribeMachine(root), results, "make bench", o.Out); err != nil {
 		_ = f.Close()
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
@@ -49,8 +50,9 @@ func DescribeMachine(dir string) Machine {
 		return strings.TrimSpace(string(out))
 	}
 	m.Commit = git("rev-parse", "--short=12", "HEAD")
-	// The document being rewritten is not a change to what was measured.
-	if m.Commit != "" && git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)docs/performance.md") != "" {
+	// The document being rewritten, and its pictures, are not a change to what was measured.
+	if m.Commit != "" && git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)docs/performance.md",
+		":(exclude)docs/"+plotDirName) != "" {
 		m.Commit += " (with uncommitted changes)"
 	}
 	return m
@@ -73,8 +75,14 @@ func procField(path, key string) (string, bool) {
 	return "", false
 }
 
-// WriteMarkdown writes docs/performance.md from results, in the order given.
+// WriteMarkdown writes docs/performance.md from results, in the order given, without pictures.
 func WriteMarkdown(w io.Writer, m Machine, results []*Result, command string) error {
+	return WriteMarkdownWithPlots(w, m, results, command, "")
+}
+
+// WriteMarkdownWithPlots is WriteMarkdown for a report written to reportPath, linking the
+// pictures of each result (PlotNames) found in PlotDir(reportPath).
+func WriteMarkdownWithPlots(w io.Writer, m Machine, results []*Result, command, reportPath string) error {
 	var buf bytes.Buffer
 	p := func(format string, args ...any) { _, _ = fmt.Fprintf(&buf, format+"\n", args...) } // a Buffer does not fail
 	p("# Performance")
@@ -145,6 +153,9 @@ func WriteMarkdown(w io.Writer, m Machine, results []*Result, command string) er
 	if ratio, ok := scaleRatio(results); ok {
 		p("")
 		p("**Scale:** serial p50 at the large pool ÷ serial p50 at pool 50 = **%.2f** (target ≤ 1.5).", ratio)
+	}
+	if reportPath != "" {
+		writePlots(p, results, PlotDir(reportPath))
 	}
 	p("")
 	p("## Claims")
@@ -394,4 +405,50 @@ func writeFloorRequests(p func(string, ...any), f *Result) {
 		p("Problems seen in the floor run: %s.", strings.Join(f.Errors, "; "))
 	}
 	p("")
+}
+
+// writePlots links, under a heading per scenario, the pictures of the results found in dir:
+// a result without samples has none, and a picture left from an older run is not its own.
+func writePlots(p func(string, ...any), results []*Result, dir string) {
+	type links struct {
+		scenario string
+		lines    []string
+	}
+	var found []links
+	for _, r := range results {
+		l := links{scenario: r.Scenario}
+		for _, name := range PlotNames(r) {
+			if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+				continue
+			}
+			what := "latency distribution"
+			if strings.HasSuffix(name, "-timeline.svg") {
+				what = "latency and warm share over time"
+			}
+			l.lines = append(l.lines, fmt.Sprintf("![%s %s](%s/%s)", r.Scenario, what, plotDirName, name))
+		}
+		if len(l.lines) > 0 {
+			found = append(found, l)
+		}
+	}
+	if len(found) == 0 {
+		return
+	}
+	p("")
+	p("### Distributions")
+	p("")
+	p("Each curve is one run's claims sorted by client latency: the fraction of them Ready within")
+	p("x ms, sandgate beside the floors measured in the same invocation (\"Against the floor\"")
+	p("above). Where the curves part is where sandgate costs time. The sustained scenarios are")
+	p("drawn over time too, by the claims' create time in")
+	p("%s windows: p50 and p99 of sandgate and its floor, and the share of claims bound to a warm", DefaultWindow)
+	p("pool member.")
+	for _, l := range found {
+		p("")
+		p("#### %s", l.scenario)
+		for _, line := range l.lines {
+			p("")
+			p("%s", line)
+		}
+	}
 }
