@@ -47,6 +47,7 @@ type Options struct {
 	ProfileSeconds int                  // --apiserver-profile-seconds
 	Floor          bool                 // --floor
 	FloorAdmission bool                 // --floor-admission
+	LightFloor     bool                 // --light-floor: the floor on minimal members; implies Floor
 
 	Scenarios  string // --scenarios: all or a comma-separated list (ScenarioNames)
 	ScalePool  int    // --scale-pool: pool size of the large scale scenario
@@ -66,10 +67,13 @@ func DefaultOptions() Options {
 	}
 }
 
-// resolved applies Serial.
+// resolved applies Serial and LightFloor.
 func (o Options) resolved() Options {
 	if o.Serial > 0 {
 		o.BurstSize, o.TotalBursts = 1, o.Serial
+	}
+	if o.LightFloor {
+		o.Floor = true
 	}
 	return o
 }
@@ -97,7 +101,10 @@ func (o Options) Validate() error {
 		errs = append(errs, errors.New("--scenarios runs on fresh local clusters; it does not take --kubeconfig"))
 	}
 	if o.FloorAdmission && !o.Floor {
-		errs = append(errs, errors.New("--floor-admission needs --floor"))
+		errs = append(errs, errors.New("--floor-admission needs --floor or --light-floor"))
+	}
+	if o.LightFloor && o.WarmPoolSize < o.BurstSize*o.TotalBursts {
+		errs = append(errs, errors.New("--light-floor makes --warmpool-size members and binds one per claim: it needs at least as many as claims"))
 	}
 	if o.Floor && (o.Kubeconfig != "" || o.OperatorCmd == "none" || !o.Webhooks || o.Scenarios != "") {
 		errs = append(errs, errors.New("--floor needs the local cluster with an operator filling the pool and its webhooks installed (no --kubeconfig, --operator-cmd none, --webhooks=false or --scenarios: scenarios measure their floors themselves)"))
@@ -180,6 +187,10 @@ func runOnce(ctx context.Context, o Options, podSpec corev1.PodSpec, templateNam
 		Namespace: ns, Template: templateName, TimeoutSeconds: o.Timeout.Seconds(), Floor: o.Floor,
 		FloorAdmission: o.FloorAdmission,
 	}
+	if o.LightFloor {
+		// The report has no field of its own for it yet: the members are not the template's.
+		params.Template = "light floor: minimal Sandboxes without pods, not " + templateName
+	}
 	if env.Cluster != nil {
 		params.Cluster = "local control plane " + controlplane.KubernetesVersion
 		params.Profile, params.Nodes = string(env.Cluster.Profile), len(env.Cluster.NodeNames)
@@ -224,6 +235,7 @@ func runOnce(ctx context.Context, o Options, podSpec corev1.PodSpec, templateNam
 		APIServerProfile: o.CPUProfile,
 		ProfileSeconds:   o.ProfileSeconds,
 		Floor:            o.Floor,
+		LightFloor:       o.LightFloor,
 	}, probes)
 	if err != nil {
 		if env.Operator != nil {

@@ -30,6 +30,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.ProfileSeconds, "apiserver-profile-seconds", o.ProfileSeconds, "length of the --apiserver-profile")
 	fs.BoolVar(&o.Floor, "floor", o.Floor, "measure the API server's floor instead of the operator: the operator fills the pool and is stopped, its webhooks removed, and the load generator makes each claim's three writes itself (local cluster only)")
 	fs.BoolVar(&o.FloorAdmission, "floor-admission", o.FloorAdmission, "with --floor: keep the operator's webhook configurations and answer every admission call at once from the load generator, allowing it (a claim's create gets webhook-first-observed-at): the floor of an API guarded by admission webhooks, their round trips included, no decision in them")
+	fs.BoolVar(&o.LightFloor, "light-floor", o.LightFloor, "the floor on minimal members: like --floor, but the pool has no replicas and the load generator makes --warmpool-size minimal Ready Sandboxes without pods for the claims to bind, the lower bound of what the claims alone cost (local cluster only)")
 	fs.StringVar(&o.JSONPath, "json", o.JSONPath, "also write the result as JSON to this file")
 	fs.StringVar(&o.Scenarios, "scenarios", o.Scenarios, "run canonical scenarios instead (each on a fresh local cluster): all, or a comma-separated list of "+strings.Join(ScenarioNames(), ", "))
 	fs.IntVar(&o.ScalePool, "scale-pool", o.ScalePool, "pool size of the large scale scenario")

@@ -4,7 +4,9 @@
 // cost: latency in the client's and the server's view, warm hits, API requests (from the API
 // server's own metrics), reconciles and the operator's CPU and memory. Config.Floor measures
 // the API server's floor instead: the same claims with the operator stopped and the load
-// generator making each claim's writes itself (floor.go).
+// generator making each claim's writes itself (floor.go); with a pool of zero replicas the
+// claims are served cold, and the floor makes the cold path's writes (cold.go).
+// Config.LightFloor binds them to minimal Sandboxes without pods instead (light.go).
 package load
 
 import (
@@ -41,6 +43,10 @@ const (
 	poolName     = "bench-pool"
 )
 
+// emptyPoolWait bounds the wait for an operator to show it has seen a pool of zero replicas:
+// an operator that writes no observedGeneration is not waited for longer.
+const emptyPoolWait = 5 * time.Second
+
 // Config is one run.
 type Config struct {
 	Namespace    string
@@ -65,8 +71,13 @@ type Config struct {
 	// Floor runs the API server's floor instead of measuring the operator: once the pool is
 	// full, Probes.DetachOperator stops the operator and removes its admission webhooks (or
 	// has them answered at once), and the load generator makes each claim's writes itself
-	// (see floor.go). Nothing refills the pool.
+	// (see floor.go). Nothing refills the pool. With WarmPoolSize 0 it is the cold floor
+	// (cold.go): the load generator makes each claim's Sandbox and pod as sandgate would.
 	Floor bool
+	// LightFloor is the floor on minimal members (light.go): the pool is created with zero
+	// replicas, the operator detached at once, and the load generator makes WarmPoolSize
+	// minimal Ready Sandboxes without pods before the claims. It implies Floor.
+	LightFloor bool
 }
 
 // Probes are where the measurements come from besides the API server.
@@ -119,6 +130,11 @@ type runner struct {
 	start  time.Time
 	// floor is the pool members a floor run binds; nil when the operator binds.
 	floor *floorPool
+	// coldPods is the pod watch of a cold floor run; nil otherwise.
+	coldPods *podWatcher
+	// template and pool are the objects createObjects made, as the API server returned them.
+	template *extv1beta1.SandboxTemplate
+	pool     *extv1beta1.SandboxWarmPool
 }
 
 func (r *runner) progressf(format string, args ...any) {
@@ -150,6 +166,9 @@ func NewClient(cfg *rest.Config, qps float64) (client.WithWatch, error) {
 // Run runs cfg against the cluster of restCfg (an admin configuration: it reads the API
 // server's /metrics).
 func Run(ctx context.Context, restCfg *rest.Config, cfg Config, probes Probes) (*report.Result, error) {
+	if cfg.LightFloor {
+		cfg.Floor = true
+	}
 	c, err := NewClient(restCfg, cfg.QPS)
 	if err != nil {
 		return nil, err
@@ -161,13 +180,16 @@ func Run(ctx context.Context, restCfg *rest.Config, cfg Config, probes Probes) (
 		return nil, err
 	}
 	fillStart := time.Now()
-	if err := r.waitForPool(ctx, cfg.PoolCreateWait, "pool filling"); err != nil {
+	if err := r.waitForPool(ctx, r.poolReplicas(), cfg.PoolCreateWait, "pool filling"); err != nil {
 		return nil, fmt.Errorf("waiting for the warm pool to be full: %w", err)
 	}
 	res.PoolFillSeconds = time.Since(fillStart).Seconds()
 	if cfg.Floor {
 		if err := r.detach(ctx); err != nil {
 			return nil, err
+		}
+		if r.coldPods != nil {
+			defer r.coldPods.stop()
 		}
 	}
 
@@ -197,7 +219,7 @@ func Run(ctx context.Context, restCfg *rest.Config, cfg Config, probes Probes) (
 
 	if anyReady && !cfg.Floor {
 		refillStart := time.Now()
-		if err := r.waitForPool(ctx, cfg.RefillWait, "pool refilling"); err != nil {
+		if err := r.waitForPool(ctx, r.poolReplicas(), cfg.RefillWait, "pool refilling"); err != nil {
 			res.Errors = append(res.Errors, fmt.Sprintf("pool not full again within %s: %v", cfg.RefillWait, err))
 		} else {
 			res.RefillSeconds = time.Since(refillStart).Seconds()
@@ -208,7 +230,10 @@ func Run(ctx context.Context, restCfg *rest.Config, cfg Config, probes Probes) (
 	after := r.measure(ctx, res)
 	r.account(res, before, after, webhooks)
 	res.API.ClaimsCPUSeconds = claimsCPU
-	if cfg.Floor {
+	switch {
+	case r.coldPods != nil:
+		r.progressf("%s", coldPath(claims, w))
+	case cfg.Floor:
 		res.ClientPath = clientPath(claims, w)
 	}
 	if err := <-profileDone; err != nil {
@@ -220,8 +245,18 @@ func Run(ctx context.Context, restCfg *rest.Config, cfg Config, probes Probes) (
 	return res, nil
 }
 
+// poolReplicas is the pool's spec.replicas: none for the light floor, whose members the load
+// generator makes.
+func (r *runner) poolReplicas() int32 {
+	if r.cfg.LightFloor {
+		return 0
+	}
+	return r.cfg.WarmPoolSize
+}
+
 // detach stops the operator and removes admission for a floor run, and takes the pool's
-// ready members for the load generator to bind.
+// ready members for the load generator to bind: the operator's, or minimal ones it makes for
+// the light floor. A cold floor (no members) opens its pod watch instead.
 func (r *runner) detach(ctx context.Context) error {
 	if r.probes.DetachOperator == nil {
 		return errors.New("a floor run needs a way to stop the operator and remove its webhooks (Probes.DetachOperator)")
@@ -229,7 +264,26 @@ func (r *runner) detach(ctx context.Context) error {
 	if err := r.probes.DetachOperator(ctx); err != nil {
 		return fmt.Errorf("detaching the operator for the floor: %w", err)
 	}
-	pool, err := r.floorMembers(ctx)
+	if !r.cfg.LightFloor && r.cfg.WarmPoolSize == 0 {
+		pods, err := startPodWatch(ctx, r.c, r.cfg.Namespace)
+		if err != nil {
+			return fmt.Errorf("starting the cold floor's pod watch: %w", err)
+		}
+		r.coldPods = pods
+		r.progressf("cold floor: operator stopped; the load generator creates each claim's Sandbox and pod")
+		return nil
+	}
+	var pool *floorPool
+	var err error
+	if r.cfg.LightFloor {
+		start := time.Now()
+		pool, err = r.makeLightMembers(ctx, int(r.cfg.WarmPoolSize))
+		if err == nil {
+			r.progressf("light floor: made %d minimal Ready members without pods in %s", len(pool.members), time.Since(start).Round(100*time.Millisecond))
+		}
+	} else {
+		pool, err = r.floorMembers(ctx)
+	}
 	if err != nil {
 		return err
 	}
@@ -256,17 +310,19 @@ func (r *runner) createObjects(ctx context.Context) error {
 	if err := r.c.Create(ctx, tmpl); err != nil {
 		return fmt.Errorf("creating template %s/%s: %w", r.cfg.Namespace, templateName, err)
 	}
+	r.template = tmpl
 	pool := &extv1beta1.SandboxWarmPool{
 		ObjectMeta: metav1.ObjectMeta{Name: poolName, Namespace: r.cfg.Namespace},
 		Spec: extv1beta1.SandboxWarmPoolSpec{
-			Replicas:           ptr.To(r.cfg.WarmPoolSize),
+			Replicas:           ptr.To(r.poolReplicas()),
 			SandboxTemplateRef: extv1beta1.SandboxTemplateRef{Name: templateName},
 		},
 	}
 	if err := r.c.Create(ctx, pool); err != nil {
 		return fmt.Errorf("creating pool %s/%s: %w", r.cfg.Namespace, poolName, err)
 	}
-	r.progressf("created template %s and pool %s (%d replicas) in namespace %s", templateName, poolName, r.cfg.WarmPoolSize, r.cfg.Namespace)
+	r.pool = pool
+	r.progressf("created template %s and pool %s (%d replicas) in namespace %s", templateName, poolName, r.poolReplicas(), r.cfg.Namespace)
 	return nil
 }
 
@@ -283,9 +339,11 @@ func DeleteNamespace(ctx context.Context, cfg *rest.Config, ns string) error {
 	return nil
 }
 
-// waitForPool waits until the pool's status shows every replica Ready, printing progress
-// every two seconds.
-func (r *runner) waitForPool(ctx context.Context, limit time.Duration, what string) error {
+// waitForPool waits until the pool's status shows its want replicas Ready, printing progress
+// every two seconds. An empty pool is full at once, but waits a moment (emptyPoolWait) for
+// the operator to show it has seen the pool (status.observedGeneration), so that the first
+// claim does not race the operator's start.
+func (r *runner) waitForPool(ctx context.Context, want int32, limit time.Duration, what string) error {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	start := time.Now()
@@ -295,13 +353,17 @@ func (r *runner) waitForPool(ctx context.Context, limit time.Duration, what stri
 	for {
 		var pool extv1beta1.SandboxWarmPool
 		err := r.c.Get(ctx, client.ObjectKey{Namespace: r.cfg.Namespace, Name: poolName}, &pool)
-		if err == nil && pool.Status.ReadyReplicas >= r.cfg.WarmPoolSize && pool.Status.Replicas == r.cfg.WarmPoolSize {
-			r.progressf("%s: %d/%d ready after %s", what, pool.Status.ReadyReplicas, r.cfg.WarmPoolSize, time.Since(start).Round(100*time.Millisecond))
+		full := err == nil && pool.Status.ReadyReplicas >= want && pool.Status.Replicas == want
+		if full && want == 0 && pool.Status.ObservedGeneration < pool.Generation && time.Since(start) < emptyPoolWait {
+			full = false
+		}
+		if full {
+			r.progressf("%s: %d/%d ready after %s", what, pool.Status.ReadyReplicas, want, time.Since(start).Round(100*time.Millisecond))
 			return nil
 		}
 		if time.Since(lastPrint) >= 2*time.Second {
 			lastPrint = time.Now()
-			r.progressf("%s: %d/%d ready, %d members (%s)", what, pool.Status.ReadyReplicas, r.cfg.WarmPoolSize, pool.Status.Replicas, time.Since(start).Round(time.Second))
+			r.progressf("%s: %d/%d ready, %d members (%s)", what, pool.Status.ReadyReplicas, want, pool.Status.Replicas, time.Since(start).Round(time.Second))
 		}
 		if err := r.healthy(); err != nil {
 			return err
@@ -311,7 +373,7 @@ func (r *runner) waitForPool(ctx context.Context, limit time.Duration, what stri
 			if err != nil {
 				return fmt.Errorf("%w (last read: %v)", ctx.Err(), err)
 			}
-			return fmt.Errorf("%w: %d/%d ready, %d members", ctx.Err(), pool.Status.ReadyReplicas, r.cfg.WarmPoolSize, pool.Status.Replicas)
+			return fmt.Errorf("%w: %d/%d ready, %d members", ctx.Err(), pool.Status.ReadyReplicas, want, pool.Status.Replicas)
 		case <-tick.C:
 		}
 	}
@@ -328,6 +390,8 @@ type sent struct {
 	floor         *floorTimes
 	floorErr      error
 	floorBindErrs []error
+	// cold is the timing of a cold floor claim's writes.
+	cold *coldTimes
 }
 
 // fire sends the bursts and waits for each one's claims; it returns the claims and when the
@@ -349,8 +413,12 @@ func (r *runner) fire(ctx context.Context, w *ClaimWatcher, res *report.Result) 
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if r.floor != nil {
+				switch {
+				case r.floor != nil:
 					r.floorClaim(ctx, s, r.floor)
+					return
+				case r.coldPods != nil:
+					r.coldFloorClaim(ctx, s, r.coldPods)
 					return
 				}
 				r.create(ctx, s)
