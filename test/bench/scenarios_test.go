@@ -14,9 +14,9 @@ func TestSelectScenarios(t *testing.T) {
 		want      []string
 		wantErr   bool
 	}{
-		{name: "all in order", list: "all", scalePool: 5000, want: []string{"serial", "burst-100", "burst", "burst-v1beta1", "kubelet", "scale-50", "scale-5000"}},
-		{name: "shrunk large pool", list: "all", scalePool: 2000, want: []string{"serial", "burst-100", "burst", "burst-v1beta1", "kubelet", "scale-50", "scale-2000"}},
-		{name: "scale-large alias", list: "scale-50, scale-large", scalePool: 3000, want: []string{"scale-50", "scale-3000"}},
+		{name: "all in order, optional ones left out", list: "all", scalePool: 5000, want: []string{"serial", "burst-100", "burst-300", "kubelet", "cold", "sustained-50", "sustained-150", "scale-20k"}},
+		{name: "optional by name", list: "burst-v1alpha1,admission-floor", scalePool: 5000, want: []string{"burst-v1alpha1", "admission-floor"}},
+		{name: "scale-large alias", list: "serial, scale-large", scalePool: 3000, want: []string{"serial", "scale-3000"}},
 		{name: "unknown", list: "serial,nope", scalePool: 5000, wantErr: true},
 	}
 	for _, tc := range cases {
