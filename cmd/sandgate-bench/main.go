@@ -30,6 +30,7 @@ func main() {
 		fs.PrintDefaults()
 	}
 	o.AddFlags(fs)
+	bench.AddSustainedFlags(fs)
 	bench.AddScaleFlags(fs)
 	err := fs.Parse(os.Args[1:])
 	if err == nil && fs.NArg() > 0 {

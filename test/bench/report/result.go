@@ -261,6 +261,8 @@ type Result struct {
 	// Samples are the run's claims that became Ready, in the order they were created: the
 	// distributions and timelines of docs/performance.md are drawn from them.
 	Samples []Sample `json:"samples,omitempty"`
+	// Sustained is set by a sustained run (load.RunSustained).
+	Sustained *Sustained `json:"sustained,omitempty"`
 	// Scale is set by a scale run (load.RunScale).
 	Scale *Scale `json:"scale,omitempty"`
 	// Rounds are every (floor, sandgate) pair of a scenario measured more than once, in run
