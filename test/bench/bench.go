@@ -152,6 +152,9 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 
 // runOnce starts the environment, runs the load and stops the environment.
 func runOnce(ctx context.Context, o Options, podSpec corev1.PodSpec, templateName string, progress io.Writer) (_ *report.Result, retErr error) {
+	if o.LightFloor {
+		o.Floor = true // whoever set it: the light floor detaches the operator as the floor does
+	}
 	claims := o.BurstSize * o.TotalBursts
 	nodes := o.Nodes
 	if nodes == 0 {
