@@ -1,10 +1,11 @@
 // Package harness gives the load generator and the demo a cluster with the operator running:
 // by default a local control plane from test/controlplane (etcd, kube-apiserver, scheduler,
 // garbage collector, kwok nodes) with the webhook configurations of config/webhook installed,
-// and the operator as a child process serving them with envtest's throwaway certificate. The
-// operator runs as a separate process, not in the harness, so that its CPU seconds and peak
-// memory can be read from /proc and so that any other implementation of the API can be run
-// in its place (Options.OperatorCommand).
+// and the operator as a child process serving them with a throwaway certificate whose CA the
+// harness installs before the operator starts (installCABeforeOperator). The operator runs as
+// a separate process, not in the harness, so that its CPU seconds and peak memory can be read
+// from /proc and so that any other implementation of the API can be run in its place
+// (Options.OperatorCommand).
 package harness
 
 import (
@@ -12,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,11 +22,17 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/sandgate-dev/sandgate/certs"
 	"github.com/sandgate-dev/sandgate/test/bench/proc"
 	"github.com/sandgate-dev/sandgate/test/controlplane"
 	"github.com/sandgate-dev/sandgate/webhooks"
@@ -82,6 +90,9 @@ type Env struct {
 	floorAdmission bool
 	// stopWebhooks stops the webhook server the harness runs for a floor run.
 	stopWebhooks context.CancelFunc
+
+	// operatorStarted is when the harness started the operator.
+	operatorStarted time.Time
 
 	// apiserverPID caches kube-apiserver's process id for APIServerCPU.
 	mu           sync.Mutex
@@ -143,15 +154,13 @@ func Start(ctx context.Context, opts Options) (_ *Env, retErr error) {
 		if err != nil {
 			return nil, err
 		}
-		// The operator makes its own certificate, as a local run without cert-manager does;
-		// the harness then puts its CA into the webhook configurations.
-		selfSigned = e.Webhooks && build.selfSignedCerts
-		opts.OperatorCommand = build.command(selfSigned)
+		// A self-signed certificate, as a local run without cert-manager has, made by the
+		// harness rather than by the operator's --self-signed-certs: its CA must be in the CRDs
+		// before the operator starts (see installCABeforeOperator).
+		selfSigned = e.Webhooks
+		opts.OperatorCommand = build.command(false)
 		if selfSigned {
 			ep.webhookCertDir = filepath.Join(e.dir, "webhook-certs")
-			if err := os.Mkdir(ep.webhookCertDir, 0o700); err != nil {
-				return nil, fmt.Errorf("creating the webhook certificate directory: %w", err)
-			}
 		}
 	}
 	if ep.webhookHost == "" {
@@ -172,17 +181,18 @@ func Start(ctx context.Context, opts Options) (_ *Env, retErr error) {
 		*p = port
 	}
 	e.webhook, e.v1beta1Only, e.floorAdmission = ep, opts.V1beta1Only, opts.FloorAdmission
+	if selfSigned {
+		if err := installCABeforeOperator(ctx, e.Config, ep, e.logf); err != nil {
+			return nil, err
+		}
+	}
 	start := time.Now()
+	e.operatorStarted = start
 	op, err := startOperator(ctx, opts.OperatorCommand, ep, filepath.Join(e.dir, "operator.log"))
 	if err != nil {
 		return nil, err
 	}
 	e.Operator = op
-	if selfSigned {
-		if err := installCABundle(ctx, e.Config, filepath.Join(ep.webhookCertDir, "ca.crt")); err != nil {
-			return nil, err
-		}
-	}
 	if e.Webhooks {
 		if err := waitForAdmission(ctx, e.Config); err != nil {
 			return nil, fmt.Errorf("%w; operator log %s ends:\n%s", err, op.LogPath, Tail(op.LogPath, 15))
@@ -190,13 +200,131 @@ func Start(ctx context.Context, opts Options) (_ *Env, retErr error) {
 	}
 	how := "envtest's certificate"
 	if selfSigned {
-		how = "its own self-signed certificate"
+		how = "a self-signed certificate the harness made"
 	}
 	if !e.Webhooks {
 		how = "no webhooks"
 	}
 	e.logf("operator running (pid %d, %s) after %s, log %s", op.PID, how, time.Since(start).Round(100*time.Millisecond), op.LogPath)
 	return e, nil
+}
+
+// selfSignedValidity is how long the harness's webhook certificate lasts: a demo may run for
+// days, a bench run for minutes. The operator's --self-signed-certs uses the same.
+const selfSignedValidity = 7 * 24 * time.Hour
+
+// installCABeforeOperator writes a self-signed serving certificate for the operator into
+// ep.webhookCertDir, puts its CA into the webhook configurations and the CRDs' conversion
+// webhooks, and returns once the API server serves the CRDs from storage built with the new
+// spec. Any change of a CRD's spec makes the API server replace the CRD's storage: a second
+// later it ends every watch of the old storage ("Terminating all watchers from cacher"), and
+// every informer re-lists after a backoff. Done after the operator started, that cut the
+// operator's informers just as the first claim came (issue 24: the demo's first claim Ready
+// after 1 s, the next ones after 20 ms). Done before, nothing of the operator watches yet.
+func installCABeforeOperator(ctx context.Context, cfg *rest.Config, ep endpoints, logf func(string, ...any)) error {
+	start := time.Now()
+	dnsNames := []string{"localhost"}
+	ips := []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+	if ip := net.ParseIP(ep.webhookHost); ip != nil {
+		ips = append(ips, ip)
+	} else {
+		dnsNames = append(dnsNames, ep.webhookHost)
+	}
+	bundle, err := certs.SelfSigned(dnsNames, ips, selfSignedValidity)
+	if err != nil {
+		return fmt.Errorf("making the webhook certificate: %w", err)
+	}
+	if err := bundle.Write(ep.webhookCertDir); err != nil {
+		return fmt.Errorf("writing the webhook certificate: %w", err)
+	}
+	// Watches opened before the update are served by the old storage: the API server ending
+	// them is the sign that it was torn down, and that whatever watches next sees the new one.
+	old, err := watchConvertedCRDs(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, w := range old {
+			w.watch.Stop()
+		}
+	}()
+	if err := installCABundle(ctx, cfg, filepath.Join(ep.webhookCertDir, certs.CAFile)); err != nil {
+		return err
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, crdStorageWait)
+	defer cancel()
+	for _, w := range old {
+		if err := drainUntilClosed(waitCtx, w.watch); err != nil {
+			return fmt.Errorf("waiting for the API server to replace the storage of %s after its caBundle changed: %w", w.resource, err)
+		}
+	}
+	logf("webhook CA installed in the webhook configurations and %d CRDs, their storage rebuilt, after %s",
+		len(old), time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// crdStorageWait bounds the wait for the API server to tear down a CRD's old storage: it
+// waits a second, then for short requests to drain, at most twice its request timeout (1 min
+// by default).
+const crdStorageWait = 3 * time.Minute
+
+// crdWatch is a watch of a CRD's resource.
+type crdWatch struct {
+	resource schema.GroupVersionResource
+	watch    watch.Interface
+}
+
+// watchConvertedCRDs opens a watch of the storage version of every CRD with a conversion
+// webhook: the CRDs installCABundle updates. The API server tears a CRD's storage down with
+// all its versions at once, so one version is enough.
+func watchConvertedCRDs(ctx context.Context, cfg *rest.Config) ([]crdWatch, error) {
+	cs, err := apiextensionsclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating the apiextensions client: %w", err)
+	}
+	mc, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating the metadata client: %w", err)
+	}
+	crds, err := cs.ApiextensionsV1().CustomResourceDefinitions().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing CRDs: %w", err)
+	}
+	var out []crdWatch
+	for _, crd := range crds.Items {
+		if conv := crd.Spec.Conversion; conv == nil || conv.Webhook == nil || conv.Webhook.ClientConfig == nil {
+			continue
+		}
+		for _, v := range crd.Spec.Versions {
+			if !v.Storage {
+				continue
+			}
+			gvr := schema.GroupVersionResource{Group: crd.Spec.Group, Version: v.Name, Resource: crd.Spec.Names.Plural}
+			w, err := mc.Resource(gvr).Watch(ctx, metav1.ListOptions{})
+			if err != nil {
+				for _, o := range out {
+					o.watch.Stop()
+				}
+				return nil, fmt.Errorf("watching %s: %w", gvr, err)
+			}
+			out = append(out, crdWatch{resource: gvr, watch: w})
+		}
+	}
+	return out, nil
+}
+
+// drainUntilClosed reads w until the API server ends it.
+func drainUntilClosed(ctx context.Context, w watch.Interface) error {
+	for {
+		select {
+		case _, ok := <-w.ResultChan():
+			if !ok {
+				return nil
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // startLocal starts a local cluster, with the webhook configurations of config/webhook when
