@@ -38,8 +38,8 @@ type ScaleConfig struct {
 	Replicas          int32
 	PodSpec           corev1.PodSpec
 	// SerialClaims are made one at a time into the first pool of the first namespace;
-	// FloorClaims the same way into the first pool of the second namespace (the first when
-	// there is one only), the operator detached. 0 FloorClaims skips the floor.
+	// FloorClaims the same way into the first pool of the second namespace, the operator
+	// detached. 0 FloorClaims skips the floor.
 	SerialClaims int
 	FloorClaims  int
 	// FillTimeout bounds the wait for every pool to be full and Ready.
@@ -71,6 +71,11 @@ func (c ScaleConfig) validate() error {
 	if need := max(c.SerialClaims+1, c.FloorClaims); int(c.Replicas) < need {
 		errs = append(errs, fmt.Errorf("pools of %d replicas are too small for %d serial claims, a restart claim and %d floor claims",
 			c.Replicas, c.SerialClaims, c.FloorClaims))
+	}
+	// The floor's claims go into the second namespace: the names fire gives its claims would
+	// collide with the serial claims' in the first.
+	if c.FloorClaims > 0 && c.Namespaces < 2 {
+		errs = append(errs, errors.New("the floor of a scale run needs a second namespace"))
 	}
 	if c.SerialClaims < 1 {
 		errs = append(errs, errors.New("a scale run needs at least one serial claim"))
@@ -161,7 +166,7 @@ func RunScale(ctx context.Context, restCfg *rest.Config, cfg ScaleConfig, probes
 		return nil, err
 	}
 	if cfg.FloorClaims > 0 {
-		floorNS, _, _ := scaleNames(cfg.NamespacePrefix, min(1, cfg.Namespaces-1), 0)
+		floorNS, _, _ := scaleNames(cfg.NamespacePrefix, 1, 0)
 		floor, err := r.scaleFloor(ctx, cfg, floorNS)
 		if err != nil {
 			return nil, err

@@ -138,6 +138,7 @@ func TestScaleConfigRefusesPoolsTooSmallForItsClaims(t *testing.T) {
 		"no room for the restart's claim":    func(c *ScaleConfig) { c.Replicas = 30 },
 		"more floor claims than one pool":    func(c *ScaleConfig) { c.FloorClaims = 101 },
 		"no serial claim":                    func(c *ScaleConfig) { c.SerialClaims = 0 },
+		"a floor without a second namespace": func(c *ScaleConfig) { c.Namespaces = 1 },
 		"pools of zero replicas (cold only)": func(c *ScaleConfig) { c.Replicas = 0 },
 	}
 	for name, edit := range cases {
