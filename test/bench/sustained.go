@@ -22,6 +22,7 @@ type sustainedSettings struct {
 	Duration time.Duration
 	Lifetime string
 	Pool     int
+	Rate     float64
 	Seed     uint64
 }
 
@@ -34,6 +35,7 @@ func AddSustainedFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&sustainedFlags.Duration, "sustained-duration", sustainedFlags.Duration, "with --scenarios sustained-*: how long claims arrive")
 	fs.StringVar(&sustainedFlags.Lifetime, "sustained-lifetime", sustainedFlags.Lifetime, "with --scenarios sustained-*: range of a claim's lifetime from Ready to its deletion, drawn uniformly (min-max, as 5s-30s)")
 	fs.IntVar(&sustainedFlags.Pool, "sustained-pool", sustainedFlags.Pool, "with --scenarios sustained-*: pool size instead of the scenario's (0 keeps it)")
+	fs.Float64Var(&sustainedFlags.Rate, "sustained-rate", sustainedFlags.Rate, "with --scenarios sustained-*: claims per second instead of the scenario's (0 keeps it): to find the rate a machine sustains")
 	fs.Uint64Var(&sustainedFlags.Seed, "sustained-seed", sustainedFlags.Seed, "with --scenarios sustained-*: seed of the claims' lifetimes")
 }
 
@@ -106,9 +108,13 @@ func sustainedConfig(o Options, sc scenario) (load.SustainedConfig, error) {
 	if sustainedFlags.Pool > 0 {
 		pool = sustainedFlags.Pool
 	}
+	rate := sc.qps
+	if sustainedFlags.Rate > 0 {
+		rate = sustainedFlags.Rate
+	}
 	cfg := load.SustainedConfig{
 		Namespace: "bench", PodSpec: load.DefaultPodSpec(), PoolSize: int32(pool),
-		Rate: sc.qps, Duration: sustainedFlags.Duration, LifetimeMin: lo, LifetimeMax: hi, Seed: sustainedFlags.Seed,
+		Rate: rate, Duration: sustainedFlags.Duration, LifetimeMin: lo, LifetimeMax: hi, Seed: sustainedFlags.Seed,
 		PoolCreateWait: max(o.PoolCreateWait, time.Duration(pool)*200*time.Millisecond), Timeout: o.Timeout,
 	}
 	return cfg, cfg.Validate()

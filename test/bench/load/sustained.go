@@ -313,7 +313,7 @@ func (s *sustained) samplePool(ctx context.Context, start time.Time) <-chan stru
 // poolNow counts the pool's unbound members and the ready ones in the cache.
 func (s *sustained) poolNow(ctx context.Context) (ready, members int32) {
 	var list agentsv1beta1.SandboxList
-	if err := s.cache.List(ctx, &list, client.InNamespace(s.cfg.Namespace)); err != nil {
+	if err := s.cache.List(ctx, &list, client.InNamespace(s.cfg.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return 0, 0
 	}
 	for i := range list.Items {
@@ -337,7 +337,9 @@ func (s *sustained) poolNow(ctx context.Context) (ready, members int32) {
 func (s *sustained) fire(ctx context.Context, w *ClaimWatcher, start time.Time, deletes *sync.WaitGroup) time.Time {
 	limiter := rate.NewLimiter(rate.Limit(s.cfg.Rate), 1)
 	rng := rand.New(rand.NewPCG(s.cfg.Seed, 0x5eed))
-	inFlight := make(chan struct{}, max(64, int(4*s.cfg.Rate)))
+	// Claims not Ready yet hold a slot: ten seconds' worth, so that a pool that runs dry
+	// slows the arrivals only when claims wait that long (AchievedRate tells).
+	inFlight := make(chan struct{}, max(256, int(10*s.cfg.Rate)))
 	lastProgress := time.Now()
 	var last time.Time
 	for i := 0; time.Since(start) < s.cfg.Duration; i++ {
@@ -573,6 +575,9 @@ func (s *sustained) tally(res *report.Result, w *ClaimWatcher, start, lastCreate
 		})
 	}
 	res.Latency = report.Latency{Client: stats.Summarize(clientView), Server: stats.Summarize(serverView), CreateCall: stats.Summarize(call)}
+	if !lastCreate.IsZero() && lastCreate.After(first) {
+		sus.AchievedRate = round2(float64(len(claims)) / lastCreate.Sub(first).Seconds())
+	}
 	sus.WarmShare = report.WarmShare(res.Samples)
 	sus.Windows = report.Windows(res.Samples, report.WindowSeconds)
 	s.poolMu.Lock()

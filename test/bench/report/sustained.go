@@ -27,6 +27,9 @@ type Sustained struct {
 	// Rate is claims created per second, for DurationSeconds.
 	Rate            float64 `json:"rate"`
 	DurationSeconds float64 `json:"durationSeconds"`
+	// AchievedRate is claims created per second from the first create to the last: below
+	// Rate when claims waiting for Ready held every slot of the load generator.
+	AchievedRate float64 `json:"achievedRate"`
 	// LifetimeMinSeconds and LifetimeMaxSeconds bound each claim's lifetime, drawn uniformly
 	// with Seed, from its Ready to its deletion.
 	LifetimeMinSeconds float64 `json:"lifetimeMinSeconds"`
@@ -157,6 +160,11 @@ func WriteSustainedText(w io.Writer, r *Result) error {
 	}
 	pf("\nsustained: %g claims/s for %.0f s, lifetimes %g–%g s (seed %d), pool %d\n",
 		s.Rate, s.DurationSeconds, s.LifetimeMinSeconds, s.LifetimeMaxSeconds, s.Seed, r.Parameters.WarmPoolSize)
+	if r.Floor != nil && r.Floor.Sustained != nil {
+		pf("  achieved rate: floor %.1f/s, sandgate %.1f/s\n", r.Floor.Sustained.AchievedRate, s.AchievedRate)
+	} else {
+		pf("  achieved rate: %.1f/s\n", s.AchievedRate)
+	}
 	line := func(name string, x *Result) {
 		y := x.Sustained
 		if y == nil {
