@@ -220,7 +220,9 @@ func (r *sandboxReconciler) createPod(ctx context.Context, sb *agentsv1beta1.San
 // podMetadataPatch maintains afterwards.
 func desiredPod(sb *agentsv1beta1.Sandbox, pvcs map[string]string) *corev1.Pod {
 	labels, annotations, keys := desiredPodMetadata(sb)
-	annotations[annotationPropagatedKeys] = keys
+	if keys != "" {
+		annotations[annotationPropagatedKeys] = keys
+	}
 	spec := sb.Spec.PodTemplate.Spec.DeepCopy()
 	for _, vct := range sb.Spec.VolumeClaimTemplates {
 		claimName := pvcs[vct.Name]
@@ -257,7 +259,8 @@ type propagatedKeys struct {
 // annotations without reserved keys, the pool's eviction mark (evictionMarked), the identity
 // labels (the Sandbox's UID, which its Service and status.selector select on; the template's,
 // from the spec the operator built), the public name hash, and the Sandbox labels pods carry.
-// keys is the encoded propagatedKeys of the template's part and the mark.
+// keys is the encoded propagatedKeys of the template's part and the mark; "" when there are
+// none, and then the pod carries no record.
 func desiredPodMetadata(sb *agentsv1beta1.Sandbox) (labels, annotations map[string]string, keys string) {
 	var pk propagatedKeys
 	labels = policy.PodMetadataFromTemplate(sb.Spec.PodTemplate.ObjectMeta.Labels)
@@ -280,6 +283,11 @@ func desiredPodMetadata(sb *agentsv1beta1.Sandbox) (labels, annotations map[stri
 	}
 	labels[agentsv1beta1.LabelSandboxNameHash] = agentsv1beta1.NameHash(sb.Name)
 	labels[agentsv1beta1.LabelSandboxUID] = string(sb.UID)
+	if len(pk.Labels) == 0 && len(pk.Annotations) == 0 {
+		// Nothing propagated: the record is left off the pod (every pod of a template without
+		// metadata would otherwise carry, store and send "{}").
+		return labels, annotations, ""
+	}
 	data, _ := json.Marshal(pk) // a struct of string slices always encodes
 	return labels, annotations, string(data)
 }
@@ -318,7 +326,9 @@ func podMetadataPatch(sb *agentsv1beta1.Sandbox, pod *corev1.Pod) *metadataPatch
 			}
 		}
 	}
-	if pod.Annotations[annotationPropagatedKeys] != keys {
+	if cur, has := pod.Annotations[annotationPropagatedKeys]; keys == "" && has {
+		p.setAnnotation(annotationPropagatedKeys, nil)
+	} else if keys != "" && cur != keys {
 		p.setAnnotation(annotationPropagatedKeys, &keys)
 	}
 	return p

@@ -62,6 +62,18 @@ func TestDesiredPod(t *testing.T) {
 	}
 }
 
+// A pod whose template propagates no metadata carries no record of propagated keys, and a
+// bound pod then needs no write for it either: the record would be "{}" on every such pod.
+func TestDesiredPodWithoutTemplateMetadata(t *testing.T) {
+	pod := desiredPod(sandbox(), nil)
+	if v, ok := pod.Annotations[annotationPropagatedKeys]; ok {
+		t.Errorf("pod of a template without metadata has %s=%q, want none", annotationPropagatedKeys, v)
+	}
+	if p := podMetadataPatch(sandbox(), pod); !p.empty() {
+		t.Errorf("patch of an up-to-date pod = %+v, want empty", p)
+	}
+}
+
 func TestPodMetadataPatch(t *testing.T) {
 	str := func(s string) *string { return &s }
 	cases := map[string]struct {
@@ -87,7 +99,7 @@ func TestPodMetadataPatch(t *testing.T) {
 			}(),
 			want: &metadataPatch{
 				Labels:      map[string]*string{"old": nil},
-				Annotations: map[string]*string{"gone": nil, annotationPropagatedKeys: str(`{}`)},
+				Annotations: map[string]*string{"gone": nil, annotationPropagatedKeys: nil},
 			},
 		},
 		"claim binding reaches the pod, pool membership leaves it": {
