@@ -301,6 +301,12 @@ func (o *Options) defaults() error {
 // logDir is where the components' output goes.
 func (c *Cluster) logDir() string { return filepath.Join(c.Dir, "logs") }
 
+// LogPath is the file that holds the output of a component of the cluster: kube-apiserver,
+// etcd, kube-scheduler, ...
+func (c *Cluster) LogPath(component string) string {
+	return filepath.Join(c.logDir(), component+".log")
+}
+
 // logf writes a progress line to the cluster's log, if any.
 func (c *Cluster) logf(format string, args ...any) {
 	if c.log != nil {
