@@ -190,10 +190,7 @@ func runOnce(ctx context.Context, o Options, podSpec corev1.PodSpec, templateNam
 		Namespace: ns, Template: templateName, TimeoutSeconds: o.Timeout.Seconds(), Floor: o.Floor,
 		FloorAdmission: o.FloorAdmission,
 	}
-	if o.LightFloor {
-		// The report has no field of its own for it yet: the members are not the template's.
-		params.Template = "light floor: minimal Sandboxes without pods, not " + templateName
-	}
+	params.LightFloor = o.LightFloor
 	if env.Cluster != nil {
 		params.Cluster = "local control plane " + controlplane.KubernetesVersion
 		params.Profile, params.Nodes = string(env.Cluster.Profile), len(env.Cluster.NodeNames)

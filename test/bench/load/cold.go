@@ -42,6 +42,7 @@ import (
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/test/bench/report"
 	"github.com/sandgate-dev/sandgate/test/bench/stats"
 )
 
@@ -319,18 +320,8 @@ func (r *runner) coldFloorClaim(ctx context.Context, s *sent, pods *podWatcher) 
 	s.cold = t
 }
 
-// ColdPath is how long each step of a cold floor claim took, as the load generator that made
-// the writes timed them.
-type ColdPath struct {
-	// Sandbox and Pod are the two create calls; PodReady from the pod's create returning to
-	// the watch showing it Ready; SandboxStatus and Status the two status patches.
-	Sandbox, Pod, PodReady, SandboxStatus, Status stats.Summary
-	// WatchDelivery is from the claim's status patch returning to the watch showing it Ready.
-	WatchDelivery stats.Summary
-}
-
 // coldPath summarises the cold floor claims' timings that became Ready.
-func coldPath(claims []*sent, w *ClaimWatcher) ColdPath {
+func coldPath(claims []*sent, w *ClaimWatcher) *report.ColdPath {
 	var sandbox, pod, podReady, sbStatus, status, watch []time.Duration
 	for _, s := range claims {
 		obs, ok := w.Ready(s.name)
@@ -345,15 +336,9 @@ func coldPath(claims []*sent, w *ClaimWatcher) ColdPath {
 		status = append(status, t.statusEnd.Sub(t.statusStart))
 		watch = append(watch, obs.ReadyAt.Sub(t.statusEnd))
 	}
-	return ColdPath{
+	return &report.ColdPath{
 		Sandbox: stats.Summarize(sandbox), Pod: stats.Summarize(pod), PodReady: stats.Summarize(podReady),
 		SandboxStatus: stats.Summarize(sbStatus), Status: stats.Summarize(status), WatchDelivery: stats.Summarize(watch),
 	}
 }
 
-// String is the path as one progress line: the mean and p99 of each step.
-func (p ColdPath) String() string {
-	f := func(s stats.Summary) string { return fmt.Sprintf("%.2f/%.2f", s.Mean, s.P99) }
-	return fmt.Sprintf("cold floor writes, mean/p99 ms (n=%d): sandbox create %s, pod create %s, → pod Ready %s, sandbox status %s, claim status %s, → watch Ready %s",
-		p.Status.Count, f(p.Sandbox), f(p.Pod), f(p.PodReady), f(p.SandboxStatus), f(p.Status), f(p.WatchDelivery))
-}

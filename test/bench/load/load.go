@@ -232,7 +232,8 @@ func Run(ctx context.Context, restCfg *rest.Config, cfg Config, probes Probes) (
 	res.API.ClaimsCPUSeconds = claimsCPU
 	switch {
 	case r.coldPods != nil:
-		r.progressf("%s", coldPath(claims, w))
+		res.ColdPath = coldPath(claims, w)
+		r.progressf("%s", res.ColdPath)
 	case cfg.Floor:
 		res.ClientPath = clientPath(claims, w)
 	}

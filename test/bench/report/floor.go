@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/sandgate-dev/sandgate/test/bench/stats"
 )
 
 // The figures of this file set sandgate beside the floor of the same scenario: the API server
@@ -415,7 +417,43 @@ func writePath(p func(string, ...any), results []*Result) {
 			p("The operator of this run exports no `sandgate_claim_phase_seconds`: its phases are not measured.")
 		}
 		p("")
+		if f := r.Floor; f != nil && f.ColdPath != nil {
+			writeColdPath(p, r, f.ColdPath)
+		}
 	}
+}
+
+// writeColdPath writes the steps of a cold claim as the cold floor's load generator timed
+// them, beside sandgate's operator phases of the same scenario.
+func writeColdPath(p func(string, ...any), r *Result, cp *ColdPath) {
+	p("Its cold floor, step by step (the load generator's clock; mean / p99 ms):")
+	p("")
+	p("| step | mean | p99 |")
+	p("|---|---:|---:|")
+	for _, row := range []struct {
+		name string
+		s    stats.Summary
+	}{
+		{"create call (claim)", r.Floor.Latency.CreateCall},
+		{"Sandbox create", cp.Sandbox},
+		{"pod create", cp.Pod},
+		{"pod create returned → watch shows the pod Ready (scheduler, kwok)", cp.PodReady},
+		{"Sandbox status patch", cp.SandboxStatus},
+		{"claim status patch", cp.Status},
+		{"status patch returned → watch shows the claim Ready", cp.WatchDelivery},
+		{"total: create call → watch shows Ready", r.Floor.Latency.Client},
+	} {
+		p("| %s | %.2f | %.2f |", row.name, row.s.Mean, row.s.P99)
+	}
+	var phases []string
+	for _, ph := range r.Operator.Phases {
+		phases = append(phases, fmt.Sprintf("%s %.2f", ph.Name, ph.MeanMs))
+	}
+	if len(phases) > 0 {
+		p("")
+		p("sandgate's operator phases of the same scenario, mean ms: %s.", strings.Join(phases, ", "))
+	}
+	p("")
 }
 
 func msOrNot(v *float64) string {

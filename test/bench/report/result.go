@@ -31,6 +31,9 @@ type Parameters struct {
 	// Floor marks a run of the API server's floor: no operator and no webhooks during the
 	// claims; the load generator made each claim's writes itself (see load.Config.Floor).
 	Floor bool `json:"floor,omitempty"`
+	// LightFloor marks a floor run on minimal members the load generator made: no pods, the
+	// CRD's required fields, the pool label and owner, a Ready status (--light-floor).
+	LightFloor bool `json:"lightFloor,omitempty"`
 	// FloorAdmission marks a floor run whose admission webhooks stayed, answered at once by
 	// the load generator (sandgate-bench --floor-admission).
 	FloorAdmission bool `json:"floorAdmission,omitempty"`
@@ -147,6 +150,27 @@ type ClientPath struct {
 	WatchDelivery stats.Summary `json:"watchDelivery"`
 }
 
+// ColdPath is how long each step of a cold floor claim took, as the load generator that made
+// the writes timed them.
+type ColdPath struct {
+	// Sandbox and Pod are the two create calls; PodReady from the pod's create returning to
+	// the watch showing it Ready; SandboxStatus and Status the two status patches.
+	Sandbox       stats.Summary `json:"sandbox"`
+	Pod           stats.Summary `json:"pod"`
+	PodReady      stats.Summary `json:"podReady"`
+	SandboxStatus stats.Summary `json:"sandboxStatus"`
+	Status        stats.Summary `json:"status"`
+	// WatchDelivery is from the claim's status patch returning to the watch showing it Ready.
+	WatchDelivery stats.Summary `json:"watchDelivery"`
+}
+
+// String is the path as one progress line: the mean and p99 of each step.
+func (p *ColdPath) String() string {
+	f := func(s stats.Summary) string { return fmt.Sprintf("%.2f/%.2f", s.Mean, s.P99) }
+	return fmt.Sprintf("cold floor writes, mean/p99 ms (n=%d): sandbox create %s, pod create %s, → pod Ready %s, sandbox status %s, claim status %s, → watch Ready %s",
+		p.Status.Count, f(p.Sandbox), f(p.Pod), f(p.PodReady), f(p.SandboxStatus), f(p.Status), f(p.WatchDelivery))
+}
+
 // Operator is what the operator reported and cost during the run.
 type Operator struct {
 	// Measured is false when no operator ran under the harness or it has no metrics endpoint.
@@ -247,6 +271,9 @@ type Result struct {
 	Webhooks []Webhook `json:"webhooks,omitempty"`
 	// ClientPath is set in a floor run: the load generator's timing of each claim's writes.
 	ClientPath *ClientPath `json:"clientPath,omitempty"`
+	// ColdPath is set in a cold floor run: the load generator's timing of each cold claim's
+	// writes and waits.
+	ColdPath *ColdPath `json:"coldPath,omitempty"`
 	// Floor is the floor of the same scenario, measured in the same invocation on a fresh
 	// cluster started the same way; nil when not measured.
 	Floor *Result `json:"floor,omitempty"`

@@ -26,6 +26,8 @@ func WriteText(w io.Writer, r *Result) error {
 		what = fmt.Sprintf("%d claims one at a time", p.TotalBursts)
 	}
 	switch {
+	case p.LightFloor:
+		title += " (light floor: minimal Sandboxes without pods, no operator, no webhooks; the load generator writes)"
 	case p.FloorAdmission:
 		title += " (floor: no operator; admission webhooks answered at once by the load generator, which writes)"
 	case p.Floor:
@@ -82,6 +84,9 @@ func WriteText(w io.Writer, r *Result) error {
 	if cp := r.ClientPath; cp != nil {
 		pf("floor writes, mean (ms)\tcreate call %.2f, → bind %.2f, bind %.2f, → status %.2f, status %.2f, → watch Ready %.2f\n",
 			r.Latency.CreateCall.Mean, cp.BeforeBind.Mean, cp.Bind.Mean, cp.BetweenPatches.Mean, cp.Status.Mean, cp.WatchDelivery.Mean)
+	}
+	if cp := r.ColdPath; cp != nil {
+		pf("%s\n", cp)
 	}
 	pf("\n")
 	o := r.Operator
