@@ -55,6 +55,7 @@ type Options struct {
 	ResultsDir string // --results-dir of the scenarios' JSON results
 	Render     bool   // --render: only rewrite Out from the results in ResultsDir
 	SkipFloor  bool   // --skip-floor
+	Rounds     int    // --rounds: rounds of each short scenario; 0 means its default
 }
 
 // DefaultOptions returns the options of sandgate-bench without flags.
@@ -93,6 +94,9 @@ func (o Options) Validate() error {
 	}
 	if o.Profile != controlplane.ProfileFast && o.Profile != controlplane.ProfileKubelet {
 		errs = append(errs, fmt.Errorf("--profile must be fast or kubelet, got %q", o.Profile))
+	}
+	if o.Rounds < 0 {
+		errs = append(errs, errors.New("--rounds must not be negative"))
 	}
 	if o.Render && (o.Scenarios == "" || o.Out == "") {
 		errs = append(errs, errors.New("--render needs --scenarios and --out"))

@@ -214,6 +214,9 @@ func runScenarios(ctx context.Context, o Options, stdout, stderr io.Writer) erro
 				continue
 			}
 			rounds := max(sc.rounds, 1)
+			if o.Rounds > 0 {
+				rounds = o.Rounds
+			}
 			if o.SkipFloor {
 				rounds = 1 // rounds are compared by their ratio to their floor
 			}
