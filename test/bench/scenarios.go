@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -362,11 +363,15 @@ func runFloor(ctx context.Context, so Options, sc scenario, which string, kind f
 
 // writeReport renders the results of the selected scenarios found in the results directory.
 func writeReport(o Options, selected []scenario, stderr io.Writer) error {
+	// The report holds every scenario with a result in the directory, so that running one
+	// scenario again rewrites its part and keeps the others'.
 	var results []*report.Result
-	for _, sc := range selected {
+	for _, sc := range scenarios(o.ScalePool) {
 		res, err := report.ReadJSON(filepath.Join(o.ResultsDir, sc.name+".json"))
 		if errors.Is(err, os.ErrNotExist) {
-			logf(stderr, "no result for scenario %s in %s: left out of the report\n", sc.name, o.ResultsDir)
+			if slices.ContainsFunc(selected, func(s scenario) bool { return s.name == sc.name }) {
+				logf(stderr, "no result for scenario %s in %s: left out of the report\n", sc.name, o.ResultsDir)
+			}
 			continue
 		}
 		if err != nil {
