@@ -341,4 +341,3 @@ func coldPath(claims []*sent, w *ClaimWatcher) *report.ColdPath {
 		SandboxStatus: stats.Summarize(sbStatus), Status: stats.Summarize(status), WatchDelivery: stats.Summarize(watch),
 	}
 }
-
