@@ -81,10 +81,11 @@ const (
 	ScaleRestartToClaimSeconds = 10.0
 )
 
-// SetRatios sets the ratios of the serial p50 to pool 50 and to the floor from the figures.
+// SetRatios sets the ratios of the serial p50 to pool 50 and to the floor from the figures,
+// to three decimals.
 func (s *Scale) SetRatios() {
-	s.P50RatioToPool50 = ratio(s.SerialP50Ms, s.Pool50SerialP50Ms)
-	s.P50RatioToFloor = ratio(s.SerialP50Ms, s.FloorSerialP50Ms)
+	s.P50RatioToPool50 = math.Round(ratio(s.SerialP50Ms, s.Pool50SerialP50Ms)*1000) / 1000
+	s.P50RatioToFloor = math.Round(ratio(s.SerialP50Ms, s.FloorSerialP50Ms)*1000) / 1000
 }
 
 // PerThousand is the increase from baseline to value per 1,000 of count; 0 without a count.
