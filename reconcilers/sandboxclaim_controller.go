@@ -78,6 +78,9 @@ type claimReconciler struct {
 	// BookkeepingDelay is how long claims of a pool must pause before a bound claim's
 	// sandbox-name annotation is written (the refill policy's quiet period).
 	BookkeepingDelay time.Duration
+	// MaxBookkeepingDelay bounds that wait from the claim's Ready: under steady traffic claims
+	// never pause, and the bookkeeping must not wait for ever; 0 leaves it unbounded.
+	MaxBookkeepingDelay time.Duration
 
 	mu     sync.Mutex
 	claims map[types.NamespacedName]*claimMemory

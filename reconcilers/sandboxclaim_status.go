@@ -123,15 +123,21 @@ func (r *claimReconciler) labelTemplateUID(ctx context.Context, sb *agentsv1beta
 // annotation, which clients of the public API read, and sends the SandboxAdopted event of a
 // warm binding. Both are bookkeeping, not the claim's path:
 // it is written once the claim has been reported Ready, and only after claims of its pool
-// pause (the refill policy's quiet period), so that a burst's claims are not slowed by it. It
-// returns how long to wait before trying again.
+// pause (the refill policy's quiet period), so that a burst's claims are not slowed by it, or
+// MaxBookkeepingDelay after the claim became Ready, as claims under steady traffic never
+// pause. It returns how long to wait before trying again.
 func (r *claimReconciler) recordSandboxName(ctx context.Context, s *claimStep, sb *agentsv1beta1.Sandbox) (time.Duration, error) {
 	claim := s.claim
 	if claim.Annotations[agentsv1beta1.AnnotationSandboxName] == sb.Name && s.mem.adopted == "" {
 		return 0, nil
 	}
 	if last, ok := r.activity.lastClaim(types.NamespacedName{Namespace: claim.Namespace, Name: claim.Spec.WarmPoolRef.Name}); ok {
-		if wait := r.BookkeepingDelay - r.Clock.Since(last); wait > 0 {
+		var readySince time.Time
+		if c := meta.FindStatusCondition(claim.Status.Conditions, agentsv1beta1.ConditionReady); c != nil && c.Status == metav1.ConditionTrue {
+			readySince = c.LastTransitionTime.Time
+		}
+		// Claims that never pause do not hold it back past MaxBookkeepingDelay after Ready.
+		if wait := boundDeferral(r.BookkeepingDelay-r.Clock.Since(last), r.MaxBookkeepingDelay, readySince, r.Clock.Now()); wait > 0 {
 			return wait, nil
 		}
 	}

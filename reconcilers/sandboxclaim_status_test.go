@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -245,5 +246,44 @@ func TestClaimReadyReportsTheClaimsGeneration(t *testing.T) {
 				t.Errorf("the next reconcile wrote %v, want nothing", writes)
 			}
 		})
+	}
+}
+
+// Claims of a pool that never pause hold a bound claim's sandbox-name annotation back at most
+// MaxBookkeepingDelay after it became Ready: before that the reconcile writes nothing and asks
+// to look again no later than the bound, at it the annotation is written.
+func TestSteadyClaimsDoNotHoldBookkeepingForEver(t *testing.T) {
+	readyAt := planNow.Add(-2 * time.Second)
+	tmpl, pool := testTemplate(), testPool(1)
+	c := claim(func(w *builders.ClaimWrapper) { w.StatusSandbox("m") })
+	sb := readyMember(pool, tmpl, "m", "10.0.0.1")
+	sb.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(c, extv1beta1.GroupVersion.WithKind(policy.ClaimKind.Kind))}
+	delete(sb.Labels, agentsv1beta1.LabelWarmPoolSandbox)
+	sb.Labels[agentsv1beta1.LabelClaimUID] = string(c.UID)
+	c.Status.Sandbox.PodIPs = sb.Status.PodIPs
+	c.Status.Conditions = []metav1.Condition{{
+		Type: agentsv1beta1.ConditionReady, Status: metav1.ConditionTrue, ObservedGeneration: c.Generation,
+		Reason: agentsv1beta1.ReasonDependenciesReady, Message: agentsv1beta1.MessagePodReady, LastTransitionTime: metav1.NewTime(readyAt),
+	}}
+	a := newFakeAPI(t, tmpl, pool, c, sb, podOf(sb))
+	clk := clocktesting.NewFakeClock(planNow)
+	r := newClaimReconciler(t, a, clk)
+	r.BookkeepingDelay, r.MaxBookkeepingDelay = time.Second, 3*time.Second
+	observeSandboxes(t, a, r.Index)
+	poolKey := types.NamespacedName{Namespace: c.Namespace, Name: c.Spec.WarmPoolRef.Name}
+
+	r.activity.touch(poolKey, clk.Now()) // another claim of the pool, just now
+	res := reconcileClaim(t, r)
+	if writes := writesOf(a.Journal()); len(writes) > 0 {
+		t.Errorf("2s after Ready, claims arriving: wrote %v, want nothing yet", writes)
+	}
+	if res.RequeueAfter <= 0 || res.RequeueAfter > time.Second {
+		t.Errorf("2s after Ready: requeue after %s, want within the 1s left of the bound", res.RequeueAfter)
+	}
+	clk.Step(time.Second)
+	r.activity.touch(poolKey, clk.Now()) // claims still arriving
+	reconcileClaim(t, r)
+	if got := getClaim(t, a).Annotations[agentsv1beta1.AnnotationSandboxName]; got != sb.Name {
+		t.Errorf("3s after Ready, claims still arriving: sandbox-name is %q, want %s", got, sb.Name)
 	}
 }

@@ -61,6 +61,8 @@ type warmPoolReconciler struct {
 	// deferring records the pools whose refill is deferred now, for one event per change;
 	// holding those that hold unschedulable members.
 	deferring, holding sync.Map
+	// deferredSince is when each pool's current refill deferral began (RefillPolicy.MaxDeferral).
+	deferredSince sync.Map
 	// pacing is the replenish hold and refill rate of each pool.
 	pacing *refillPacing
 	// written is each pool's status as this process last wrote it, until the cache shows it.
@@ -108,6 +110,7 @@ func (r *warmPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 			r.expected.forget(req.NamespacedName)
 			r.activity.forget(req.NamespacedName)
 			r.deferring.Delete(req.NamespacedName)
+			r.deferredSince.Delete(req.NamespacedName)
 			r.holding.Delete(req.NamespacedName)
 			r.pacing.forget(req.NamespacedName)
 			r.written.forget(req.NamespacedName)

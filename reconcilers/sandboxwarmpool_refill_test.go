@@ -38,11 +38,43 @@ func TestRefillDelay(t *testing.T) {
 			if tc.members == nil {
 				replicas = 0
 			}
-			got := refillDelay(tc.policy, planNow.Add(-tc.claimedAt), tc.claimedAt >= 0, planNow, tc.members, replicas)
+			got := refillDelay(tc.policy, planNow.Add(-tc.claimedAt), tc.claimedAt >= 0, planNow, tc.members, replicas, time.Time{})
 			if got != tc.want {
 				t.Errorf("refillDelay = %s, want %s", got, tc.want)
 			}
 		})
+	}
+}
+
+// Steady claims never pause: a deferral ends MaxDeferral after it began, whatever the claims
+// do, and is cut to what is left of it before then.
+func TestRefillDeferralIsBounded(t *testing.T) {
+	policy := RefillPolicy{QuietPeriod: time.Second, LowWaterPercent: 25, MaxDeferral: 3 * time.Second}
+	var members []*agentsv1beta1.Sandbox
+	for i := range 8 {
+		members = append(members, poolMember(fmt.Sprintf("m%d", i), "h1", true, "1"))
+	}
+	justClaimed := planNow.Add(-10 * time.Millisecond)
+	for name, tc := range map[string]struct {
+		since time.Time
+		want  time.Duration
+	}{
+		"no deferral under way: the quiet period":   {want: 990 * time.Millisecond},
+		"deferral young: the quiet period":          {since: planNow.Add(-time.Second), want: 990 * time.Millisecond},
+		"deferral near its end: what is left of it": {since: planNow.Add(-2700 * time.Millisecond), want: 300 * time.Millisecond},
+		"deferral at its bound: refill now":         {since: planNow.Add(-3 * time.Second)},
+		"deferral past its bound: refill now":       {since: planNow.Add(-time.Minute)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := refillDelay(policy, justClaimed, true, planNow, members, 10, tc.since); got != tc.want {
+				t.Errorf("refillDelay = %s, want %s", got, tc.want)
+			}
+		})
+	}
+	unbounded := policy
+	unbounded.MaxDeferral = 0
+	if got := refillDelay(unbounded, justClaimed, true, planNow, members, 10, planNow.Add(-time.Hour)); got != 990*time.Millisecond {
+		t.Errorf("refillDelay without a bound = %s, want the quiet period's 990ms", got)
 	}
 }
 
@@ -101,5 +133,34 @@ func TestRefillRate(t *testing.T) {
 	}
 	if granted, _ := p.take(pool, 0, 300, planNow); granted != 300 {
 		t.Errorf("unpaced take granted %d, want 300", granted)
+	}
+}
+
+// A pool under claims that never pause refills every MaxDeferral: the reconciles in between
+// defer, the first one at or past the bound creates, and the next deferral starts afresh.
+func TestSteadyClaimsRefillEveryMaxDeferral(t *testing.T) {
+	r := &warmPoolReconciler{
+		Refill:   RefillPolicy{QuietPeriod: time.Second, LowWaterPercent: 25, MaxDeferral: 3 * time.Second},
+		WarmPool: WarmPoolPolicy{MaxBatchSize: 100},
+		activity: newPoolActivity(),
+		pacing:   newRefillPacing(),
+	}
+	pool := types.NamespacedName{Namespace: "ns", Name: "pool"}
+	var members []*agentsv1beta1.Sandbox
+	for i := range 8 {
+		members = append(members, poolMember(fmt.Sprintf("m%d", i), "h1", true, "1"))
+	}
+	plan := poolPlan{create: 2, active: 8}
+	var created []time.Duration
+	for step := time.Duration(0); step <= 7*time.Second; step += 500 * time.Millisecond {
+		now := planNow.Add(step)
+		r.activity.touch(pool, now.Add(-10*time.Millisecond)) // a claim every reconcile
+		if n, _, _ := r.paceCreates(pool, plan, members, 10, now); n > 0 {
+			created = append(created, step)
+		}
+	}
+	want := []time.Duration{3 * time.Second, 6500 * time.Millisecond}
+	if fmt.Sprint(created) != fmt.Sprint(want) {
+		t.Errorf("refills at %v, want %v (every 3s of deferral, from the first reconcile deferred)", created, want)
 	}
 }

@@ -169,6 +169,7 @@ func setupExtensions(mgr ctrl.Manager, cfg Config, activity *poolActivity) error
 		Index:               newWarmIndex(),
 		ColdStartGrace:      cfg.ColdStartGrace,
 		BookkeepingDelay:    cfg.Refill.QuietPeriod,
+		MaxBookkeepingDelay: cfg.Refill.MaxDeferral,
 		RefuseRestamp:       cfg.RefuseRestamp,
 		LabelDomains:        cfg.ClaimLabelDomains,
 		LabelDomainsChanged: cfg.ClaimLabelDomainsChanged,

@@ -249,6 +249,7 @@ func DefaultOptions() Options {
 		Refill: reconcilers.RefillPolicy{
 			QuietPeriod:     reconcilers.DefaultRefillQuietPeriod,
 			LowWaterPercent: reconcilers.DefaultRefillLowWaterPercent,
+			MaxDeferral:     reconcilers.DefaultRefillMaxDeferral,
 		},
 		GracefulShutdownTimeout: DefaultGracefulShutdownTimeout,
 	}
@@ -293,6 +294,9 @@ func (o Options) Validate() error {
 	}
 	if o.Refill.QuietPeriod < 0 {
 		errs = append(errs, fmt.Errorf("invalid Options.Refill.QuietPeriod: must not be negative, got %s", o.Refill.QuietPeriod))
+	}
+	if o.Refill.MaxDeferral < 0 {
+		errs = append(errs, fmt.Errorf("invalid Options.Refill.MaxDeferral: must not be negative, got %s", o.Refill.MaxDeferral))
 	}
 	if o.Refill.LowWaterPercent < 0 || o.Refill.LowWaterPercent > 100 {
 		errs = append(errs, fmt.Errorf("invalid Options.Refill.LowWaterPercent: must be between 0 and 100, got %d", o.Refill.LowWaterPercent))
