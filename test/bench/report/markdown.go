@@ -131,6 +131,7 @@ func WriteMarkdownWithPlots(w io.Writer, m Machine, results []*Result, command, 
 	p("progress, which is what wakes controllers again and again.")
 	p("")
 	writeFloor(p, results)
+	writeLong(p, results)
 	p("## Startup latency")
 	p("")
 	p("Client view: from the start of the claim's create call to the watch event showing")

@@ -1,0 +1,110 @@
+package report
+
+import "fmt"
+
+// writeLong writes the figures only the long scenarios have: a sustained run's warm share,
+// pool and latency over time beside its floor's, and the scale run's memory, idle CPU,
+// restart and serial claims. Scenarios without them are left out; nothing is written when
+// no result has them.
+func writeLong(p func(string, ...any), results []*Result) {
+	var sustained, scale []*Result
+	for _, r := range results {
+		if r.Sustained != nil {
+			sustained = append(sustained, r)
+		}
+		if r.Scale != nil {
+			scale = append(scale, r)
+		}
+	}
+	if len(sustained) > 0 {
+		writeSustained(p, sustained)
+	}
+	if len(scale) > 0 {
+		writeScale(p, scale)
+	}
+}
+
+func writeSustained(p func(string, ...any), results []*Result) {
+	p("## Sustained traffic")
+	p("")
+	p("Claims created at a steady rate, each deleted a random lifetime after its Ready, the pool")
+	p("refilling meanwhile; the floor refills the pool itself (a copy of an operator member per")
+	p("member taken: Sandbox, pod, Ready status). Warm: the claim's Sandbox was a ready pool member")
+	p("when the claim needed it. Refill kept up: from %d s after the first claim to the last create,", RefillGraceSeconds)
+	p("the pool never showed zero ready members. Target: ≥ 99%% warm when the pool holds at least")
+	p("the rate × a member's start-up time; p50 ≤ 1.3 ×, p99 ≤ 1.5 ×, API server CPU ≤ 1.3 × the floor.")
+	p("")
+	p("| scenario | run | rate asked / reached (/s) | seconds | claims Ready | warm | fewest ready members | dry (s) | refill kept up | p50 (ms) | p99 (ms) | API server CPU (s) |")
+	p("|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
+	for _, r := range results {
+		rows := []struct {
+			name string
+			r    *Result
+		}{{"floor", r.Floor}, {"sandgate", r}}
+		for _, row := range rows {
+			x := row.r
+			if x == nil || x.Sustained == nil {
+				p("| %s | %s | not measured | | | | | | | | | |", r.Scenario, row.name)
+				continue
+			}
+			s := x.Sustained
+			p("| %s | %s | %g / %.1f | %.0f | %d | %.1f%% | %d | %d | %s | %.1f | %.1f | %s |", r.Scenario, row.name,
+				s.Rate, s.AchievedRate, s.DurationSeconds, x.Claims.Ready, 100*s.WarmShare, s.MinReady, s.DrySeconds,
+				yesNo(s.RefillKeptUp), x.Latency.Client.P50, x.Latency.Client.P99, cpu(x.API.ClaimsCPUSeconds))
+		}
+		if q := r.Ratios(); q.P50 > 0 {
+			p("| %s | sandgate ÷ floor | | | | | | | | %s | %s | %s |", r.Scenario,
+				ratioMark(q.P50, tgt(r, func(t *Targets) float64 { return t.FloorP50Ratio })),
+				ratioMark(q.P99, tgt(r, func(t *Targets) float64 { return t.FloorP99Ratio })),
+				ratioMark(q.CPU, tgt(r, func(t *Targets) float64 { return t.FloorCPURatio })))
+		}
+	}
+	p("")
+	for _, r := range results {
+		p("**%s** over time (windows of %d s by create time; sandgate, then its floor):", r.Scenario, WindowSeconds)
+		p("")
+		p("| at (s) | claims | p50 (ms) | p99 (ms) | warm | floor p50 (ms) | floor p99 (ms) | floor warm |")
+		p("|---:|---:|---:|---:|---:|---:|---:|---:|")
+		var floorWindows []Window
+		if r.Floor != nil && r.Floor.Sustained != nil {
+			floorWindows = r.Floor.Sustained.Windows
+		}
+		for i, w := range r.Sustained.Windows {
+			fp50, fp99, fwarm := "-", "-", "-"
+			if i < len(floorWindows) && floorWindows[i].Claims > 0 {
+				f := floorWindows[i]
+				fp50, fp99, fwarm = fmt.Sprintf("%.1f", f.P50Ms), fmt.Sprintf("%.1f", f.P99Ms), fmt.Sprintf("%.0f%%", 100*f.WarmShare)
+			}
+			p("| %.0f | %d | %.1f | %.1f | %.0f%% | %s | %s | %s |", w.AtSeconds, w.Claims, w.P50Ms, w.P99Ms, 100*w.WarmShare, fp50, fp99, fwarm)
+		}
+		p("")
+	}
+}
+
+func writeScale(p func(string, ...any), results []*Result) {
+	p("## Scale")
+	p("")
+	p("Sandboxes in many pools and namespaces on one local control plane, with the operator's default")
+	p("settings. Memory per 1,000 Sandboxes is the operator's growth over what it takes with none.")
+	p("Targets: serial p50 at scale ÷ at a pool of 50 ≤ %g; first claim served ≤ %g s after an operator", ScaleP50RatioTarget, ScaleRestartToClaimSeconds)
+	p("restart.")
+	p("")
+	p("| scenario | Sandboxes | namespaces × pools | fill (s) | fill rate (/s) | RSS (MiB) | heap in use (MiB) | RSS per 1,000 (MiB) | heap per 1,000 (MiB) | idle CPU, operator / API server | restart: ready / first claim (s) | serial p50 / p99 (ms) | floor p50 (ms) | ÷ pool 50 |")
+	p("|---|---:|---|---:|---:|---:|---:|---:|---:|---|---|---|---:|---:|")
+	for _, r := range results {
+		s := r.Scale
+		p("| %s | %d | %d × %d | %.0f | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f%% / %.1f%% | %.2f / %s | %.1f / %.1f | %.1f | %s |", r.Scenario,
+			s.Sandboxes, s.Namespaces, s.Pools/max(s.Namespaces, 1), s.FillSeconds, s.FillRate, s.OperatorRSSMiB, s.HeapInuseMiB,
+			s.MiBPer1000Sandboxes, s.HeapInuseMiBPer1000Sandboxes, s.IdleCPUCoresPercent, s.IdleAPIServerCPUCoresPercent,
+			s.RestartToReadySeconds, mark(fmt.Sprintf("%.1f", s.RestartToFirstClaimSeconds), s.RestartToFirstClaimSeconds, ScaleRestartToClaimSeconds),
+			s.SerialP50Ms, s.SerialP99Ms, s.FloorSerialP50Ms, ratioMark(s.P50RatioToPool50, ScaleP50RatioTarget))
+	}
+	p("")
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}

@@ -1,0 +1,48 @@
+package report
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sandgate-dev/sandgate/test/bench/stats"
+)
+
+// The long scenarios' own figures reach the report: a sustained run beside its floor, over
+// time, and the scale run's memory, restart and ratio against their targets.
+func TestLongScenariosInTheReport(t *testing.T) {
+	sus := func(warm float64, kept bool, p50 float64) *Result {
+		return &Result{
+			Scenario: "sustained-50", Claims: Claims{Created: 100, Ready: 100},
+			Latency: Latency{Client: stats.Summary{Count: 100, P50: p50, P99: 4 * p50}},
+			API:     API{ClaimsCPUSeconds: 10},
+			Sustained: &Sustained{Rate: 50, AchievedRate: 49.5, DurationSeconds: 300, WarmShare: warm, MinReady: 3, RefillKeptUp: kept,
+				Windows: []Window{{AtSeconds: 0, Claims: 100, P50Ms: p50, P99Ms: 4 * p50, WarmShare: warm}}},
+		}
+	}
+	r := sus(0.995, true, 20)
+	r.Targets = &Targets{FloorP50Ratio: 1.3, FloorP99Ratio: 1.5, FloorCPURatio: 1.3}
+	r.Floor = sus(1, true, 10)
+	scale := &Result{Scenario: "scale-20k", Scale: &Scale{Sandboxes: 20000, Namespaces: 20, Pools: 200, FillSeconds: 1000, FillRate: 20,
+		OperatorRSSMiB: 560, HeapInuseMiB: 480, MiBPer1000Sandboxes: 25.5, HeapInuseMiBPer1000Sandboxes: 24,
+		RestartToReadySeconds: 0.5, RestartToFirstClaimSeconds: 14.9, SerialP50Ms: 12, SerialP99Ms: 30, FloorSerialP50Ms: 10, P50RatioToPool50: 1.1}}
+	var b strings.Builder
+	if err := WriteMarkdown(&b, Machine{CPUs: 2}, []*Result{r, scale}, "make bench"); err != nil {
+		t.Fatal(err)
+	}
+	got := b.String()
+	for _, want := range []string{
+		"## Sustained traffic",
+		"| sustained-50 | floor | 50 / 49.5 | 300 | 100 | 100.0% | 3 | 0 | yes | 10.0 | 40.0 | 10.00 |",
+		"| sustained-50 | sandgate | 50 / 49.5 | 300 | 100 | 99.5% | 3 | 0 | yes | 20.0 | 80.0 | 10.00 |",
+		"| sustained-50 | sandgate ÷ floor | | | | | | | | 2.00 ✗ (≤ 1.3) | 2.00 ✗ (≤ 1.5) | 1.00 ✓ (≤ 1.3) |",
+		"| 0 | 100 | 20.0 | 80.0 | 100% | 10.0 | 40.0 | 100% |",
+		"## Scale",
+		"| scale-20k | 20000 | 20 × 10 | 1000 | 20.0 | 560.0 | 480.0 | 25.5 | 24.0 |",
+		"0.50 / 14.9 ✗",
+		"1.10 ✓ (≤ 1.2)",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report lacks %q; report:\n%s", want, got)
+		}
+	}
+}
