@@ -72,6 +72,7 @@ const (
 	phaseAdmissionToReconcile = "admission_to_reconcile"
 	phaseBind                 = "bind"
 	phaseStatus               = "status"
+	phaseRoute                = "route"
 	phaseReadyToStatus        = "ready_to_status"
 )
 
@@ -108,8 +109,9 @@ func pathBreakdown(r *Result) []pathRow {
 		{name: "create returned → first reconcile starts (informer delivery, queue wait)", sandgateHow: "derived: (client − server view) + admission_to_reconcile − create call", floorHow: "load generator: create returned → bind call starts"},
 		{name: "bind patch", sandgateHow: "operator: bind", floorHow: "load generator"},
 		{name: "  of which admission webhooks on the Sandbox UPDATE", sandgateHow: "API server webhook histogram ÷ claims", floorHow: "no webhooks"},
+		{name: "pod metadata patch (Ready means routable; no floor write)", sandgateHow: "operator: route", floorHow: "not made"},
 		{name: "status patch", sandgateHow: "operator: status", floorHow: "load generator"},
-		{name: "rest of the reconcile (reads, pick, decisions)", sandgateHow: "operator: ready_to_status − bind − status", floorHow: "load generator: between the patches"},
+		{name: "rest of the reconcile (reads, pick, decisions)", sandgateHow: "operator: ready_to_status − bind − route − status", floorHow: "load generator: between the patches"},
 		{name: "status patch returned → client's watch shows Ready", sandgateHow: "derived: server view − admission_to_reconcile − ready_to_status", floorHow: "load generator"},
 		{name: "total: create call → watch shows Ready", sandgateHow: "load generator (client view)", floorHow: "load generator"},
 	}
@@ -119,6 +121,7 @@ func pathBreakdown(r *Result) []pathRow {
 		rowToReconcile
 		rowBind
 		rowBindWebhooks
+		rowRoute
 		rowStatus
 		rowRest
 		rowWatch
@@ -148,8 +151,12 @@ func pathBreakdown(r *Result) []pathRow {
 	if okStatus {
 		rows[rowStatus].sandgate = val(status)
 	}
+	route, okRoute := o.phase(phaseRoute)
+	if okRoute {
+		rows[rowRoute].sandgate = val(route)
+	}
 	if okR2S && okBind && okStatus {
-		rows[rowRest].sandgate = val(r2s - bind - status)
+		rows[rowRest].sandgate = val(r2s - bind - route - status)
 	}
 	if okA2R && lat.Server.Count > 0 && lat.Client.Count > 0 && lat.CreateCall.Count > 0 {
 		rows[rowToReconcile].sandgate = val(lat.Client.Mean - lat.Server.Mean + a2r - lat.CreateCall.Mean)
@@ -166,6 +173,7 @@ func pathBreakdown(r *Result) []pathRow {
 			rows[rowTotal].floor = val(f.Latency.Client.Mean)
 		}
 		rows[rowClaimWebhooks].floor = val(0)
+		rows[rowRoute].floor = val(0)
 		rows[rowBindWebhooks].floor = val(0)
 		if p := f.ClientPath; p != nil && p.Bind.Count > 0 {
 			rows[rowToReconcile].floor = val(p.BeforeBind.Mean)
@@ -394,7 +402,7 @@ func writePath(p func(string, ...any), results []*Result) {
 	p("The mean claim of each scenario, in milliseconds, split at the points each side can time.")
 	p("sandgate's phases come from the operator's `sandgate_claim_phase_seconds` (admission_to_reconcile:")
 	p("the webhook's `webhook-first-observed-at` stamp → the claim controller's first reconcile of the")
-	p("claim; bind and status: the two patch requests; ready_to_status: first reconcile → status patch")
+	p("claim; bind, route and status: the patch requests; ready_to_status: first reconcile → status patch")
 	p("returned), the webhooks' from the API server's histogram, the client's from the load")
 	p("generator. Rows measured by *derived* are what is left of a measured total once the")
 	p("measured phases are taken out, so they carry the error of every term (clock reads in two")
