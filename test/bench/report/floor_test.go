@@ -88,7 +88,7 @@ func TestPathBreakdown(t *testing.T) {
 		// (30 − 27) + 10 − 12.
 		"create returned → first reconcile starts (informer delivery, queue wait)": {"1.00", "0.10"},
 		"bind patch": {"8.00", "5.00"},
-		"of which admission webhooks on the Sandbox UPDATE": {"2.00", "0.00"},
+		"of which admission webhooks on the Sandbox UPDATE":         {"2.00", "0.00"},
 		"pod metadata patch (Ready means routable; no floor write)": {"3.00", "0.00"},
 		"status patch": {"6.00", "4.00"},
 		// 18 − 8 − 3 − 6.
