@@ -12,7 +12,7 @@ package load
 //     template;
 //  3. POST its pod (reconcilers' desiredPod): named after the Sandbox, controlled by it, the
 //     Sandbox's labels pods carry, the identity labels, name hash and sandbox UID, the
-//     propagated-keys record, the blueprint's pod spec;
+//     propagated-keys record (when anything was propagated), the blueprint's pod spec;
 //  4. wait for the pod to be Ready (kwok, the scheduler), seen on one pod watch opened before
 //     the claims;
 //  5. ONE status patch of the Sandbox from empty to Ready (sandgate writes none before the
@@ -102,7 +102,10 @@ func coldPod(sb *agentsv1beta1.Sandbox) *corev1.Pod {
 		Labels      []string `json:"labels,omitempty"`
 		Annotations []string `json:"annotations,omitempty"`
 	}{slices.Sorted(maps.Keys(podLabels)), slices.Sorted(maps.Keys(annotations))})
-	annotations[annotationPropagatedKeys] = string(keys)
+	if len(podLabels) > 0 || len(annotations) > 0 {
+		// Absent when nothing was propagated, as reconcilers write it.
+		annotations[annotationPropagatedKeys] = string(keys)
+	}
 	for _, k := range sandboxLabelsOnPod {
 		if v, ok := sb.Labels[k]; ok {
 			podLabels[k] = v
