@@ -310,16 +310,10 @@ func (r *runner) coldFloorClaim(ctx context.Context, s *sent, pods *podWatcher) 
 		s.floorErr = fmt.Errorf("patching sandbox status: %w", err)
 		return
 	}
-	t.statusStart = time.Now()
-	patch, err = mergePatch(floorStatusPatch(claim, sb, t.statusStart))
-	if err == nil {
-		err = r.c.Status().Patch(ctx, claim, patch)
-	}
-	if err != nil {
-		s.floorErr = fmt.Errorf("patching claim status: %w", err)
+	if err := r.reportFloorReady(ctx, claim, sb, &t.statusStart, &t.statusEnd); err != nil {
+		s.floorErr = err
 		return
 	}
-	t.statusEnd = time.Now()
 	s.cold = t
 }
 

@@ -104,32 +104,51 @@ func (r *runner) floorClaim(ctx context.Context, s *sent, pool *floorPool) {
 			s.floorErr = errors.New("no ready pool member left to bind")
 			return
 		}
-		t.bindStart = time.Now()
-		bound := &agentsv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: member.Namespace, Name: member.Name}}
-		patch, err := mergePatch(floorBindPatch(claim, member))
-		if err == nil {
-			err = r.c.Patch(ctx, bound, patch)
-		}
-		t.bindEnd = time.Now()
+		bound, err := r.bindFloor(ctx, claim, member, t)
 		if err != nil {
 			// Nothing else writes the members during a floor run: any failure is worth
 			// reporting, and the claim tries the next member as the operator would.
-			s.floorBindErrs = append(s.floorBindErrs, fmt.Errorf("binding %s: %w", member.Name, err))
+			s.floorBindErrs = append(s.floorBindErrs, err)
 			continue
 		}
-		t.statusStart = time.Now()
-		patch, err = mergePatch(floorStatusPatch(claim, bound, t.statusStart))
-		if err == nil {
-			err = r.c.Status().Patch(ctx, claim, patch)
-		}
-		if err != nil {
-			s.floorErr = fmt.Errorf("patching claim status: %w", err)
+		if err := r.reportFloorReady(ctx, claim, bound, &t.statusStart, &t.statusEnd); err != nil {
+			s.floorErr = err
 			return
 		}
-		t.statusEnd = time.Now()
 		s.floor = t
 		return
 	}
+}
+
+// bindFloor makes the floor's bind patch of member to claim, timing it into t, and returns the
+// Sandbox as the API server answered it.
+func (r *runner) bindFloor(ctx context.Context, claim *extv1beta1.SandboxClaim, member *agentsv1beta1.Sandbox, t *floorTimes) (*agentsv1beta1.Sandbox, error) {
+	t.bindStart = time.Now()
+	bound := &agentsv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: member.Namespace, Name: member.Name}}
+	patch, err := mergePatch(floorBindPatch(claim, member))
+	if err == nil {
+		err = r.c.Patch(ctx, bound, patch)
+	}
+	t.bindEnd = time.Now()
+	if err != nil {
+		return nil, fmt.Errorf("binding %s: %w", member.Name, err)
+	}
+	return bound, nil
+}
+
+// reportFloorReady makes the floor's status patch of claim, Ready mirrored from sb, noting
+// when it started and when it returned.
+func (r *runner) reportFloorReady(ctx context.Context, claim *extv1beta1.SandboxClaim, sb *agentsv1beta1.Sandbox, start, end *time.Time) error {
+	*start = time.Now()
+	patch, err := mergePatch(floorStatusPatch(claim, sb, *start))
+	if err == nil {
+		err = r.c.Status().Patch(ctx, claim, patch)
+	}
+	if err != nil {
+		return fmt.Errorf("patching claim status: %w", err)
+	}
+	*end = time.Now()
+	return nil
 }
 
 // mergePatch encodes body as a JSON merge patch.

@@ -74,27 +74,15 @@ func (s *sustained) floorClaim(ctx context.Context, c *sustainedClaim) {
 			return
 		}
 		c.waited = c.waited || waited
-		t.bindStart = time.Now()
-		bound := &agentsv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: member.Namespace, Name: member.Name}}
-		patch, err := mergePatch(floorBindPatch(claim, member))
-		if err == nil {
-			err = r.c.Patch(ctx, bound, patch)
-		}
-		t.bindEnd = time.Now()
+		bound, err := r.bindFloor(ctx, claim, member, t)
 		if err != nil {
-			c.floorBindErrs = append(c.floorBindErrs, fmt.Errorf("binding %s: %w", member.Name, err))
+			c.floorBindErrs = append(c.floorBindErrs, err)
 			continue
 		}
-		t.statusStart = time.Now()
-		patch, err = mergePatch(floorStatusPatch(claim, bound, t.statusStart))
-		if err == nil {
-			err = r.c.Status().Patch(ctx, claim, patch)
-		}
-		if err != nil {
-			c.floorErr = fmt.Errorf("patching claim status: %w", err)
+		if err := r.reportFloorReady(ctx, claim, bound, &t.statusStart, &t.statusEnd); err != nil {
+			c.floorErr = err
 			return
 		}
-		t.statusEnd = time.Now()
 		c.floor = t
 		return
 	}
