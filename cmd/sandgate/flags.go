@@ -26,6 +26,7 @@ type options struct {
 	separateWatchConnection bool
 	leaderElect             bool
 	leaderElectionNamespace string
+	leaderElection          operator.LeaderElectionTimings
 	metricsAddr             string
 	metricsSecure           bool
 	probeAddr               string
@@ -97,6 +98,9 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&o.separateWatchConnection, "separate-watch-connection", d.SeparateWatchConnection, "Give the informers' lists and watches an HTTP/2 connection of their own, so that watch events do not queue behind bursts of writes.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", d.LeaderElection, "Elect a leader so that only one manager replica is active.")
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", d.LeaderElectionNamespace, "Namespace of the leader election Lease (default: the manager's namespace).")
+	fs.DurationVar(&o.leaderElection.LeaseDuration, "leader-election-lease-duration", d.LeaderElectionTimings.LeaseDuration, "How long a replica waits, after it last saw the leader renew its Lease, before it takes the Lease over.")
+	fs.DurationVar(&o.leaderElection.RenewDeadline, "leader-election-renew-deadline", d.LeaderElectionTimings.RenewDeadline, "How long the leader retries a failed renewal before it gives the Lease up; a leader whose last renewal is older sends no write (less than the lease duration).")
+	fs.DurationVar(&o.leaderElection.RetryPeriod, "leader-election-retry-period", d.LeaderElectionTimings.RetryPeriod, "How often replicas try to acquire, and the leader to renew, the Lease.")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", d.MetricsBindAddress, "Address of the Prometheus metrics endpoint; 0 disables it.")
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", d.SecureMetrics, "Serve metrics over HTTPS to authenticated and authorized clients only (a bearer token the API server accepts, allowed to get /metrics). config/default turns it on; off serves plain HTTP, as the public controller's Deployment expects.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", d.HealthProbeBindAddress, "Address of the /healthz and /readyz endpoints.")
@@ -220,8 +224,40 @@ func (o *options) validate() error {
 	if o.clusterDomain == "" {
 		errs = append(errs, errors.New("--cluster-domain must not be empty"))
 	}
+	if o.leaderElect {
+		errs = append(errs, o.validateLeaderElection()...)
+	}
 	errs = append(errs, o.validateWebhookCompat()...)
 	return errors.Join(errs...)
+}
+
+// validateLeaderElection checks the Lease's durations as client-go will when the manager
+// starts, with the flags' names.
+func (o *options) validateLeaderElection() []error {
+	t := o.leaderElection
+	var errs []error
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"--leader-election-lease-duration", t.LeaseDuration},
+		{"--leader-election-renew-deadline", t.RenewDeadline},
+		{"--leader-election-retry-period", t.RetryPeriod},
+	} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.name, d.v))
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	if t.LeaseDuration <= t.RenewDeadline {
+		errs = append(errs, fmt.Errorf("--leader-election-lease-duration (%s) must be greater than --leader-election-renew-deadline (%s)", t.LeaseDuration, t.RenewDeadline))
+	}
+	if float64(t.RenewDeadline) <= 1.2*float64(t.RetryPeriod) {
+		errs = append(errs, fmt.Errorf("--leader-election-renew-deadline (%s) must be greater than 1.2 × --leader-election-retry-period (%s)", t.RenewDeadline, t.RetryPeriod))
+	}
+	return errs
 }
 
 // validateWebhookCompat checks the public controller's webhook flags: sandgate cannot run
@@ -277,6 +313,7 @@ func (o *options) operatorOptions() operator.Options {
 		SeparateWatchConnection:   o.separateWatchConnection,
 		LeaderElection:            o.leaderElect,
 		LeaderElectionNamespace:   o.leaderElectionNamespace,
+		LeaderElectionTimings:     o.leaderElection,
 		MetricsBindAddress:        o.metricsAddr,
 		SecureMetrics:             o.metricsSecure,
 		HealthProbeBindAddress:    o.probeAddr,

@@ -37,11 +37,13 @@ func TestFlagsReachTheOperator(t *testing.T) {
 	var opts options
 	fs := flag.NewFlagSet("sandgate", flag.ContinueOnError)
 	opts.bind(fs)
-	if err := fs.Parse([]string{"--sandbox-claim-concurrent-workers=7", "--restamp=false", "--platform-groups=a,b", "--extensions"}); err != nil {
+	if err := fs.Parse([]string{"--sandbox-claim-concurrent-workers=7", "--restamp=false", "--platform-groups=a,b", "--extensions",
+		"--leader-election-lease-duration=30s", "--leader-election-renew-deadline=20s", "--leader-election-retry-period=3s"}); err != nil {
 		t.Fatal(err)
 	}
 	got := opts.operatorOptions()
-	if got.ClaimWorkers != 7 || !got.RefuseRestamp || !got.Extensions || !cmp.Equal(got.PlatformGroups, []string{"a", "b"}) {
+	timings := operator.LeaderElectionTimings{LeaseDuration: 30 * time.Second, RenewDeadline: 20 * time.Second, RetryPeriod: 3 * time.Second}
+	if got.ClaimWorkers != 7 || !got.RefuseRestamp || !got.Extensions || !cmp.Equal(got.PlatformGroups, []string{"a", "b"}) || got.LeaderElectionTimings != timings {
 		t.Errorf("operator options %+v do not follow the flags", got)
 	}
 }
@@ -199,6 +201,18 @@ func TestBadValuesRefusedNamingTheFlag(t *testing.T) {
 		}
 		if !strings.Contains(err.Error(), name) && !strings.Contains(err.Error(), strings.TrimPrefix(name, "-")) {
 			t.Errorf("%s refused without naming %s: %v", arg, name, err)
+		}
+	}
+	// The Lease's durations are checked as client-go checks them, when a leader is elected.
+	for _, arg := range []string{
+		"--leader-election-retry-period=0s", "--leader-election-lease-duration=5s", "--leader-election-renew-deadline=2s",
+	} {
+		name, _, _ := strings.Cut(arg, "=")
+		if _, _, err := parse(t, []string{"--leader-elect", arg}); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("--leader-elect %s: %v, want a refusal naming %s", arg, err, name)
+		}
+		if _, _, err := parse(t, []string{arg}); err != nil {
+			t.Errorf("%s without --leader-elect: %v, want it accepted (no Lease to time)", arg, err)
 		}
 	}
 	// Names other than tls.crt/tls.key are refused when the certificates come from outside,

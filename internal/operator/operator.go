@@ -86,6 +86,11 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 		return nil, err
 	}
 	gracefulShutdown := opts.GracefulShutdownTimeout
+	leaderLock, err := fenceWrites(cfg, opts, registry)
+	if err != nil {
+		return nil, err
+	}
+	timings := opts.LeaderElectionTimings
 	cacheOpts := cacheOptions(opts)
 	cacheOpts.HTTPClient = watchClient
 	configNS := configNamespace(opts.ConfigNamespace)
@@ -103,6 +108,11 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 		// The manager exits on its own after losing the lease; releasing it on a clean stop lets
 		// the next replica take over at once instead of after the lease duration.
 		LeaderElectionReleaseOnCancel: true,
+		// The Lease lock tells the write fence of every renewal (fenceWrites).
+		LeaderElectionResourceLockInterface: leaderLock,
+		LeaseDuration:                       &timings.LeaseDuration,
+		RenewDeadline:                       &timings.RenewDeadline,
+		RetryPeriod:                         &timings.RetryPeriod,
 		GracefulShutdownTimeout:       &gracefulShutdown,
 		WebhookServer:                 webhookSrv,
 	})

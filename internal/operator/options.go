@@ -69,6 +69,10 @@ type Options struct {
 	// stop, so that the next replica takes over at once.
 	LeaderElection          bool
 	LeaderElectionNamespace string
+	// LeaderElectionTimings are the Lease's durations. A leader whose last renewal is older
+	// than RenewDeadline sends no write (leaseFence), so a replica frozen past its Lease cannot
+	// write beside the next leader.
+	LeaderElectionTimings LeaderElectionTimings
 
 	// MetricsBindAddress is the address of the Prometheus endpoint; "0" disables it. With
 	// SecureMetrics it serves HTTPS to authenticated and authorized clients only (see
@@ -252,6 +256,7 @@ func DefaultOptions() Options {
 			MaxDeferral:     reconcilers.DefaultRefillMaxDeferral,
 		},
 		GracefulShutdownTimeout: DefaultGracefulShutdownTimeout,
+		LeaderElectionTimings:   DefaultLeaderElectionTimings(),
 	}
 }
 
@@ -288,6 +293,9 @@ func (o Options) Validate() error {
 	}
 	if o.ClusterDomain == "" {
 		errs = append(errs, errors.New("invalid Options.ClusterDomain: must not be empty"))
+	}
+	if o.LeaderElection {
+		errs = append(errs, o.LeaderElectionTimings.validate("Options.LeaderElectionTimings.")...)
 	}
 	if o.ColdStartGrace < 0 {
 		errs = append(errs, fmt.Errorf("invalid Options.ColdStartGrace: must not be negative, got %s", o.ColdStartGrace))
