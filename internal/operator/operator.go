@@ -113,8 +113,8 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 		LeaseDuration:                       &timings.LeaseDuration,
 		RenewDeadline:                       &timings.RenewDeadline,
 		RetryPeriod:                         &timings.RetryPeriod,
-		GracefulShutdownTimeout:       &gracefulShutdown,
-		WebhookServer:                 webhookSrv,
+		GracefulShutdownTimeout:             &gracefulShutdown,
+		WebhookServer:                       webhookSrv,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
