@@ -97,6 +97,11 @@ type Options struct {
 	// APIServerFlags are extra kube-apiserver flags, by name without the dashes, set over
 	// the ones the framework and envtest choose (e.g. "egress-selector-config-file").
 	APIServerFlags map[string]string
+	// AuditPolicy is a kube-apiserver audit policy (YAML, audit.k8s.io/v1 Policy); "" means no
+	// audit log. The API server then writes JSON events to AuditLogPath, in the logs directory
+	// (KeepLogs keeps it), synchronously (blocking mode: an event is written before its
+	// request is answered, so none is lost when the API server is killed) and never rotated.
+	AuditPolicy string
 	// BinaryDir holds kube-apiserver, etcd, kubectl, kube-scheduler, kube-controller-manager
 	// and kwok; default $KUBEBUILDER_ASSETS, else <repo root>/bin/k8s/<KubernetesVersion>.
 	BinaryDir string
@@ -143,6 +148,8 @@ type Cluster struct {
 	// NodeNames are the simulated Nodes.
 	NodeNames []string
 
+	auditLog bool
+
 	log       io.Writer
 	keepLogs  bool
 	stateFile string
@@ -154,6 +161,11 @@ type Cluster struct {
 	mu       sync.Mutex
 	children []*child // in start order
 	watchdog *exec.Cmd
+	// etcd and apiServer are envtest's processes, which Err watches; apiServerDown is set
+	// while a restart has the API server down on purpose, apiServerErr when one failed.
+	etcd, apiServer envtestProcess
+	apiServerDown   bool
+	apiServerErr    error
 	// stopRecycler ends the watch that recycles Released PersistentVolumes.
 	stopRecycler func()
 	stopped      bool
@@ -163,6 +175,9 @@ type Cluster struct {
 	starting      sync.Mutex
 	cancelStart   context.CancelFunc
 	stopRequested atomic.Bool
+
+	// apiServerMu serializes restarts of the API server with each other and with Stop.
+	apiServerMu sync.Mutex
 
 	stopOnce sync.Once
 	stopErr  error
@@ -371,9 +386,11 @@ func (c *Cluster) stop() error {
 		}
 	}
 	if c.Env != nil {
+		c.apiServerMu.Lock() // a restart finishes starting the API server first
 		if err := c.Env.Stop(); err != nil {
 			errs = append(errs, fmt.Errorf("stop API server and etcd: %w", err))
 		}
+		c.apiServerMu.Unlock()
 	}
 	// envtest leaves the processes it could not stop running: make sure nothing survives.
 	for _, pid := range processesMentioning([]string{c.Dir}) {
@@ -425,13 +442,28 @@ func (c *Cluster) Clientset() (kubernetes.Interface, error) {
 	return cs, nil
 }
 
-// Err reports a component (kwok, kube-scheduler, kube-controller-manager) that has exited
-// although the cluster was not stopped; nil while all of them run, and after Stop.
+// Err reports a component (kwok, kube-scheduler, kube-controller-manager, etcd,
+// kube-apiserver) that has exited although the cluster was not stopped, or a failed
+// RestartAPIServer; nil while all of them run (the API server may be down for a restart),
+// and after Stop.
 func (c *Cluster) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stopped {
 		return nil
+	}
+	if c.apiServerErr != nil {
+		return fmt.Errorf("kube-apiserver did not restart: %w", c.apiServerErr)
+	}
+	watched := []envtestProcess{c.etcd}
+	if !c.apiServerDown {
+		watched = append(watched, c.apiServer)
+	}
+	for _, p := range watched {
+		if p.known() && !p.alive() {
+			log := c.LogPath(p.name)
+			return fmt.Errorf("%s (pid %d) exited unexpectedly; end of %s:\n%s", p.name, p.pid, log, tail(log, 20))
+		}
 	}
 	for _, ch := range c.children {
 		if done, _ := ch.exited(); done {

@@ -3,6 +3,7 @@ package controlplane
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -69,6 +70,18 @@ func (c *Cluster) startAPIServer(opts Options) error {
 	// not-ready taint the TaintNodesByCondition plugin gives new Nodes. ServiceAccount stays
 	// disabled as envtest has it (no token controller runs either).
 	env.ControlPlane.GetAPIServer().Configure().Set("disable-admission-plugins", "ServiceAccount,TaintNodesByCondition")
+	// A graceful stop (RestartAPIServer, Stop) would otherwise wait for the open watches of
+	// the components and operators, up to the 60 s request timeout: end them at once (their
+	// clients re-watch), answer requests that come in while in-flight ones drain with 429 and
+	// Retry-After as a real API server behind a load balancer does, and give the HTTP server 2 s.
+	env.ControlPlane.GetAPIServer().Configure().
+		Set("shutdown-watch-termination-grace-period", "5s").
+		Set("shutdown-send-retry-after", "true")
+	if opts.AuditPolicy != "" {
+		if err := c.configureAudit(env.ControlPlane.GetAPIServer().Configure(), opts.AuditPolicy); err != nil {
+			return err
+		}
+	}
 	for name, value := range opts.APIServerFlags {
 		env.ControlPlane.GetAPIServer().Configure().Set(name, value)
 	}
@@ -92,17 +105,17 @@ func (c *Cluster) startAPIServer(opts Options) error {
 	if err := c.WriteKubeconfig(c.KubeconfigPath); err != nil {
 		return err
 	}
-	pids := processesMentioning([]string{c.Dir})
-	if len(pids) > 0 {
-		wd, err := startWatchdog(c.Dir, c.stateFile, env.WebhookInstallOptions.LocalServingCertDir, pids)
-		if err != nil {
-			c.logf("no watchdog: %v", err) // cleanup then relies on the next Start
-		} else {
-			c.mu.Lock()
-			c.watchdog = wd
-			c.mu.Unlock()
-		}
+	etcd, etcdErr := findProcess("etcd", env.ControlPlane.Etcd.DataDir)
+	apiServer, apiErr := findProcess("kube-apiserver", env.ControlPlane.APIServer.CertDir)
+	c.mu.Lock()
+	c.etcd, c.apiServer = etcd, apiServer
+	c.mu.Unlock()
+	if err := errors.Join(etcdErr, apiErr); err != nil {
+		// Without the pids Err cannot watch them and the watchdog cannot kill them; Stop
+		// still finds them by their command lines, and so does the next Start after a crash.
+		c.logf("not watching etcd and kube-apiserver: %v", err)
 	}
+	c.restartWatchdog()
 	return nil
 }
 
