@@ -237,6 +237,18 @@ func installCABeforeOperator(ctx context.Context, cfg *rest.Config, ep endpoints
 	if err := bundle.Write(ep.webhookCertDir); err != nil {
 		return fmt.Errorf("writing the webhook certificate: %w", err)
 	}
+	if err := InstallWebhookCA(ctx, cfg, filepath.Join(ep.webhookCertDir, certs.CAFile)); err != nil {
+		return err
+	}
+	logf("webhook CA installed in the webhook configurations and the CRDs, their storage rebuilt, after %s",
+		time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// InstallWebhookCA puts the CA of caFile (PEM) into every webhook configuration and the CRDs'
+// conversion webhooks, and returns once the API server serves the CRDs from storage built with
+// the new spec (see installCABeforeOperator for why that wait matters).
+func InstallWebhookCA(ctx context.Context, cfg *rest.Config, caFile string) error {
 	// Watches opened before the update are served by the old storage: the API server ending
 	// them is the sign that it was torn down, and that whatever watches next sees the new one.
 	old, err := watchConvertedCRDs(ctx, cfg)
@@ -248,7 +260,7 @@ func installCABeforeOperator(ctx context.Context, cfg *rest.Config, ep endpoints
 			w.watch.Stop()
 		}
 	}()
-	if err := installCABundle(ctx, cfg, filepath.Join(ep.webhookCertDir, certs.CAFile)); err != nil {
+	if err := installCABundle(ctx, cfg, caFile); err != nil {
 		return err
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, crdStorageWait)
@@ -258,8 +270,6 @@ func installCABeforeOperator(ctx context.Context, cfg *rest.Config, ep endpoints
 			return fmt.Errorf("waiting for the API server to replace the storage of %s after its caBundle changed: %w", w.resource, err)
 		}
 	}
-	logf("webhook CA installed in the webhook configurations and %d CRDs, their storage rebuilt, after %s",
-		len(old), time.Since(start).Round(time.Millisecond))
 	return nil
 }
 

@@ -129,6 +129,13 @@ func buildOperator(ctx context.Context, root string, log func(string, ...any)) (
 	return b, nil
 }
 
+// BuildOperator builds ./cmd/sandgate of the repository at root into <root>/bin/sandgate and
+// returns the binary's path.
+func BuildOperator(ctx context.Context, root string, log func(string, ...any)) (string, error) {
+	b, err := buildOperator(ctx, root, log)
+	return b.binary, err
+}
+
 // startOperator runs command (placeholders substituted) through /bin/sh, output to logPath,
 // and waits until it serves.
 func startOperator(ctx context.Context, command string, ep endpoints, logPath string) (*Operator, error) {

@@ -1,0 +1,70 @@
+package soak
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The schedule injects every kind the requested number of times, in an order and with
+// pauses and holds the seed alone decides, within the configured bounds.
+func TestScheduleIsTheSeedsAndCoversEveryKind(t *testing.T) {
+	o := DefaultOptions()
+	lease := leaseDuration
+	plan := o.schedule()
+	if len(plan) != len(FaultKinds)*o.FaultsPerKind {
+		t.Fatalf("%d faults planned, want %d", len(plan), len(FaultKinds)*o.FaultsPerKind)
+	}
+	count := map[string]int{}
+	for _, p := range plan {
+		count[p.kind]++
+		if p.pause < o.PauseMin || p.pause > o.PauseMax {
+			t.Errorf("%s: pause %s outside %s-%s", p.kind, p.pause, o.PauseMin, o.PauseMax)
+		}
+		switch p.kind {
+		case FaultLeaderFreeze:
+			if p.hold <= lease {
+				t.Errorf("a leader frozen for %s does not lose its %s Lease", p.hold, lease)
+			}
+		case FaultWebhookDown, FaultSlowAPI:
+			if p.hold < o.HoldMin || p.hold > o.HoldMax {
+				t.Errorf("%s: hold %s outside %s-%s", p.kind, p.hold, o.HoldMin, o.HoldMax)
+			}
+		}
+	}
+	for _, k := range FaultKinds {
+		if count[k] != o.FaultsPerKind {
+			t.Errorf("%s planned %d times, want %d", k, count[k], o.FaultsPerKind)
+		}
+	}
+	if again := o.schedule(); !reflect.DeepEqual(plan, again) {
+		t.Error("the same seed planned two different schedules")
+	}
+	o.Seed++
+	if other := o.schedule(); reflect.DeepEqual(plan, other) {
+		t.Error("another seed planned the same schedule")
+	}
+	o.Faults = []string{FaultPodLoss}
+	if only := o.schedule(); len(only) != o.FaultsPerKind || only[0].kind != FaultPodLoss {
+		t.Errorf("--faults pod-loss planned %v", only)
+	}
+}
+
+func TestOptionsAreValidated(t *testing.T) {
+	for _, o := range []Options{DefaultOptions(), ShortOptions()} {
+		if err := o.Validate(); err != nil {
+			t.Errorf("%+v refused: %v", o, err)
+		}
+	}
+	bad := DefaultOptions()
+	bad.Rate = 0
+	bad.Faults = []string{"meteor-strike"}
+	bad.LifetimeMax = time.Second
+	err := bad.Validate()
+	for _, want := range []string{"rate", `unknown fault "meteor-strike"`, "lifetime"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not mention %q", err, want)
+		}
+	}
+}
