@@ -12,23 +12,28 @@ import (
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
 
-// checkClaimStamps proves that every admitted claim was stamped, and that only the operator
-// changed a stamp afterwards (stamping a claim admission could not, or restamping one whose
-// template version is gone).
+// checkClaimStamps proves that every admitted claim was stamped before it was served, and
+// that only the operator set or changed a stamp after admission. Admission stamps a claim
+// whose pool and template exist; one admitted while they did not (a pool deleted and not yet
+// created again) is admitted unstamped and stamped by the claim controller once they exist
+// (docs/admission.md): such a claim must carry the operator's stamp before it is bound or
+// Ready.
 func (c *checker) checkClaimStamps() {
 	for _, uid := range sortedKeys(c.claims) {
 		vs := c.claims[uid]
 		prev := ""
+		served := false
 		for i, v := range vs {
 			stamp := v.obj.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash]
 			obj := claimObject(v.obj.Namespace, v.obj.Name)
-			switch {
-			case i == 0 && v.ev.Verb == "create" && v.ev.Code == 201 && stamp == "":
-				c.violate(InvariantClaimStamped, obj, v.ev.Received, "admitted without the %s annotation: %s",
-					agentsv1beta1.AnnotationSandboxTemplateHash, describe(v.ev))
-			case i > 0 && stamp != prev && v.ev.User != c.in.OperatorUser:
+			if i > 0 && stamp != prev && v.ev.User != c.in.OperatorUser {
 				c.violate(InvariantStampByOperator, obj, v.ev.Received, "stamp changed from %q to %q (resourceVersion %d): %s",
 					prev, stamp, v.rv, describe(v.ev))
+			}
+			if stamp == "" && !served && (v.obj.Status.Sandbox.Name != "" || isReady(v.obj.Status.Conditions)) {
+				served = true
+				c.violate(InvariantClaimStamped, obj, v.ev.Received, "bound or Ready without the %s annotation: %s",
+					agentsv1beta1.AnnotationSandboxTemplateHash, describe(v.ev))
 			}
 			prev = stamp
 		}

@@ -50,14 +50,26 @@ func TestCheckReportsEachBrokenInvariant(t *testing.T) {
 		// wantDetail is part of a violation's detail.
 		wantDetail string
 	}{
-		"an admitted claim without a stamp": {
+		"a claim served without a stamp": {
 			breakIt: func(r *run) {
 				unstamped := claim9.DeepCopy()
 				unstamped.Annotations = nil
 				r.log.write("create", loadUser, "", sec(40), unstamped)
-				r.log.remove(loadUser, "", sec(41), unstamped)
+				r.log.write("patch", operatorUser, "b", sec(41), readyClaim(unstamped, memberABC.Name))
+				r.log.remove(loadUser, "", sec(42), unstamped)
 			},
-			want: map[string]int{InvariantClaimStamped: 1}, wantDetail: "admitted without",
+			want: map[string]int{InvariantClaimStamped: 1}, wantDetail: "without the",
+		},
+		"a claim admitted while its pool was missing, stamped by the operator, then served": {
+			breakIt: func(r *run) {
+				unstamped := claim9.DeepCopy()
+				unstamped.Annotations = nil
+				r.log.write("create", loadUser, "", sec(40), unstamped)
+				r.log.write("patch", operatorUser, "b", sec(41), claim9)
+				r.log.write("patch", operatorUser, "b", sec(42), readyClaim(claim9, memberABC.Name))
+				r.log.remove(loadUser, "", sec(43), claim9)
+			},
+			want: map[string]int{},
 		},
 		"a claim restamped by another user than the operator": {
 			breakIt: func(r *run) {

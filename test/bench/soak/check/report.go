@@ -11,8 +11,9 @@ import (
 
 // The invariants Check proves, as Violation.Invariant names them: each says what must hold.
 const (
-	// InvariantClaimStamped: every admitted claim (audit create, 201) carries the
-	// template-hash stamp in the object admission returned.
+	// InvariantClaimStamped: every admitted claim carries the template-hash stamp before it
+	// is bound or Ready: admission's, or the operator's for a claim admitted while its pool
+	// or template did not exist.
 	InvariantClaimStamped = "claim-stamped"
 	// InvariantStampByOperator: a claim's stamp, once set, is changed by the operator only.
 	InvariantStampByOperator = "stamp-by-operator"
