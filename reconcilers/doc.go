@@ -22,7 +22,8 @@
 // Each controller is in <kind>_controller.go, and only its own files carry its prefix:
 //   - sandbox_controller.go: the Sandbox controller (Reconcile, expiry, status);
 //     sandbox_children.go its Pod, PVCs and Service, sandbox_adoption.go when a child it did
-//     not build may be adopted, sandbox_events.go its pod and Service watches.
+//     not build may be adopted, sandbox_podloss.go what it reports when its pod is lost
+//     (deleted, evicted, replaced), sandbox_events.go its pod and Service watches.
 //   - sandboxtemplate_controller.go: the SandboxTemplate controller, which labels each
 //     template with the hash of its name and keeps its managed NetworkPolicy.
 //   - sandboxwarmpool_controller.go: the SandboxWarmPool controller, which keeps

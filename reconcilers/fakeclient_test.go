@@ -58,6 +58,8 @@ type fakeAPI struct {
 	binds []bindCall
 	// failures are errors to answer writes with instead of applying them, by journal entry.
 	failures map[string][]error
+	// notes are the events' notes, formatted, in the order sent.
+	notes []string
 }
 
 // bindCall is one bind patch: the Sandbox it was sent to and its resourceVersion precondition.
@@ -77,6 +79,9 @@ func newFakeAPI(t testing.TB, objs ...client.Object) *fakeAPI {
 				obj.SetUID(types.UID(fmt.Sprintf("uid-%d", a.uids)))
 			}
 			a.mu.Unlock()
+			if obj.GetName() != "" {
+				return a.write("create", obj, "", func() error { return c.Create(ctx, obj, opts...) })
+			}
 			// The name of a generated one is known once it is created.
 			err := c.Create(ctx, obj, opts...)
 			a.record(err, "create "+kindOf(obj)+"/"+obj.GetName())
@@ -205,7 +210,7 @@ func (a *fakeAPI) Recorder() events.EventRecorder { return journalRecorder{a} }
 
 type journalRecorder struct{ a *fakeAPI }
 
-func (r journalRecorder) Eventf(regarding, _ runtime.Object, eventType, reason, _, _ string, _ ...any) {
+func (r journalRecorder) Eventf(regarding, _ runtime.Object, eventType, reason, _, note string, args ...any) {
 	name := "?"
 	if obj, ok := regarding.(client.Object); ok {
 		name = kindOf(obj) + "/" + obj.GetName()
@@ -213,6 +218,16 @@ func (r journalRecorder) Eventf(regarding, _ runtime.Object, eventType, reason, 
 	r.a.mu.Lock()
 	defer r.a.mu.Unlock()
 	r.a.journal = append(r.a.journal, fmt.Sprintf("event %s %s %s", eventType, reason, name))
+	r.a.notes = append(r.a.notes, fmt.Sprintf(note, args...))
+}
+
+// Notes returns the notes of the events sent so far and starts a new list.
+func (a *fakeAPI) Notes() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := a.notes
+	a.notes = nil
+	return n
 }
 
 // newTestMetrics returns metrics registered with a registry of their own.
@@ -255,6 +270,7 @@ func newSandboxReconciler(t testing.TB, a *fakeAPI, clk clock.PassiveClock) *san
 		ClusterDomain:    "cluster.local",
 		PodProgressDelay: DefaultPodProgressDelay,
 		expected:         newExpectations(clk),
+		pods:             newPodMemories(),
 	}
 }
 

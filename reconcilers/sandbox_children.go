@@ -95,21 +95,10 @@ func podNameFor(sb *agentsv1beta1.Sandbox) string {
 // A Sandbox runs only a pod it built: a pod of its name that it does not control is adopted
 // only when claimable says so; otherwise the Sandbox builds its own under a generated name,
 // records it in the pod-name annotation and says so in a Warning event.
-func (r *sandboxReconciler) ensurePod(ctx context.Context, sb *agentsv1beta1.Sandbox, owned []corev1.Pod, pvcs map[string]string, requeue *ctrl.Result) (*corev1.Pod, bool, error) {
-	var pod *corev1.Pod
-	if len(owned) == 1 {
-		pod = &owned[0]
-	} else {
-		pod = &corev1.Pod{}
-		found, err := r.get(ctx, sb.Namespace, podNameFor(sb), pod)
-		if err != nil {
-			return nil, false, err
-		}
-		if !found {
-			pod = nil
-		}
-	}
-
+//
+// pod is what lookupPod found. A lost pod (loss, see sandbox_podloss.go) that failed by
+// eviction is deleted, so that its replacement can take the name.
+func (r *sandboxReconciler) ensurePod(ctx context.Context, sb *agentsv1beta1.Sandbox, pod *corev1.Pod, loss *podLoss, pvcs map[string]string, requeue *ctrl.Result) (*corev1.Pod, bool, error) {
 	squatted := false
 	if pod != nil && !isControlledBy(pod, sb) {
 		want := desiredPod(sb, pvcs)
@@ -125,9 +114,10 @@ func (r *sandboxReconciler) ensurePod(ctx context.Context, sb *agentsv1beta1.San
 		}
 	}
 
-	if sb.Spec.OperatingMode == agentsv1beta1.OperatingModeSuspended {
+	if sb.Spec.OperatingMode == agentsv1beta1.OperatingModeSuspended ||
+		(loss != nil && pod != nil && !squatted && loss.is(pod) && disrupted(pod)) {
 		if pod != nil && pod.DeletionTimestamp.IsZero() {
-			if err := r.deleteOwned(ctx, pod); err != nil {
+			if err := r.deletePod(ctx, sb, pod); err != nil {
 				return pod, false, err
 			}
 		}
@@ -158,6 +148,27 @@ func (r *sandboxReconciler) ensurePod(ctx context.Context, sb *agentsv1beta1.San
 		}
 	}
 	return pod, false, nil
+}
+
+// lookupPod returns the pod the Sandbox controls, or else the pod holding its pod name
+// (someone else's, or an orphan), or nil.
+func (r *sandboxReconciler) lookupPod(ctx context.Context, sb *agentsv1beta1.Sandbox, owned []corev1.Pod) (*corev1.Pod, error) {
+	if len(owned) == 1 {
+		return &owned[0], nil
+	}
+	pod := &corev1.Pod{}
+	found, err := r.get(ctx, sb.Namespace, podNameFor(sb), pod)
+	if err != nil || !found {
+		return nil, err
+	}
+	return pod, nil
+}
+
+// deletePod deletes the Sandbox's pod and remembers that the controller did: its going is
+// no loss.
+func (r *sandboxReconciler) deletePod(ctx context.Context, sb *agentsv1beta1.Sandbox, pod *corev1.Pod) error {
+	r.pods.update(client.ObjectKeyFromObject(sb), func(m *podMemory) { m.deleted = pod.UID })
+	return r.deleteOwned(ctx, pod)
 }
 
 // nameTaken reports that an object the Sandbox did not build holds the name of one of its

@@ -65,6 +65,8 @@ type sandboxReconciler struct {
 	BookkeepingDelay time.Duration
 
 	expected *expectations
+	// pods is what the controller remembers of each Sandbox's pods, to tell a lost pod.
+	pods *podMemories
 	// written is each Sandbox's status as this process last wrote it, until the cache shows it.
 	written ownStatuses[agentsv1beta1.SandboxStatus]
 	// activity says when claims last arrived; nil when no claim controller runs.
@@ -77,6 +79,7 @@ func (r *sandboxReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.O
 		r.Clock = clock.RealClock{}
 	}
 	r.expected = newExpectations(r.Clock)
+	r.pods = newPodMemories()
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(sandboxControllerName).
 		WithOptions(opts).
@@ -87,7 +90,7 @@ func (r *sandboxReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.O
 			predicate.LabelChangedPredicate{},
 			predicate.AnnotationChangedPredicate{},
 		))).
-		Watches(&corev1.Pod{}, &podEventHandler{expected: r.expected, delay: r.PodProgressDelay, metrics: r.Metrics}).
+		Watches(&corev1.Pod{}, &podEventHandler{expected: r.expected, pods: r.pods, delay: r.PodProgressDelay, metrics: r.Metrics}).
 		Watches(&corev1.Service{}, &serviceEventHandler{expected: r.expected}).
 		Complete(r)
 }
@@ -101,6 +104,7 @@ func (r *sandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			r.Metrics.sandboxGone(req.NamespacedName)
 			r.expected.forget(req.NamespacedName)
 			r.written.forget(req.NamespacedName)
+			r.pods.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -108,6 +112,7 @@ func (r *sandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		// The garbage collector removes the children; nothing here to do or report.
 		r.Metrics.sandboxGone(req.NamespacedName)
 		r.written.forget(req.NamespacedName)
+		r.pods.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	if w := r.written.newer(sb); w != nil {
@@ -151,6 +156,7 @@ func (r *sandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 // sends the events queued in events. It reports whether it created the pod.
 func (r *sandboxReconciler) reconcile(ctx context.Context, sb *agentsv1beta1.Sandbox, events *[]func()) (ctrl.Result, bool, error) {
 	now := r.Clock.Now()
+	prev := reportedStateOf(sb)
 	sb.Status.Selector = labels.SelectorFromSet(podSelector(sb)).String()
 
 	var requeue ctrl.Result
@@ -173,12 +179,28 @@ func (r *sandboxReconciler) reconcile(ctx context.Context, sb *agentsv1beta1.San
 	svc, svcErr := r.ensureService(ctx, sb)
 	pvcs, pvcErr := r.ensurePVCs(ctx, sb)
 	var pod *corev1.Pod
-	var podCreated bool
+	var loss *podLoss
+	var podCreated, fresh bool
 	var podErr error
 	if pvcErr == nil {
-		pod, podCreated, podErr = r.ensurePod(ctx, sb, owned, pvcs, &requeue)
+		if pod, podErr = r.lookupPod(ctx, sb, owned); podErr == nil {
+			if loss, fresh = r.checkLoss(sb, prev, pod); fresh {
+				// A loss seen just now is written before anything is done about it: a
+				// watcher sees it even when the replacement is Ready within milliseconds.
+				pod = ownPod(sb, pod)
+				requeue = requeueWithin(requeue, lossRecordedRequeue)
+			} else {
+				pod, podCreated, podErr = r.ensurePod(ctx, sb, pod, loss, pvcs, &requeue)
+			}
+		}
 	}
 	r.setStatus(sb, pod, svc)
+	if loss != nil {
+		r.reportLoss(sb, loss, pod, fresh, events)
+	}
+	if own := ownPod(sb, pod); own != nil && meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.ConditionReady) {
+		r.pods.update(client.ObjectKeyFromObject(sb), func(m *podMemory) { m.reported = own.UID })
+	}
 	if err := errors.Join(svcErr, pvcErr, podErr); err != nil {
 		return requeue, podCreated, r.failed(sb, err)
 	}
@@ -194,7 +216,7 @@ func (r *sandboxReconciler) expire(ctx context.Context, sb *agentsv1beta1.Sandbo
 	}
 	var errs []error
 	for i := range owned {
-		errs = append(errs, r.deleteOwned(ctx, &owned[i]))
+		errs = append(errs, r.deletePod(ctx, sb, &owned[i]))
 	}
 	if svc, _, err := r.ownService(ctx, sb); err != nil {
 		errs = append(errs, err)
@@ -249,12 +271,18 @@ func (r *sandboxReconciler) multiplePods(sb *agentsv1beta1.Sandbox, pods []corev
 }
 
 // failed records err in the Ready condition and returns it. Races with the cache are not
-// recorded: they resolve on the next reconcile and are no news to the Sandbox's users.
+// recorded: they resolve on the next reconcile and are no news to the Sandbox's users. While
+// a lost pod is reported, the error (building the replacement, say) is told as part of the
+// loss, which stays the news and the record (sandbox_podloss.go).
 func (r *sandboxReconciler) failed(sb *agentsv1beta1.Sandbox, err error) error {
 	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	r.setCondition(sb, agentsv1beta1.ConditionReady, metav1.ConditionFalse, agentsv1beta1.ReasonReconcilerError, err.Error())
+	reason, msg := agentsv1beta1.ReasonReconcilerError, err.Error()
+	if loss := recordedLoss(meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.ConditionReady)); loss != nil {
+		reason, msg = agentsv1beta1.ReasonPodLost, loss.message(err.Error())
+	}
+	r.setCondition(sb, agentsv1beta1.ConditionReady, metav1.ConditionFalse, reason, msg)
 	return err
 }
 
@@ -290,7 +318,8 @@ func (r *sandboxReconciler) setStatus(sb *agentsv1beta1.Sandbox, pod *corev1.Pod
 	switch {
 	case pod != nil && pod.Status.Phase == corev1.PodSucceeded:
 		r.setCondition(sb, agentsv1beta1.ConditionFinished, metav1.ConditionTrue, agentsv1beta1.ReasonPodSucceeded, fmt.Sprintf(agentsv1beta1.MessagePodExistsWithPhaseFmt, pod.Status.Phase))
-	case pod != nil && pod.Status.Phase == corev1.PodFailed:
+	case pod != nil && pod.Status.Phase == corev1.PodFailed && !disrupted(pod):
+		// A pod the node took away did not finish: it is a lost pod (sandbox_podloss.go).
 		r.setCondition(sb, agentsv1beta1.ConditionFinished, metav1.ConditionTrue, agentsv1beta1.ReasonPodFailed, fmt.Sprintf(agentsv1beta1.MessagePodExistsWithPhaseFmt, pod.Status.Phase))
 	default:
 		meta.RemoveStatusCondition(&st.Conditions, agentsv1beta1.ConditionFinished)

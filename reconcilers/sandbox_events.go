@@ -35,7 +35,8 @@ const DefaultPodProgressDelay = time.Second
 //   - ignored: everything else (ContainersReady, Initialized, container statuses, labels
 //     the controller itself patched, resourceVersion-only resyncs).
 func podWake(old, cur *corev1.Pod) string {
-	urgent := podReady(old) != podReady(cur) || terminal(old) != terminal(cur)
+	// A new UID under the same name is another pod: the watch missed a deletion (a relist).
+	urgent := podReady(old) != podReady(cur) || terminal(old) != terminal(cur) || old.UID != cur.UID
 	progress := old.Status.Phase != cur.Status.Phase ||
 		old.Spec.NodeName != cur.Spec.NodeName ||
 		!reflect.DeepEqual(old.Status.PodIPs, cur.Status.PodIPs) || old.Status.PodIP != cur.Status.PodIP ||
@@ -80,6 +81,7 @@ func sandboxRequest(obj client.Object) (reconcile.Request, bool) {
 // same Sandbox, so a pod's start-up costs one reconcile, not one per kubelet status step.
 type podEventHandler struct {
 	expected *expectations
+	pods     *podMemories
 	delay    time.Duration
 	metrics  *Metrics
 }
@@ -126,6 +128,12 @@ func (h *podEventHandler) Update(_ context.Context, e event.TypedUpdateEvent[cli
 func (h *podEventHandler) Delete(_ context.Context, e event.TypedDeleteEvent[client.Object], q queue) {
 	if req, ok := sandboxRequest(e.Object); ok {
 		h.expected.observe(req.NamespacedName, createOf(e.Object)) // its create event will never come
+		if pod, ok := e.Object.(*corev1.Pod); ok {
+			// Its last state says how it went (evicted, preempted, ...), which the Sandbox
+			// reports if it was its running pod: the cache will not show it again.
+			gone := goneP{name: pod.Name, uid: pod.UID, how: fate(pod)}
+			h.pods.update(req.NamespacedName, func(m *podMemory) { m.gone = gone })
+		}
 		h.metrics.podEvent(wakeImmediate)
 		q.Add(req)
 	}

@@ -42,6 +42,8 @@ func TestPodWake(t *testing.T) {
 		}), base(), wakeImmediate},
 		"succeeded": {base(), with(func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }), wakeImmediate},
 		"failed":    {base(), with(func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), wakeImmediate},
+		// A relist shows a pod deleted and recreated meanwhile as an update: another pod.
+		"another pod under the name": {base(), with(func(p *corev1.Pod) { p.UID = "other" }), wakeImmediate},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

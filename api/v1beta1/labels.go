@@ -102,6 +102,12 @@ const (
 	ReasonSandboxExpired       = "SandboxExpired"
 	ReasonMultiplePods         = "MultiplePods"
 	ReasonReconcilerError      = "ReconcilerError"
+	// ReasonPodLost (Ready=False) is sandgate's, not the public API's: the pod the Sandbox
+	// reported Ready was deleted, evicted or replaced, and with it the agent's processes and
+	// memory. The message names the lost pod, its UID and how it went; it is reported from
+	// before the replacement is created until the replacement is Ready. A bound claim's Ready
+	// carries it too.
+	ReasonPodLost = "PodLost"
 
 	ReasonPodTerminated   = "PodTerminated"
 	ReasonPodTerminating  = "PodTerminating"
