@@ -89,6 +89,9 @@ type claimReconciler struct {
 	expected *expectations
 	// activity tells the pool controller when claims last asked for its members.
 	activity *poolActivity
+	// losses are the lost pods of bound Sandboxes, as the Sandbox watch delivered them, until
+	// the claim's status reports them (reportLoss).
+	losses *seenLosses
 	// RefuseRestamp: see Config.RefuseRestamp.
 	RefuseRestamp bool
 	// LabelDomains and LabelDomainsChanged: see Config.ClaimLabelDomains.
@@ -133,6 +136,7 @@ func (r *claimReconciler) init() {
 	}
 	r.claims = map[types.NamespacedName]*claimMemory{}
 	r.expected = newExpectations(r.Clock)
+	r.losses = newSeenLosses()
 	if r.activity == nil {
 		r.activity = newPoolActivity()
 	}
@@ -149,7 +153,7 @@ func (r *claimReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Opt
 			predicate.GenerationChangedPredicate{},
 			predicate.AnnotationChangedPredicate{},
 		))).
-		Watches(&agentsv1beta1.Sandbox{}, &claimSandboxHandler{index: r.Index}).
+		Watches(&agentsv1beta1.Sandbox{}, &claimSandboxHandler{index: r.Index, losses: r.losses}).
 		Watches(&extv1beta1.SandboxWarmPool{}, handler.EnqueueRequestsFromMapFunc(r.unboundClaimsOfPool),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&extv1beta1.SandboxTemplate{}, handler.EnqueueRequestsFromMapFunc(r.unboundClaimsOfTemplate),
@@ -201,6 +205,7 @@ func (r *claimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if err != nil && !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
 		r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonReconcilerError, err.Error())
 	}
+	r.announceLoss(step, old)
 	start := r.Clock.Now()
 	if wrote, werr := patchStatus(ctx, r.Client, old, claim, func(c *extv1beta1.SandboxClaim) any { return c.Status }); werr != nil {
 		return quiet(result, errors.Join(err, fmt.Errorf("patching claim status: %w", werr)))
@@ -221,6 +226,7 @@ func (r *claimReconciler) forget(nn types.NamespacedName) {
 	r.mu.Unlock()
 	r.expected.forget(nn)
 	r.Index.StopWaiting(nn)
+	r.losses.forget(nn)
 }
 
 // memory returns what the controller remembers of claim, starting afresh for a new claim.
@@ -263,13 +269,18 @@ func (r *claimReconciler) reconcile(ctx context.Context, s *claimStep) (ctrl.Res
 		}
 		if reported {
 			r.mirror(claim, sb)
+			if r.reportLoss(s, sb, true) {
+				return requeueWithin(result, lossRecordedRequeue), nil
+			}
 			if err := r.labelTemplateUID(ctx, sb, s.mem.template); err != nil {
 				return result, err
 			}
 			wait, err := r.recordSandboxName(ctx, s, sb)
 			return requeueWithin(result, wait), err
 		}
-		if wait, err := r.report(ctx, claim, sb); err != nil || wait > 0 {
+		wait, err := r.report(ctx, claim, sb)
+		r.reportLoss(s, sb, false)
+		if err != nil || wait > 0 {
 			return requeueWithin(result, wait), err
 		}
 		if (claim.Annotations[agentsv1beta1.AnnotationSandboxName] != sb.Name || s.mem.adopted != "") &&

@@ -3,6 +3,7 @@ package reconcilers
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
@@ -25,7 +26,8 @@ import (
 // wakes claims: the claim bound to a Sandbox whose readiness, IPs or existence changed, and
 // the longest-waiting claim when a member becomes available.
 type claimSandboxHandler struct {
-	index *warmIndex
+	index  *warmIndex
+	losses *seenLosses
 }
 
 func claimOf(obj client.Object) (types.NamespacedName, bool) {
@@ -60,6 +62,13 @@ func (h *claimSandboxHandler) Update(_ context.Context, e event.TypedUpdateEvent
 		return
 	}
 	h.observe(cur, q)
+	if c := meta.FindStatusCondition(cur.Status.Conditions, agentsv1beta1.ConditionReady); c != nil && c.Reason == agentsv1beta1.ReasonPodLost {
+		// Kept until the claim reports it: by the time the claim looks, the Sandbox may be
+		// Ready again on the replacement (claimReconciler.reportLoss).
+		if claim, ok := claimOf(cur); ok {
+			h.losses.record(claim, seenLoss{sandbox: cur.Name, message: c.Message})
+		}
+	}
 	if claimView(old) == claimView(cur) {
 		return
 	}
@@ -119,4 +128,47 @@ func (r *claimReconciler) unboundClaimsOfTemplate(ctx context.Context, obj clien
 		reqs = append(reqs, r.unboundClaimsOfPool(ctx, &pools[i])...)
 	}
 	return reqs
+}
+
+// seenLoss is a lost pod a bound Sandbox reported: the Sandbox and its PodLost message.
+type seenLoss struct {
+	sandbox, message string
+}
+
+// seenLosses holds, per claim, the last lost pod its Sandbox reported, from the Sandbox watch
+// (which delivers every update, where the cache keeps only the latest) until the claim's
+// status reported it. It is memory: a restart in between forgets it, as it forgets events.
+type seenLosses struct {
+	mu sync.Mutex
+	m  map[types.NamespacedName]seenLoss
+}
+
+func newSeenLosses() *seenLosses { return &seenLosses{m: map[types.NamespacedName]seenLoss{}} }
+
+func (s *seenLosses) record(claim types.NamespacedName, l seenLoss) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m[claim] = l
+}
+
+func (s *seenLosses) get(claim types.NamespacedName) (seenLoss, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.m[claim]
+	return l, ok
+}
+
+// clear forgets the claim's loss if it is still l (a later one is kept).
+func (s *seenLosses) clear(claim types.NamespacedName, l seenLoss) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m[claim] == l {
+		delete(s.m, claim)
+	}
+}
+
+func (s *seenLosses) forget(claim types.NamespacedName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, claim)
 }

@@ -30,6 +30,10 @@ func (r *claimReconciler) mirror(claim *extv1beta1.SandboxClaim, sb *agentsv1bet
 		r.setReady(claim, metav1.ConditionTrue, ready.Reason, ready.Message)
 	case ready != nil && ready.Reason == agentsv1beta1.ReasonSandboxExpired:
 		r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonSandboxExpired, ready.Message)
+	case ready != nil && ready.Reason == agentsv1beta1.ReasonPodLost:
+		// The agent's processes and memory are gone: the claim's user is told so, in the
+		// Sandbox's words, not with a SandboxNotReady that a slow start also gives.
+		r.setReady(claim, metav1.ConditionFalse, agentsv1beta1.ReasonPodLost, ready.Message)
 	case ready != nil && ready.Message != "":
 		r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonSandboxNotReady, ready.Message)
 	default:
@@ -82,6 +86,39 @@ func (r *claimReconciler) report(ctx context.Context, claim *extv1beta1.SandboxC
 	}
 	r.Metrics.claimPhase(PhaseRoute, r.Clock.Since(start))
 	return 0, nil
+}
+
+// reportLoss makes sure the claim reports a lost pod of its Sandbox that the Sandbox watch
+// delivered (seenLosses), even when the Sandbox was Ready again before this claim looked (its
+// replacement pod can be Ready within milliseconds, and claims wait in their queue behind a
+// burst): a claim reported Ready before the loss goes Ready=False PodLost first, and the
+// caller requeues it at once to mirror the Sandbox's Ready=True, as the Sandbox's watchers
+// saw it. It reports whether it did. The loss is forgotten once the claim's status is
+// written, whatever it shows. wasReady says the claim was reported Ready when the reconcile
+// began.
+func (r *claimReconciler) reportLoss(s *claimStep, sb *agentsv1beta1.Sandbox, wasReady bool) bool {
+	nn := client.ObjectKeyFromObject(s.claim)
+	seen, ok := r.losses.get(nn)
+	if !ok {
+		return false
+	}
+	s.event(func() { r.losses.clear(nn, seen) })
+	if !wasReady || seen.sandbox != sb.Name || !meta.IsStatusConditionTrue(s.claim.Status.Conditions, agentsv1beta1.ConditionReady) {
+		return false // the claim shows the loss (mirror), or another reason it is not Ready
+	}
+	r.setReady(s.claim, metav1.ConditionFalse, agentsv1beta1.ReasonPodLost, seen.message)
+	return true
+}
+
+// announceLoss sends the claim's PodLost Warning event when its status is about to report a
+// loss it did not report before (old is the claim as the reconcile found it).
+func (r *claimReconciler) announceLoss(s *claimStep, old *extv1beta1.SandboxClaim) {
+	now := meta.FindStatusCondition(s.claim.Status.Conditions, agentsv1beta1.ConditionReady)
+	before := meta.FindStatusCondition(old.Status.Conditions, agentsv1beta1.ConditionReady)
+	if now == nil || now.Reason != agentsv1beta1.ReasonPodLost || (before != nil && before.Reason == agentsv1beta1.ReasonPodLost) {
+		return
+	}
+	r.eventf(s, corev1.EventTypeWarning, eventPodLost, "Report", "Sandbox %s lost its pod: %s", s.claim.Status.Sandbox.Name, now.Message)
 }
 
 // setReady sets the claim's Ready condition, keeping its transition time when the status

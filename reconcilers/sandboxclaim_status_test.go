@@ -15,6 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
@@ -48,6 +49,10 @@ func TestMirror(t *testing.T) {
 		"expired": {
 			sandbox:    withReady(metav1.ConditionFalse, agentsv1beta1.ReasonSandboxExpired, "gone"),
 			wantStatus: metav1.ConditionFalse, wantReason: extv1beta1.ReasonSandboxExpired, wantMsg: "gone",
+		},
+		"its pod lost: the Sandbox's reason and words": {
+			sandbox:    withReady(metav1.ConditionFalse, agentsv1beta1.ReasonPodLost, "Pod sb (uid u1) was deleted; creating its replacement"),
+			wantStatus: metav1.ConditionFalse, wantReason: agentsv1beta1.ReasonPodLost, wantMsg: "Pod sb (uid u1) was deleted; creating its replacement",
 		},
 		"no status yet": {
 			sandbox:    builders.MakeSandbox("sb", "ns").Obj(),
@@ -285,5 +290,134 @@ func TestSteadyClaimsDoNotHoldBookkeepingForEver(t *testing.T) {
 	reconcileClaim(t, r)
 	if got := getClaim(t, a).Annotations[agentsv1beta1.AnnotationSandboxName]; got != sb.Name {
 		t.Errorf("3s after Ready, claims still arriving: sandbox-name is %q, want %s", got, sb.Name)
+	}
+}
+
+// boundToReadySandbox is claim "c" reported Ready on its Sandbox "m", whose status is
+// sandboxReady, with the pod "m" carrying the claim's labels.
+func boundToReadySandbox(t *testing.T, sandboxReady metav1.Condition) (*fakeAPI, *claimReconciler) {
+	t.Helper()
+	tmpl, pool := testTemplate(), testPool(1)
+	c := claim(func(w *builders.ClaimWrapper) {
+		w.Annotation(agentsv1beta1.AnnotationSandboxName, "m").StatusSandbox("m")
+	})
+	sb := readyMember(pool, tmpl, "m", "10.0.0.1")
+	sb.Annotations[agentsv1beta1.AnnotationPodName] = "m"
+	sb.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(c, extv1beta1.GroupVersion.WithKind(policy.ClaimKind.Kind))}
+	delete(sb.Labels, agentsv1beta1.LabelWarmPoolSandbox)
+	delete(sb.Annotations, AnnotationSafeToEvict)
+	sb.Labels[agentsv1beta1.LabelClaimUID] = string(c.UID)
+	sb.Status.Conditions = []metav1.Condition{sandboxReady}
+	c.Status.Sandbox.PodIPs = sb.Status.PodIPs
+	c.Status.Conditions = []metav1.Condition{{
+		Type: agentsv1beta1.ConditionReady, Status: metav1.ConditionTrue, ObservedGeneration: c.Generation,
+		Reason: agentsv1beta1.ReasonDependenciesReady, Message: agentsv1beta1.MessagePodReady, LastTransitionTime: metav1.NewTime(planNow.Add(-time.Minute)),
+	}}
+	a := newFakeAPI(t, tmpl, pool, c, sb, podOf(sb))
+	r := newClaimReconciler(t, a, clocktesting.NewFakeClock(planNow))
+	observeSandboxes(t, a, r.Index)
+	return a, r
+}
+
+func setSandboxReady(t *testing.T, a *fakeAPI, ready metav1.Condition) *agentsv1beta1.Sandbox {
+	t.Helper()
+	sb := &agentsv1beta1.Sandbox{}
+	if err := a.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "m"}, sb); err != nil {
+		t.Fatal(err)
+	}
+	sb.Status.Conditions = []metav1.Condition{ready}
+	if err := a.Status().Update(context.Background(), sb); err != nil {
+		t.Fatal(err)
+	}
+	a.Journal()
+	return sb
+}
+
+func claimReady(t *testing.T, a *fakeAPI) [3]string {
+	t.Helper()
+	c := meta.FindStatusCondition(getClaim(t, a).Status.Conditions, agentsv1beta1.ConditionReady)
+	if c == nil {
+		t.Fatal("the claim has no Ready condition")
+	}
+	return [3]string{string(c.Status), c.Reason, c.Message}
+}
+
+var (
+	sandboxReadyTrue = metav1.Condition{Type: agentsv1beta1.ConditionReady, Status: metav1.ConditionTrue,
+		Reason: agentsv1beta1.ReasonDependenciesReady, Message: agentsv1beta1.MessagePodReady, LastTransitionTime: metav1.NewTime(planNow)}
+	sandboxPodLost = metav1.Condition{Type: agentsv1beta1.ConditionReady, Status: metav1.ConditionFalse,
+		Reason: agentsv1beta1.ReasonPodLost, Message: "Pod m (uid u1) was deleted; creating its replacement", LastTransitionTime: metav1.NewTime(planNow)}
+)
+
+// TestClaimReportsItsSandboxsLostPod: a bound claim's Ready goes False with the Sandbox's
+// PodLost reason and message while the Sandbox reports the loss, with a Warning event, once;
+// and True again when the Sandbox is Ready on its replacement.
+func TestClaimReportsItsSandboxsLostPod(t *testing.T) {
+	a, r := boundToReadySandbox(t, sandboxPodLost)
+
+	reconcileClaim(t, r)
+	if diff := cmp.Diff([]string{"patch SandboxClaim/c/status", "event Warning PodLost SandboxClaim/c"}, a.Journal()); diff != "" {
+		t.Errorf("writes and events (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([3]string{"False", agentsv1beta1.ReasonPodLost, sandboxPodLost.Message}, claimReady(t, a)); diff != "" {
+		t.Errorf("claim Ready (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"Sandbox m lost its pod: " + sandboxPodLost.Message}, a.Notes()); diff != "" {
+		t.Errorf("event notes (-want +got):\n%s", diff)
+	}
+	reconcileClaim(t, r)
+	if w := a.Journal(); len(w) != 0 {
+		t.Errorf("the loss reported: the next reconcile wrote %v", w)
+	}
+
+	setSandboxReady(t, a, sandboxReadyTrue)
+	reconcileClaim(t, r)
+	if diff := cmp.Diff([]string{"patch SandboxClaim/c/status"}, a.Journal()); diff != "" {
+		t.Errorf("Ready again: writes and events (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([3]string{"True", agentsv1beta1.ReasonDependenciesReady, agentsv1beta1.MessagePodReady}, claimReady(t, a)); diff != "" {
+		t.Errorf("claim Ready (-want +got):\n%s", diff)
+	}
+}
+
+// TestClaimReportsALossItsSandboxRecoveredFrom: the Sandbox watch delivered the Sandbox's
+// PodLost, but by the time the claim looks the Sandbox is Ready again on its replacement (a
+// kubelet that starts pods in milliseconds, a claim queue behind a burst): the claim still
+// goes Ready=False PodLost first, then Ready=True in the reconcile that follows at once, as
+// the Sandbox's watchers saw it; and it does so once.
+func TestClaimReportsALossItsSandboxRecoveredFrom(t *testing.T) {
+	a, r := boundToReadySandbox(t, sandboxReadyTrue)
+	h := &claimSandboxHandler{index: r.Index, losses: r.losses}
+	q := newPodQueue()
+	ready := setSandboxReady(t, a, sandboxReadyTrue)
+	lost := ready.DeepCopy()
+	lost.Status.Conditions = []metav1.Condition{sandboxPodLost}
+	h.Update(context.Background(), event.TypedUpdateEvent[client.Object]{ObjectOld: ready, ObjectNew: lost}, q)
+	h.Update(context.Background(), event.TypedUpdateEvent[client.Object]{ObjectOld: lost, ObjectNew: ready}, q)
+	if q.Len() != 1 {
+		t.Errorf("%d claims woken, want c", q.Len())
+	}
+
+	res := reconcileClaim(t, r)
+	if diff := cmp.Diff([]string{"patch SandboxClaim/c/status", "event Warning PodLost SandboxClaim/c"}, a.Journal()); diff != "" {
+		t.Errorf("writes and events (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([3]string{"False", agentsv1beta1.ReasonPodLost, sandboxPodLost.Message}, claimReady(t, a)); diff != "" {
+		t.Errorf("claim Ready (-want +got):\n%s", diff)
+	}
+	if res.RequeueAfter != lossRecordedRequeue {
+		t.Errorf("requeue after %s, want %s", res.RequeueAfter, lossRecordedRequeue)
+	}
+
+	reconcileClaim(t, r)
+	if diff := cmp.Diff([]string{"patch SandboxClaim/c/status"}, a.Journal()); diff != "" {
+		t.Errorf("the next reconcile: writes and events (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([3]string{"True", agentsv1beta1.ReasonDependenciesReady, agentsv1beta1.MessagePodReady}, claimReady(t, a)); diff != "" {
+		t.Errorf("claim Ready (-want +got):\n%s", diff)
+	}
+	reconcileClaim(t, r)
+	if w := a.Journal(); len(w) != 0 {
+		t.Errorf("the loss reported once: the next reconcile wrote %v", w)
 	}
 }
