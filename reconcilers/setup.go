@@ -121,6 +121,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	if err := sandboxes.SetupWithManager(mgr, controller.Options{
 		MaxConcurrentReconciles: cfg.SandboxWorkers,
 		SkipNameValidation:      &cfg.SkipNameValidation,
+		RateLimiter:             newRetryLimiter(),
 	}); err != nil {
 		return fmt.Errorf("setting up the sandbox controller: %w", err)
 	}
@@ -134,7 +135,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 // controllers.
 func setupExtensions(mgr ctrl.Manager, cfg Config, activity *poolActivity) error {
 	options := func(workers int) controller.Options {
-		return controller.Options{MaxConcurrentReconciles: max(workers, 1), SkipNameValidation: &cfg.SkipNameValidation}
+		return controller.Options{MaxConcurrentReconciles: max(workers, 1), SkipNameValidation: &cfg.SkipNameValidation, RateLimiter: newRetryLimiter()}
 	}
 	templates := &templateReconciler{Client: mgr.GetClient(), Metrics: cfg.Metrics, Clock: cfg.Clock}
 	templateWorkers := cfg.TemplateWorkers
