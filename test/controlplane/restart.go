@@ -22,6 +22,9 @@ const (
 	apiServerStopTimeout = 30 * time.Second
 	// apiServerReadyTimeout bounds the wait for /readyz after a restart when ctx does not.
 	apiServerReadyTimeout = 60 * time.Second
+	// apiServerRestartTimeout is how long envtest waits for a restarted API server to answer
+	// its health check before it gives up and kills it.
+	apiServerRestartTimeout = 2 * time.Minute
 )
 
 // envtestProcess is a process envtest runs (etcd, kube-apiserver). envtest keeps its handle
@@ -207,6 +210,10 @@ func (c *Cluster) cycleAPIServer(ctx context.Context, sig syscall.Signal) (stopp
 		sig, stopped.Format(time.RFC3339Nano))
 	// The first start's log file is closed by now.
 	api.Out, api.Err = log, log
+	// envtest gives a start 20 s and then kills the process: a restart on a busy machine,
+	// with every client re-listing at once, took longer (the fault soak saw /readyz after
+	// 5 s of a 20 s start on a loaded 2-core machine, then the kill).
+	api.StartTimeout = apiServerRestartTimeout
 	if err := api.Start(); err != nil {
 		return stopped, fmt.Errorf("start it again: %w; %s ends:\n%s", err, logPath, tail(logPath, 15))
 	}

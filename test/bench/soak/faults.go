@@ -56,6 +56,28 @@ func (in *injector) waitForLeader(ctx context.Context) (*replica, error) {
 	}
 }
 
+// waitForTakeOver waits, while frozen is stopped, until another replica leads: a follower
+// takes the Lease over only after it has seen no renewal for the Lease's duration, counted
+// from when it last looked (every retry period, with jitter), so a fixed freeze a little past
+// the Lease may end before anyone took over.
+func (in *injector) waitForTakeOver(ctx context.Context, frozen *replica) (time.Duration, error) {
+	start := time.Now()
+	deadline := start.Add(3 * leaseDuration)
+	for {
+		for _, r := range in.e.replicas {
+			if r != frozen && r.leads(ctx) {
+				return time.Since(start), nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return time.Since(start), fmt.Errorf("no other replica took the Lease over within %s of freezing replica %s", 3*leaseDuration, frozen.name)
+		}
+		if err := sleep(ctx, 200*time.Millisecond); err != nil {
+			return time.Since(start), err
+		}
+	}
+}
+
 func sleep(ctx context.Context, d time.Duration) error {
 	select {
 	case <-ctx.Done():
@@ -83,9 +105,12 @@ func (in *injector) inject(ctx context.Context, p plannedFault) (check.Fault, er
 		if r, err = in.waitForLeader(ctx); err == nil {
 			f.Start = time.Now()
 			if err = r.signal(syscall.SIGSTOP); err == nil {
-				err = errors.Join(sleep(ctx, p.hold), r.signal(syscall.SIGCONT))
+				var took time.Duration
+				took, err = in.waitForTakeOver(ctx, r)
+				err = errors.Join(err, sleep(ctx, p.hold), r.signal(syscall.SIGCONT))
+				f.Detail = fmt.Sprintf("SIGSTOP to the leader, replica %s; another replica led %s later; SIGCONT %s after that",
+					r.name, took.Round(100*time.Millisecond), p.hold.Round(100*time.Millisecond))
 			}
-			f.Detail = fmt.Sprintf("SIGSTOP to the leader, replica %s, for %s, then SIGCONT", r.name, p.hold.Round(100*time.Millisecond))
 		}
 	case FaultAPIServerRestart:
 		how, restart := "SIGTERM", in.e.cluster.RestartAPIServer

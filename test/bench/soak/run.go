@@ -47,6 +47,9 @@ type Result struct {
 	// Settled says whether the system settled within SettleTimeout, and how long it took.
 	Settled    bool
 	SettleTook time.Duration
+	// NotServed counts the claims the load generator created that did not become Ready
+	// within ReadyTimeout (it deleted them then).
+	NotServed int
 	// AuditEvents is the number of audit events read; AuditLog its path (kept with KeepLogs).
 	AuditEvents int
 	AuditLog    string
@@ -56,7 +59,7 @@ type Result struct {
 
 // OK reports whether the soak proved every invariant and injected every planned fault.
 func (r *Result) OK() bool {
-	return r.Report.OK() && r.Settled && r.Skipped == 0 && len(r.FaultErrors) == 0
+	return r.Report.OK() && r.Settled && r.NotServed == 0 && r.Skipped == 0 && len(r.FaultErrors) == 0
 }
 
 func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x5eed)) }
@@ -180,6 +183,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		res.FencedWrites[r.name] = countFenced(r.logPath)
 	}
 	res.Changes = in.changes
+	res.NotServed = int(gen.notServed.Load())
 	// The audit log is written before each request is answered: everything is in it.
 	audit, err := readAudit(e.cluster.AuditLogPath())
 	if err != nil {
@@ -361,6 +365,7 @@ func (r *Result) WriteText(w io.Writer) error {
 	cl := rep.Claims
 	fmt.Fprintf(&b, "claims: %d requested, %d created, %d served (Ready), %d deleted, %d refused at admission; %d admitted in the audit log\n",
 		cl.Requested, cl.Created, cl.Served, cl.Deleted, cl.Refused, cl.Admitted)
+	fmt.Fprintf(&b, "claims not Ready within %s of their creation: %d\n", r.Options.ReadyTimeout, r.NotServed)
 	fmt.Fprintf(&b, "claim latency (created → Ready): outside faults p50 %s p99 %s (%d claims); during faults p50 %s p99 %s (%d claims)\n",
 		ms(rep.LatencyOutsideFaults.P50), ms(rep.LatencyOutsideFaults.P99), rep.LatencyOutsideFaults.Count,
 		ms(rep.LatencyInFaults.P50), ms(rep.LatencyInFaults.P99), rep.LatencyInFaults.Count)

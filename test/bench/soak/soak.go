@@ -51,7 +51,7 @@ type Options struct {
 	FaultsPerKind int
 	// PauseMin and PauseMax bound the pause before each fault; HoldMin and HoldMax how long
 	// a fault that lasts (webhook unreachable, slow API) lasts. A frozen leader stays frozen
-	// for its Lease's duration and 2–8 s more.
+	// until another replica has taken its Lease over, and 1–5 s more.
 	PauseMin, PauseMax time.Duration
 	HoldMin, HoldMax   time.Duration
 	// Nodes is the number of simulated Nodes.
@@ -178,8 +178,8 @@ type plannedFault struct {
 }
 
 // schedule is the seed's fault schedule: every kind FaultsPerKind times in a shuffled order,
-// PauseMin–PauseMax apart, faults that last holding HoldMin–HoldMax (a frozen leader its Lease
-// and 2–8 s more).
+// PauseMin–PauseMax apart, faults that last holding HoldMin–HoldMax (a frozen leader until
+// another replica took over, and 1–5 s more).
 func (o Options) schedule() []plannedFault {
 	kinds := o.Faults
 	if len(kinds) == 0 {
@@ -199,7 +199,8 @@ func (o Options) schedule() []plannedFault {
 		p.pick = rng.Uint64()
 		switch p.kind {
 		case FaultLeaderFreeze:
-			p.hold = leaseDuration + 2*time.Second + time.Duration(rng.Int64N(int64(6*time.Second)))
+			// How long the frozen leader stays stopped after another replica took over.
+			p.hold = time.Second + time.Duration(rng.Int64N(int64(4*time.Second)))
 		case FaultWebhookDown, FaultSlowAPI:
 			p.hold = o.HoldMin + time.Duration(rng.Int64N(int64(o.HoldMax-o.HoldMin)+1))
 		}

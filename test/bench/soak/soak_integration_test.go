@@ -42,6 +42,9 @@ func TestShortSoakLosesNothing(t *testing.T) {
 	if res.Skipped > 0 || len(res.FaultErrors) > 0 {
 		t.Errorf("%d faults skipped, injection errors %v", res.Skipped, res.FaultErrors)
 	}
+	if res.NotServed > 0 {
+		t.Errorf("%d claims not Ready within %s", res.NotServed, o.ReadyTimeout)
+	}
 	if !res.Settled {
 		t.Error("the system did not settle after the load")
 	}
