@@ -118,11 +118,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	if cfg.ScopedChildCaches {
 		sandboxes.uncachedChildren = mgr.GetAPIReader()
 	}
-	if err := sandboxes.SetupWithManager(mgr, controller.Options{
+	if err := sandboxes.SetupWithManager(mgr, queueOptions(controller.Options{
 		MaxConcurrentReconciles: cfg.SandboxWorkers,
 		SkipNameValidation:      &cfg.SkipNameValidation,
-		RateLimiter:             newRetryLimiter(),
-	}); err != nil {
+	})); err != nil {
 		return fmt.Errorf("setting up the sandbox controller: %w", err)
 	}
 	if cfg.Extensions {
@@ -135,7 +134,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 // controllers.
 func setupExtensions(mgr ctrl.Manager, cfg Config, activity *poolActivity) error {
 	options := func(workers int) controller.Options {
-		return controller.Options{MaxConcurrentReconciles: max(workers, 1), SkipNameValidation: &cfg.SkipNameValidation, RateLimiter: newRetryLimiter()}
+		return queueOptions(controller.Options{MaxConcurrentReconciles: max(workers, 1), SkipNameValidation: &cfg.SkipNameValidation})
 	}
 	templates := &templateReconciler{Client: mgr.GetClient(), Metrics: cfg.Metrics, Clock: cfg.Clock}
 	templateWorkers := cfg.TemplateWorkers
