@@ -97,8 +97,16 @@ func (in *injector) inject(ctx context.Context, p plannedFault) (check.Fault, er
 		var r *replica
 		if r, err = in.waitForLeader(ctx); err == nil {
 			f.Start = time.Now()
-			err = r.signal(syscall.SIGKILL)
-			f.Detail = "SIGKILL to the leader, replica " + r.name
+			if err = r.signal(syscall.SIGKILL); err == nil {
+				// Cleared when a replica leads again: the other one once the Lease expired,
+				// or the killed one, restarted, if it wins the Lease first.
+				var lead *replica
+				lead, err = in.waitForLeader(ctx)
+				if err == nil {
+					f.End = time.Now()
+					f.Detail = fmt.Sprintf("SIGKILL to the leader, replica %s; replica %s led %s later", r.name, lead.name, f.End.Sub(f.Start).Round(100*time.Millisecond))
+				}
+			}
 		}
 	case FaultLeaderFreeze:
 		var r *replica

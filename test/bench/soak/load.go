@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -142,6 +143,8 @@ type loadGen struct {
 	wg      sync.WaitGroup
 
 	created, ready, deleted, refused, failed, notServed atomic.Int64
+	// unknownCreates counts creates that got no answer but had created the claim.
+	unknownCreates atomic.Int64
 }
 
 // snapshot copies the records.
@@ -198,15 +201,25 @@ func (g *loadGen) live(ctx context.Context, rec *check.ClaimRecord, lifetime tim
 	createCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	err := g.c.Create(createCtx, claim)
 	cancel()
+	code := 0
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		code = int(status.Status().Code)
+	}
+	if err != nil && (code == 0 || code == http.StatusGatewayTimeout) {
+		// No answer (the API server restarting, a timeout): the claim may exist. A client
+		// looks before it creates again; so does the load generator, and lives the claim's
+		// life if it does.
+		if found := g.lookUp(ctx, claim); found {
+			g.unknownCreates.Add(1)
+			err = nil
+		}
+	}
 	done := time.Now()
 	g.mu.Lock()
 	rec.Requested = requested
 	if err != nil {
-		rec.CreateErr = err.Error()
-		var status apierrors.APIStatus
-		if errors.As(err, &status) {
-			rec.CreateCode = int(status.Status().Code)
-		}
+		rec.CreateErr, rec.CreateCode = err.Error(), code
 	} else {
 		rec.UID, rec.Created = claim.UID, done
 	}
@@ -267,11 +280,23 @@ func (g *loadGen) live(ctx context.Context, rec *check.ClaimRecord, lifetime tim
 	g.deleted.Add(1)
 }
 
+// lookUp reads claim (by name) until the API server answers, and reports whether it exists;
+// claim is filled in when it does.
+func (g *loadGen) lookUp(ctx context.Context, claim *extv1beta1.SandboxClaim) bool {
+	var found extv1beta1.SandboxClaim
+	err := retry(ctx, 2*time.Minute, func() error { return g.c.Get(ctx, client.ObjectKeyFromObject(claim), &found) })
+	if err != nil {
+		return false
+	}
+	found.DeepCopyInto(claim)
+	return true
+}
+
 // progress is a one-line account of the load.
 func (g *loadGen) progress() string {
 	g.mu.Lock()
 	sent := len(g.records)
 	g.mu.Unlock()
-	return fmt.Sprintf("%d sent, %d created, %d Ready, %d deleted, %d refused, %d failed, %d not served",
-		sent, g.created.Load(), g.ready.Load(), g.deleted.Load(), g.refused.Load(), g.failed.Load(), g.notServed.Load())
+	return fmt.Sprintf("%d sent, %d created (%d of them unanswered), %d Ready, %d deleted, %d refused, %d failed, %d not served",
+		sent, g.created.Load(), g.unknownCreates.Load(), g.ready.Load(), g.deleted.Load(), g.refused.Load(), g.failed.Load(), g.notServed.Load())
 }

@@ -239,13 +239,19 @@ func countFenced(path string) int {
 // settle waits until every pool has its replicas, all ready, and no Sandbox is left bound
 // to a claim (the load deleted every claim it created).
 func settle(ctx context.Context, c client.Client, o Options, logf func(string, ...any)) bool {
-	deadline := time.Now().Add(o.SettleTimeout)
+	start := time.Now()
+	deadline := start.Add(o.SettleTimeout)
+	lastLog := start
 	var why string
 	for {
 		why = unsettled(ctx, c)
 		if why == "" {
-			logf("settled")
+			logf("settled after %s", time.Since(start).Round(time.Second))
 			return true
+		}
+		if time.Since(lastLog) >= 15*time.Second {
+			logf("settling: %s", why)
+			lastLog = time.Now()
 		}
 		if time.Now().After(deadline) {
 			logf("not settled within %s: %s", o.SettleTimeout, why)
