@@ -388,6 +388,7 @@ func (r *Result) WriteText(w io.Writer) error {
 	for _, e := range r.FaultErrors {
 		fmt.Fprintf(&b, "  failed to inject: %s\n", e)
 	}
+	fmt.Fprintf(&b, "recovery times (every fault): %s\n", histogram(rep.Recovery))
 	fmt.Fprintf(&b, "replicas: restarts %s; writes held back by the lease fence %s\n", counts(r.Restarts), counts(r.FencedWrites))
 	fmt.Fprintf(&b, "settled: %v after %s; audit events read: %d\n", r.Settled, r.SettleTook.Round(time.Second), r.AuditEvents)
 	inv := func(names ...string) int {
@@ -415,6 +416,32 @@ func (r *Result) WriteText(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// recoveryBuckets are the upper bounds of the recovery histogram's buckets.
+var recoveryBuckets = []time.Duration{time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second, time.Minute, 2 * time.Minute}
+
+// histogram counts the recovery times of every fault kind by bucket.
+func histogram(byKind map[string][]time.Duration) string {
+	counts := make([]int, len(recoveryBuckets)+1)
+	for _, ds := range byKind {
+		for _, d := range ds {
+			i := 0
+			for i < len(recoveryBuckets) && d > recoveryBuckets[i] {
+				i++
+			}
+			counts[i]++
+		}
+	}
+	parts := make([]string, 0, len(counts))
+	for i, n := range counts {
+		label := "> " + recoveryBuckets[len(recoveryBuckets)-1].String()
+		if i < len(recoveryBuckets) {
+			label = "≤ " + recoveryBuckets[i].String()
+		}
+		parts = append(parts, fmt.Sprintf("%s: %d", label, n))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func ms(d time.Duration) string {

@@ -67,3 +67,14 @@ func TestOptionsAreValidated(t *testing.T) {
 		}
 	}
 }
+
+func TestRecoveryHistogramCountsEveryFaultInItsBucket(t *testing.T) {
+	got := histogram(map[string][]time.Duration{
+		FaultLeaderKill: {0, 900 * time.Millisecond, 17 * time.Second},
+		FaultSlowAPI:    {5 * time.Second, 3 * time.Minute},
+	})
+	want := "≤ 1s: 2, ≤ 5s: 1, ≤ 10s: 0, ≤ 30s: 1, ≤ 1m0s: 0, ≤ 2m0s: 0, > 2m0s: 1"
+	if got != want {
+		t.Errorf("histogram %q, want %q", got, want)
+	}
+}
