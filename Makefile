@@ -162,7 +162,7 @@ bench: tools ## Run the load scenarios, each against its floor, and write docs/p
 	$(BIN)/sandgate-bench --scenarios $(SCENARIOS) --out docs/performance.md --results-dir $(BIN)/bench $(ARGS)
 
 .PHONY: soak
-soak: tools ## Fault soak: two replicas, 20 claims/s for 10 minutes, every fault 3 times, then the checker (ARGS=--short, --seed N, --faults ..., see --help).
+soak: tools ## Fault soak: two replicas, 8 claims/s for 10 minutes, every fault 3 times, then the checker (ARGS=--short, --seed N, --faults ..., see --help).
 	go build -o $(BIN)/sandgate-soak ./cmd/sandgate-soak
 	$(BIN)/sandgate-soak $(ARGS)
 

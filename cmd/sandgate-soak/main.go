@@ -4,7 +4,7 @@
 // the API server's audit log and the final state that no claim was lost, no Sandbox bound
 // twice, nothing leaked and no stale leader wrote.
 //
-//	go run ./cmd/sandgate-soak                                  # 20 claims/s for 10 minutes, every fault 3 times
+//	go run ./cmd/sandgate-soak                                  # 8 claims/s for 10 minutes, every fault 3 times
 //	go run ./cmd/sandgate-soak --short                          # every fault once in about 2.5 minutes
 //	go run ./cmd/sandgate-soak --faults leader-freeze --faults-per-kind 5 --duration 5m
 //
