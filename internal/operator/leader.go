@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/sandgate-dev/sandgate/api"
 )
@@ -228,6 +229,9 @@ func newFencedLeaseLock(cfg *rest.Config, namespace string, timings LeaderElecti
 		return nil, fmt.Errorf("leader election identity: %w", err)
 	}
 	id := host + "_" + string(uuid.NewUUID())
+	// The Lease names its holder by this identity only: logged, it says which process led
+	// when (a restart gets a new one).
+	ctrl.Log.WithName("leader-election").Info("leader election identity", "identity", id, "lease", namespace+"/"+LeaderElectionID)
 	cfg = rest.AddUserAgent(rest.CopyConfig(cfg), "leader-election")
 	// One hung request must not cost the Lease: half the renew deadline, as controller-runtime.
 	cfg.Timeout = max(timings.RenewDeadline/2, time.Second)

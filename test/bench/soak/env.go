@@ -11,12 +11,15 @@ import (
 	"strconv"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/sandgate-dev/sandgate/certs"
+	"github.com/sandgate-dev/sandgate/internal/operator"
 	"github.com/sandgate-dev/sandgate/test/bench/harness"
 	"github.com/sandgate-dev/sandgate/test/bench/soak/check"
 	"github.com/sandgate-dev/sandgate/test/bench/soak/netfault"
@@ -38,6 +41,7 @@ type env struct {
 	certDir  string
 	serial   *big.Int
 	replicas []*replica
+	clients  kubernetes.Interface
 	logf     func(string, ...any)
 }
 
@@ -71,6 +75,9 @@ func startEnv(ctx context.Context, o Options, logf func(string, ...any)) (_ *env
 	})
 	if err != nil {
 		return nil, fmt.Errorf("starting the local cluster: %w", err)
+	}
+	if e.clients, err = e.cluster.Clientset(); err != nil {
+		return nil, err
 	}
 	dir := filepath.Join(e.cluster.Dir, "soak")
 	e.certDir = filepath.Join(dir, "webhook-certs")
@@ -169,10 +176,26 @@ func (e *env) renewCertificate() error {
 	return nil
 }
 
-// leader returns the replica that says it leads, nil when none does.
+// leader returns the replica whose current process holds the Lease (its holder is that
+// process's identity and was renewed within the Lease's duration), nil when none does. The
+// replicas' own leader_election_master_status is no witness: a leader that was frozen and
+// woke up still reports 1 until it has noticed the loss and exited.
 func (e *env) leader(ctx context.Context) *replica {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	lease, err := e.clients.CoordinationV1().Leases(leaseNamespace).Get(ctx, operator.LeaderElectionID, metav1.GetOptions{})
+	if err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" || lease.Spec.RenewTime == nil {
+		return nil
+	}
+	duration := leaseDuration
+	if lease.Spec.LeaseDurationSeconds != nil {
+		duration = time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second
+	}
+	if time.Since(lease.Spec.RenewTime.Time) > duration {
+		return nil
+	}
 	for _, r := range e.replicas {
-		if r.leads(ctx) {
+		if r.identity() == *lease.Spec.HolderIdentity {
 			return r
 		}
 	}

@@ -64,10 +64,8 @@ func (in *injector) waitForTakeOver(ctx context.Context, frozen *replica) (time.
 	start := time.Now()
 	deadline := start.Add(3 * leaseDuration)
 	for {
-		for _, r := range in.e.replicas {
-			if r != frozen && r.leads(ctx) {
-				return time.Since(start), nil
-			}
+		if r := in.e.leader(ctx); r != nil && r != frozen {
+			return time.Since(start), nil
 		}
 		if time.Now().After(deadline) {
 			return time.Since(start), fmt.Errorf("no other replica took the Lease over within %s of freezing replica %s", 3*leaseDuration, frozen.name)

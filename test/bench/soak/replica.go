@@ -188,33 +188,27 @@ func httpOK(ctx context.Context, url string) bool {
 	return resp.StatusCode == http.StatusOK
 }
 
-// leads reports whether the replica says it holds the Lease: controller-runtime's
-// leader_election_master_status gauge is 1. A frozen or dead replica does not answer.
-func (r *replica) leads(ctx context.Context) bool {
-	r.mu.Lock()
-	frozen := r.frozen
-	r.mu.Unlock()
-	if frozen {
-		return false
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:"+strconv.Itoa(r.metricsPort)+"/metrics", nil)
+// identity returns the leader election identity the replica's current process logged ("" when
+// none yet): a restarted process has a new one, logged after the old ones in the same file.
+func (r *replica) identity() string {
+	f, err := os.Open(r.logPath)
 	if err != nil {
-		return false
+		return ""
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return false
-	}
-	defer func() { _ = resp.Body.Close() }()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
+	defer func() { _ = f.Close() }()
+	last := ""
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64*1024), 4*1024*1024)
 	for sc.Scan() {
 		line := sc.Text()
-		if strings.HasPrefix(line, "leader_election_master_status{") {
-			return strings.HasSuffix(strings.TrimSpace(line), " 1")
+		if !strings.Contains(line, `"leader election identity"`) {
+			continue
+		}
+		if _, rest, ok := strings.Cut(line, `"identity":"`); ok {
+			if id, _, ok := strings.Cut(rest, `"`); ok {
+				last = id
+			}
 		}
 	}
-	return false
+	return last
 }
