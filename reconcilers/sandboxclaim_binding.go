@@ -12,7 +12,12 @@ package reconcilers
 //     warm-pool label removed (and the claim's created-by and additional pod metadata, so
 //     that no second write is needed). 409 (the member changed: bound by someone else, or
 //     its pool deleted it), 403 (the binding guard refused: wrong hash, already bound, not
-//     the operator) or 404 → release it and pick the next one. The binding guard admits the
+//     the operator) or 404 → release it and pick the next one; but a 409 is first checked
+//     against the API server: an earlier bind of this claim that got no answer (a timeout, a
+//     cut connection, an API server killed between its write and its answer) may have been
+//     applied, here or by the leader before, and then the member is this claim's. A bind
+//     with no answer is remembered, and the next attempt reads that member before it binds
+//     anything else: a claim is never bound to two Sandboxes. The binding guard admits the
 //     patch only from the operator and only when the member's template hash equals the
 //     claim's stamp, whatever this process's cache says.
 //  3. Route: ONE merge patch of the member's pod with the binding's labels and the claim's
@@ -333,6 +338,17 @@ func (r *claimReconciler) createClaimSandbox(ctx context.Context, s *claimStep, 
 // bindWarm binds the claim to a ready member of key, trying members until one binds or none
 // is left. It returns the bound Sandbox as the API server returned it, or nil.
 func (r *claimReconciler) bindWarm(ctx context.Context, s *claimStep, pool *extv1beta1.SandboxWarmPool, key memberKey, template string) (*agentsv1beta1.Sandbox, error) {
+	if name := s.mem.uncertainBind; name != "" {
+		sb, err := r.boundByClaim(ctx, s, name)
+		if err != nil {
+			return nil, fmt.Errorf("reading sandbox %s, whose binding got no answer: %w", name, err)
+		}
+		s.mem.uncertainBind = ""
+		if sb != nil {
+			ctrl.LoggerFrom(ctx).Info("a binding that got no answer had been applied", "sandbox", klog.KObj(sb))
+			return r.boundWarm(ctx, s, sb, sb, template), nil
+		}
+	}
 	for {
 		member, ok := r.Index.Pick(key)
 		if !ok {
@@ -363,13 +379,24 @@ func (r *claimReconciler) bindWarm(ctx context.Context, s *claimStep, pool *extv
 			r.Metrics.claimPhase(PhaseBind, r.Clock.Since(start))
 			r.Index.Release(member, releaseBound)
 		case apierrors.IsConflict(err):
+			// The member changed since the cache showed it: bound to another claim, or to
+			// this one by an earlier attempt that got no answer (a restarted API server
+			// applies a write and dies before it answers), here or in the leader before.
+			if sb, rerr := r.boundByClaim(ctx, s, member.Name); rerr == nil && sb != nil {
+				r.Index.Release(member, releaseBound)
+				ctrl.LoggerFrom(ctx).Info("a conflicting binding was this claim's own", "sandbox", klog.KObj(sb))
+				return r.boundWarm(ctx, s, member, sb, template), nil
+			}
 			lost = bindLostConflict
 		case apierrors.IsForbidden(err):
 			lost = bindLostDenied
 		case apierrors.IsNotFound(err):
 			lost = bindLostGone
 		default:
+			// No answer: the binding may have been applied. The next attempt reads the
+			// member first, and binds nothing else meanwhile.
 			r.Index.Release(member, releaseRetry)
+			s.mem.uncertainBind = member.Name
 			return nil, fmt.Errorf("binding sandbox %s: %w", member.Name, err)
 		}
 		if lost != "" {
@@ -378,16 +405,39 @@ func (r *claimReconciler) bindWarm(ctx context.Context, s *claimStep, pool *extv
 			ctrl.LoggerFrom(ctx).V(1).Info("member not bound, trying the next one", "sandbox", klog.KObj(member), "reason", lost, "error", err.Error())
 			continue
 		}
-		r.expected.expect(client.ObjectKeyFromObject(s.claim), bindItem(bound.Name))
-		s.mem.launchType, s.mem.template = agentsv1beta1.LaunchTypeWarm, template
-		r.Metrics.warmHit()
-		r.Metrics.claimCreated(s.claim, template, agentsv1beta1.LaunchTypeWarm, servedPodCondition(member))
-		ctrl.LoggerFrom(ctx).V(1).Info("bound warm sandbox", "sandbox", klog.KObj(bound))
-		// The SandboxAdopted event is bookkeeping too: it is sent with the sandbox-name
-		// annotation, once claims pause (recordSandboxName), not on the claim's path.
-		s.mem.adopted = bound.Name
-		return bound, nil
+		return r.boundWarm(ctx, s, member, bound, template), nil
 	}
+}
+
+// boundByClaim reads the named Sandbox from the API server and returns it when it is bound
+// to the claim (controlled by it), nil when it is not or is gone.
+func (r *claimReconciler) boundByClaim(ctx context.Context, s *claimStep, name string) (*agentsv1beta1.Sandbox, error) {
+	sb := &agentsv1beta1.Sandbox{}
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.claim.Namespace, Name: name}, sb)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case policy.IsControlledBy(sb, policy.ClaimKind, s.claim.UID) && sb.DeletionTimestamp.IsZero():
+		return sb, nil
+	default:
+		return nil, nil
+	}
+}
+
+// boundWarm records that the claim is bound to the warm member (bound, as the API server
+// returned it) and returns bound.
+func (r *claimReconciler) boundWarm(ctx context.Context, s *claimStep, member, bound *agentsv1beta1.Sandbox, template string) *agentsv1beta1.Sandbox {
+	r.expected.expect(client.ObjectKeyFromObject(s.claim), bindItem(bound.Name))
+	s.mem.launchType, s.mem.template = agentsv1beta1.LaunchTypeWarm, template
+	r.Metrics.warmHit()
+	r.Metrics.claimCreated(s.claim, template, agentsv1beta1.LaunchTypeWarm, servedPodCondition(member))
+	ctrl.LoggerFrom(ctx).V(1).Info("bound warm sandbox", "sandbox", klog.KObj(bound))
+	// The SandboxAdopted event is bookkeeping too: it is sent with the sandbox-name
+	// annotation, once claims pause (recordSandboxName), not on the claim's path.
+	s.mem.adopted = bound.Name
+	return bound
 }
 
 // retireMember deletes a pool member that cannot be handed out, on condition that it is still

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -206,7 +208,7 @@ func TestBindWarm(t *testing.T) {
 			for _, name := range []string{"m1", "m2", "m3"} {
 				index.Observe(poolMember(name, memberHash, true, "1"))
 			}
-			r := &claimReconciler{Client: metrics.WrapClient(c), Metrics: metrics, Index: index}
+			r := &claimReconciler{Client: metrics.WrapClient(c), APIReader: c, Metrics: metrics, Index: index}
 			r.init()
 			step := &claimStep{claim: claim(), mem: &claimMemory{}}
 
@@ -396,5 +398,95 @@ func TestClaimsRefusedForMetadataWakeOnAllowlistChange(t *testing.T) {
 	want := []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "refused"}}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("woken claims (-want +got):\n%s", diff)
+	}
+}
+
+// answerLost applies the first n bind patches and loses their answers, as a kube-apiserver
+// killed between writing to etcd and answering does.
+type answerLost struct {
+	client.Client
+	n int
+}
+
+func (c *answerLost) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	if _, ok := bindPrecondition(obj, patch); !ok || c.n == 0 {
+		return c.Client.Patch(ctx, obj, patch, opts...)
+	}
+	c.n--
+	if err := c.Client.Patch(ctx, obj, patch, opts...); err != nil {
+		return err
+	}
+	return &url.Error{Op: "Patch", URL: "https://127.0.0.1:6443/apis/agents.x-k8s.io/v1beta1/namespaces/ns/sandboxes/" + obj.GetName(), Err: io.ErrUnexpectedEOF}
+}
+
+// boundTo lists the Sandboxes the claim controls on the API server.
+func boundTo(t *testing.T, a *fakeAPI, claimUID types.UID) []string {
+	t.Helper()
+	var list agentsv1beta1.SandboxList
+	if err := a.List(context.Background(), &list); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for i := range list.Items {
+		if policy.IsControlledBy(&list.Items[i], policy.ClaimKind, claimUID) {
+			names = append(names, list.Items[i].Name)
+		}
+	}
+	return names
+}
+
+// A bind patch that got no answer may have been applied (the soak saw it: the API server was
+// killed between the write and its answer). The claim is then bound to that member, and to
+// nothing else: the next attempt reads it first instead of binding another member.
+func TestBindWhoseAnswerWasLostIsFoundNotRepeated(t *testing.T) {
+	a := newFakeAPI(t, poolMember("m1", memberHash, true, "1"), poolMember("m2", memberHash, true, "1"), claim())
+	r := newClaimReconciler(t, a, clocktesting.NewFakeClock(planNow))
+	observeSandboxes(t, a, r.Index)
+	r.Client = &answerLost{Client: r.Client, n: 1}
+	step := &claimStep{claim: claim(), mem: &claimMemory{}}
+	pool := builders.MakePool("p", "ns", "tmpl").UID("pool-uid").Obj()
+
+	sb, err := r.bindWarm(context.Background(), step, pool, keyMember, "tmpl")
+	if err == nil || sb != nil {
+		t.Fatalf("first attempt: bound %v, error %v; want the lost answer's error", sb, err)
+	}
+	first := boundTo(t, a, step.claim.UID)
+	if len(first) != 1 {
+		t.Fatalf("the lost bind was not applied: bound to %v", first)
+	}
+	sb, err = r.bindWarm(context.Background(), step, pool, keyMember, "tmpl")
+	if err != nil || sb == nil || sb.Name != first[0] {
+		t.Fatalf("second attempt: bound %v, error %v; want %s, whose bind had been applied", sb, err, first[0])
+	}
+	if got := boundTo(t, a, step.claim.UID); len(got) != 1 {
+		t.Errorf("claim bound to %v, want only %s", got, first[0])
+	}
+	if binds := a.Binds(); len(binds) != 1 {
+		t.Errorf("bind patches %v, want the one whose answer was lost", binds)
+	}
+}
+
+// A replica that takes over with a cache that does not show its predecessor's last binding
+// yet picks that member again; the conflict it gets is the claim's own binding.
+func TestConflictWithTheClaimsOwnBindingIsABinding(t *testing.T) {
+	a := newFakeAPI(t, poolMember("m1", memberHash, true, "1"), poolMember("m2", memberHash, true, "1"), claim())
+	old := newClaimReconciler(t, a, clocktesting.NewFakeClock(planNow))
+	observeSandboxes(t, a, old.Index)
+	next := newClaimReconciler(t, a, clocktesting.NewFakeClock(planNow))
+	observeSandboxes(t, a, next.Index) // the new leader's cache, before the old one's write
+	old.Client = &answerLost{Client: old.Client, n: 1}
+	pool := builders.MakePool("p", "ns", "tmpl").UID("pool-uid").Obj()
+	if _, err := old.bindWarm(context.Background(), &claimStep{claim: claim(), mem: &claimMemory{}}, pool, keyMember, "tmpl"); err == nil {
+		t.Fatal("the old leader's bind got an answer")
+	}
+	first := boundTo(t, a, claim().UID)
+
+	step := &claimStep{claim: claim(), mem: &claimMemory{}}
+	sb, err := next.bindWarm(context.Background(), step, pool, keyMember, "tmpl")
+	if err != nil || sb == nil || len(first) != 1 || sb.Name != first[0] {
+		t.Fatalf("new leader bound %v (error %v), want %v", sb, err, first)
+	}
+	if got := boundTo(t, a, claim().UID); len(got) != 1 {
+		t.Errorf("claim bound to %v, want only %v", got, first)
 	}
 }

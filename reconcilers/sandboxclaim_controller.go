@@ -121,6 +121,10 @@ type claimMemory struct {
 	// adopted names the warm member this process bound, whose SandboxAdopted event is sent
 	// with the claim's bookkeeping (recordSandboxName).
 	adopted string
+	// uncertainBind names a member whose bind patch got no answer (the connection cut, a
+	// timeout, a 5xx): the API server may have applied it. Nothing else is bound or created
+	// for the claim until a read of that member says (bindWarm).
+	uncertainBind string
 }
 
 // init fills in the defaults and the controller's memory.
