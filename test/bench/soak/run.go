@@ -93,6 +93,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	defer watch.Stop()
+	bindings, err := watchBindings(ctx, c)
+	if err != nil {
+		return nil, err
+	}
 
 	res := &Result{Options: o, Restarts: map[string]int{}, FencedWrites: map[string]int{}, AuditLog: e.cluster.AuditLogPath()}
 	gen := &loadGen{o: o, c: c, watch: watch, logf: logf}
@@ -200,6 +204,15 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		LeaseName:      operator.LeaderElectionID,
 		LoadStopped:    loadStopped,
 	})
+	// What the watch saw and the audit log may not hold (a write whose event was lost).
+	watched := bindings.stop()
+	res.Report.Violations = append(res.Report.Violations, watched...)
+	for _, v := range watched {
+		if res.Report.ByInvariant == nil {
+			res.Report.ByInvariant = map[string]int{}
+		}
+		res.Report.ByInvariant[v.Invariant]++
+	}
 	res.Took = time.Since(begin)
 	return res, nil
 }

@@ -5,6 +5,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
 
 // The schedule injects every kind the requested number of times, in an order and with
@@ -76,5 +83,25 @@ func TestRecoveryHistogramCountsEveryFaultInItsBucket(t *testing.T) {
 	want := "≤ 1s: 2, ≤ 5s: 1, ≤ 10s: 0, ≤ 30s: 1, ≤ 1m0s: 0, ≤ 2m0s: 0, > 2m0s: 1"
 	if got != want {
 		t.Errorf("histogram %q, want %q", got, want)
+	}
+}
+
+// The binding watch reports a claim that controls two live Sandboxes at once, and not one
+// whose Sandbox was replaced.
+func TestBindingWatchReportsAClaimWithTwoSandboxes(t *testing.T) {
+	w := &bindingWatch{bound: map[types.UID]map[string]bool{}, byName: map[string]types.UID{}, reported: map[types.UID]bool{}}
+	owned := func(name string, claim types.UID) *agentsv1beta1.Sandbox {
+		return &agentsv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: extv1beta1.GroupVersion.String(), Kind: "SandboxClaim", Name: "c-" + string(claim), UID: claim, Controller: ptr.To(true),
+		}}}}
+	}
+	w.observe(owned("a", "1"), false)
+	w.observe(owned("a", "1"), true) // replaced: the first one went first
+	w.observe(owned("b", "1"), false)
+	w.observe(owned("m1", "2"), false)
+	w.observe(owned("cold", "2"), false) // bound to two at once
+	w.observe(owned("cold", "2"), false)
+	if len(w.violations) != 1 || !strings.Contains(w.violations[0].Detail, "ns/cold and ns/m1") {
+		t.Fatalf("violations %v, want one for claim 2", w.violations)
 	}
 }
