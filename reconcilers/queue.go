@@ -6,10 +6,11 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-// Every controller's queue is first in, first out, and its retries are capped. The fault soak
+// Every controller's queue serves objects first in, first out, and its retries are capped. The fault soak
 // (make soak, docs/soak.md) found both of controller-runtime's defaults losing claims under
 // load:
 //
@@ -34,7 +35,7 @@ const (
 
 // queueOptions returns controller options with sandgate's queue.
 func queueOptions(o controller.Options) controller.Options {
-	o.UsePriorityQueue = ptr.To(false)
+	o.UsePriorityQueue = ptr.To(true)
 	o.RateLimiter = newRetryLimiter()
 	o.NewQueue = newQueue
 	return o
@@ -46,7 +47,24 @@ func newRetryLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
 	return workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](retryBaseDelay, retryMaxDelay)
 }
 
-// newQueue is the first-in first-out queue of a controller, with its retry limiter.
+// newQueue is a controller's queue: controller-runtime's priority queue, which keeps one
+// entry per object (an event that arrives while a requeue is pending makes the object due
+// now and drops the requeue, so that a Sandbox whose pod progressed is not reconciled again
+// when its progress delay ends), with every item at the same priority, so that it serves
+// them first in, first out.
 func newQueue(name string, limiter workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
-	return workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[reconcile.Request]{Name: name})
+	return samePriority{priorityqueue.New(name, func(o *priorityqueue.Opts[reconcile.Request]) { o.RateLimiter = limiter })}
+}
+
+// samePriority is a priority queue that ignores the low priority controller-runtime gives
+// the objects of an informer's initial list.
+type samePriority struct {
+	priorityqueue.PriorityQueue[reconcile.Request]
+}
+
+func (q samePriority) AddWithOpts(o priorityqueue.AddOpts, items ...reconcile.Request) {
+	if o.Priority != nil && *o.Priority < 0 {
+		o.Priority = nil
+	}
+	q.PriorityQueue.AddWithOpts(o, items...)
 }
