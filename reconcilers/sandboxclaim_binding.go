@@ -36,6 +36,7 @@ package reconcilers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -318,6 +319,11 @@ func (r *claimReconciler) createClaimSandbox(ctx context.Context, s *claimStep, 
 		return sb, nil
 	}
 	if !apierrors.IsAlreadyExists(err) || sb.Name == "" {
+		if sb.Name != "" && answerUnknown(err) {
+			// The create may have been applied: nothing else is bound or created for the
+			// claim until a read of it says (bindWarm).
+			s.mem.uncertainBind = sb.Name
+		}
 		return nil, fmt.Errorf("creating sandbox: %w", err)
 	}
 	// Ours from an earlier attempt the cache does not show yet, or someone else's.
@@ -345,7 +351,12 @@ func (r *claimReconciler) bindWarm(ctx context.Context, s *claimStep, pool *extv
 		}
 		s.mem.uncertainBind = ""
 		if sb != nil {
-			ctrl.LoggerFrom(ctx).Info("a binding that got no answer had been applied", "sandbox", klog.KObj(sb))
+			ctrl.LoggerFrom(ctx).Info("a bind or create that got no answer had been applied", "sandbox", klog.KObj(sb))
+			if sb.Labels[agentsv1beta1.LabelLaunchType] == agentsv1beta1.LaunchTypeCold {
+				r.expected.expect(client.ObjectKeyFromObject(s.claim), bindItem(sb.Name))
+				s.mem.launchType, s.mem.template = agentsv1beta1.LaunchTypeCold, template
+				return sb, nil
+			}
 			return r.boundWarm(ctx, s, sb, sb, template), nil
 		}
 	}
@@ -407,6 +418,18 @@ func (r *claimReconciler) bindWarm(ctx context.Context, s *claimStep, pool *extv
 		}
 		return r.boundWarm(ctx, s, member, bound, template), nil
 	}
+}
+
+// answerUnknown reports whether a write's error leaves its outcome unknown: no answer (a cut
+// connection, a timeout) or a 5xx, which a killed or restarting API server may give for a
+// write it applied.
+func answerUnknown(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return true
+	}
+	code := status.Status().Code
+	return code == 0 || code >= 500
 }
 
 // boundByClaim reads the named Sandbox from the API server and returns it when it is bound

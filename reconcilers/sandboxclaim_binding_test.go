@@ -406,6 +406,19 @@ func TestClaimsRefusedForMetadataWakeOnAllowlistChange(t *testing.T) {
 type answerLost struct {
 	client.Client
 	n int
+	// creates is how many creates are applied with their answers lost.
+	creates int
+}
+
+func (c *answerLost) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	if c.creates == 0 {
+		return c.Client.Create(ctx, obj, opts...)
+	}
+	c.creates--
+	if err := c.Client.Create(ctx, obj, opts...); err != nil {
+		return err
+	}
+	return apierrors.NewServiceUnavailable("the API server went away before it answered")
 }
 
 func (c *answerLost) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
@@ -488,5 +501,39 @@ func TestConflictWithTheClaimsOwnBindingIsABinding(t *testing.T) {
 	}
 	if got := boundTo(t, a, claim().UID); len(got) != 1 {
 		t.Errorf("claim bound to %v, want only %v", got, first)
+	}
+}
+
+// A cold start whose create got no answer may have created the claim's Sandbox (the long soak
+// saw it during an API server restart): the next attempt, with a warm member ready by then,
+// finds that Sandbox instead of binding the member too.
+func TestColdStartWhoseAnswerWasLostIsFoundNotDoubled(t *testing.T) {
+	a := newFakeAPI(t, claim())
+	r := newClaimReconciler(t, a, clocktesting.NewFakeClock(planNow))
+	lost := &answerLost{Client: r.Client, creates: 1}
+	r.Client = lost
+	step := &claimStep{claim: claim(), mem: &claimMemory{}}
+	cold := &agentsv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: claim().Name,
+		Labels:          map[string]string{agentsv1beta1.LabelClaimUID: string(claim().UID), agentsv1beta1.LabelLaunchType: agentsv1beta1.LaunchTypeCold},
+		Annotations:     map[string]string{},
+		OwnerReferences: []metav1.OwnerReference{claimRef(claim())}}}
+	if _, err := r.createClaimSandbox(context.Background(), step, cold); err == nil {
+		t.Fatal("the create's lost answer was not an error")
+	}
+	// A member is ready now.
+	if err := a.Create(context.Background(), poolMember("m1", memberHash, true, "")); err != nil {
+		t.Fatal(err)
+	}
+	observeSandboxes(t, a, r.Index)
+	pool := builders.MakePool("p", "ns", "tmpl").UID("pool-uid").Obj()
+	sb, err := r.bindWarm(context.Background(), step, pool, keyMember, "tmpl")
+	if err != nil || sb == nil || sb.Name != claim().Name {
+		t.Fatalf("bound %v (error %v), want the cold Sandbox %s", sb, err, claim().Name)
+	}
+	if got := boundTo(t, a, claim().UID); len(got) != 1 {
+		t.Errorf("claim bound to %v, want only its cold Sandbox", got)
+	}
+	if step.mem.launchType != agentsv1beta1.LaunchTypeCold {
+		t.Errorf("launch type %q, want cold", step.mem.launchType)
 	}
 }
