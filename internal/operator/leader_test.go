@@ -209,3 +209,59 @@ func TestLeaderElectionTimingsAreCheckedAsClientGoChecksThem(t *testing.T) {
 		})
 	}
 }
+
+// blocking holds every request until released.
+type blocking struct {
+	started chan struct{}
+	release chan struct{}
+}
+
+func (b *blocking) RoundTrip(req *http.Request) (*http.Response, error) {
+	b.started <- struct{}{}
+	<-b.release
+	return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader("{}")), Request: req}, nil
+}
+
+// A release waits for the writes in flight: none of them reaches the API server after the
+// Lease is free for another replica.
+func TestLeaseReleaseWaitsForWritesInFlight(t *testing.T) {
+	fence, _, _ := newFenceForTest()
+	net := &blocking{started: make(chan struct{}, 1), release: make(chan struct{})}
+	rt := fence.wrap(net)
+	mem := &memLock{id: "a"}
+	lock := fencedLock{Interface: mem, fence: fence}
+	ctx := context.Background()
+	if err := lock.Create(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	writeDone := make(chan error, 1)
+	go func() { writeDone <- do(t, rt, http.MethodPatch) }()
+	<-net.started // the write is in flight
+
+	released := make(chan struct{})
+	go func() {
+		_ = lock.Update(ctx, resourcelock.LeaderElectionRecord{}) // client-go's release
+		close(released)
+	}()
+	select {
+	case <-released:
+		t.Fatal("the Lease was released with a write in flight")
+	case <-time.After(100 * time.Millisecond):
+	}
+	var notLeader *NotLeaderError
+	if err := do(t, rt, http.MethodPost); !errors.As(err, &notLeader) {
+		t.Fatalf("a new write during the release went out: %v", err)
+	}
+	close(net.release)
+	if err := <-writeDone; err != nil {
+		t.Fatalf("the write in flight failed: %v", err)
+	}
+	select {
+	case <-released:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the release did not follow the last write")
+	}
+	if mem.rec == nil || mem.rec.HolderIdentity != "" {
+		t.Errorf("lease record %+v, want released", mem.rec)
+	}
+}
