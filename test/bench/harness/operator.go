@@ -262,18 +262,21 @@ func (e *Env) RestartOperator(ctx context.Context) (*Operator, time.Duration, er
 }
 
 func httpOK(url string) func(context.Context) bool {
-	return func(ctx context.Context) bool {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return false
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return false
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
+	return func(ctx context.Context) bool { return Answers200(ctx, url) }
+}
+
+// Answers200 reports whether a GET of url answers 200 OK before ctx ends.
+func Answers200(ctx context.Context, url string) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false
 	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }
 
 func dials(addr string) func(context.Context) bool {

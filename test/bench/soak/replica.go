@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandgate-dev/sandgate/test/bench/harness"
 	"github.com/sandgate-dev/sandgate/test/controlplane"
 )
 
@@ -32,10 +32,7 @@ type replica struct {
 
 	mu       sync.Mutex
 	cmd      *exec.Cmd
-	started  time.Time
-	frozen   bool
 	restarts int
-	exits    []string
 	stopping bool
 	done     chan struct{} // closed when the supervisor has ended
 }
@@ -93,10 +90,8 @@ func (r *replica) supervise(logf func(string, ...any)) {
 		r.mu.Lock()
 		stopping := r.stopping
 		r.cmd = nil
-		r.frozen = false
 		if !stopping {
 			r.restarts++
-			r.exits = append(r.exits, fmt.Sprintf("%s: %v", time.Now().Format("15:04:05.000"), err))
 		}
 		r.mu.Unlock()
 		if stopping {
@@ -124,7 +119,7 @@ func (r *replica) spawn() (*exec.Cmd, error) {
 	if err := controlplane.OnSpawnerThread(cmd.Start); err != nil {
 		return nil, fmt.Errorf("starting: %w", err)
 	}
-	r.cmd, r.started = cmd, time.Now()
+	r.cmd = cmd
 	return cmd, nil
 }
 
@@ -134,12 +129,6 @@ func (r *replica) signal(sig syscall.Signal) error {
 	defer r.mu.Unlock()
 	if r.cmd == nil || r.cmd.Process == nil {
 		return fmt.Errorf("replica %s is not running", r.name)
-	}
-	switch sig {
-	case syscall.SIGSTOP:
-		r.frozen = true
-	case syscall.SIGCONT:
-		r.frozen = false
 	}
 	if err := r.cmd.Process.Signal(sig); err != nil {
 		return fmt.Errorf("signalling replica %s: %w", r.name, err)
@@ -170,22 +159,9 @@ func (r *replica) stop(timeout time.Duration) {
 
 // ready reports whether the replica's /readyz answers 200 within a second.
 func (r *replica) ready(ctx context.Context) bool {
-	return httpOK(ctx, r.readyzURL())
-}
-
-func httpOK(ctx context.Context, url string) bool {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return false
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return false
-	}
-	_ = resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	return harness.Answers200(ctx, r.readyzURL())
 }
 
 // identity returns the leader election identity the replica's current process logged ("" when
