@@ -41,6 +41,7 @@ func poolMember(name, hash string, ready bool, rv string) *agentsv1beta1.Sandbox
 func podOf(sb *agentsv1beta1.Sandbox) *corev1.Pod {
 	pod := desiredPod(sb, nil)
 	pod.UID = types.UID("pod-" + string(sb.UID))
+	pod.CreationTimestamp = sb.CreationTimestamp // made with its Sandbox
 	pod.OwnerReferences = []metav1.OwnerReference{{
 		APIVersion: agentsv1beta1.GroupVersion.String(), Kind: policy.SandboxKind.Kind,
 		Name: sb.Name, UID: sb.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),

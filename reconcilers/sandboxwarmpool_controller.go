@@ -175,6 +175,7 @@ func (r *warmPoolReconciler) maintain(ctx context.Context, pool *extv1beta1.Sand
 			grace:         r.WarmPool.ReadinessGracePeriod,
 			maxBatch:      r.WarmPool.MaxBatchSize,
 			unschedulable: func(sb *agentsv1beta1.Sandbox) bool { return r.podUnschedulable(ctx, sb) },
+			podCreated:    func(sb *agentsv1beta1.Sandbox) (time.Time, bool) { return r.podCreated(ctx, sb) },
 		})
 	if plan.recheckAfter > 0 {
 		result.RequeueAfter = graceRecheck(plan.recheckAfter)
@@ -261,6 +262,27 @@ type poolRules struct {
 	// unschedulable says whether a member's pod is unschedulable; asked only of members past
 	// their grace.
 	unschedulable func(*agentsv1beta1.Sandbox) bool
+	// podCreated says when a member's pod was created, and false when it has none (yet): a
+	// not-Ready member's grace runs from then (graceStart). nil counts from the member's
+	// own creation.
+	podCreated func(*agentsv1beta1.Sandbox) (time.Time, bool)
+}
+
+// graceStart is when a not-Ready member's readiness grace started: when its pod was created.
+// A member this operator has not made a pod for yet is not stuck but queued behind the
+// Sandbox controller's other work (a pool of thousands filled at once: its last members wait
+// minutes for their pods), and a replacement would only queue behind it, one more create and
+// delete for an API server that is already the bottleneck; so its grace has not started
+// (zero). Without rules.podCreated, the member's creation.
+func graceStart(m *agentsv1beta1.Sandbox, rules poolRules) time.Time {
+	if rules.podCreated == nil {
+		return m.CreationTimestamp.Time
+	}
+	created, ok := rules.podCreated(m)
+	if !ok {
+		return time.Time{}
+	}
+	return created
 }
 
 // planPool decides which members go and how many are made: failed members and members not
@@ -275,6 +297,10 @@ func planPool(members []*agentsv1beta1.Sandbox, replicas int, current version, s
 	keep := make([]*agentsv1beta1.Sandbox, 0, len(members))
 	for _, m := range members {
 		ready := meta.IsStatusConditionTrue(m.Status.Conditions, agentsv1beta1.ConditionReady)
+		var since time.Time
+		if !ready {
+			since = graceStart(m, rules)
+		}
 		stale := m.Labels[agentsv1beta1.LabelSandboxTemplateHash] != hash
 		if stale && !memberFailed(m) && policy.SpecHash(&m.Spec.SandboxBlueprint) == current.spec &&
 			m.Spec.PodTemplate.ObjectMeta.Labels[agentsv1beta1.LabelSandboxTemplateRefHash] == agentsv1beta1.NameHash(current.template) {
@@ -290,7 +316,7 @@ func planPool(members []*agentsv1beta1.Sandbox, replicas int, current version, s
 			plan.delete = append(plan.delete, m)
 		case stale && strategy == extv1beta1.RecreateUpdateStrategy:
 			plan.delete = append(plan.delete, m)
-		case !ready && !m.CreationTimestamp.IsZero() && now.Sub(m.CreationTimestamp.Time) > rules.grace:
+		case !ready && !since.IsZero() && now.Sub(since) > rules.grace:
 			if rules.unschedulable != nil && rules.unschedulable(m) {
 				plan.held++
 				keep = append(keep, m)
@@ -298,8 +324,13 @@ func planPool(members []*agentsv1beta1.Sandbox, replicas int, current version, s
 			}
 			plan.delete = append(plan.delete, m)
 		default:
-			if !ready && !m.CreationTimestamp.IsZero() {
-				left := m.CreationTimestamp.Add(rules.grace).Sub(now) + graceRequeueSlack
+			if !ready {
+				// A member without a pod is looked at again a grace period from now, in case
+				// nothing else brings its pool back.
+				left := rules.grace + graceRequeueSlack
+				if !since.IsZero() {
+					left = since.Add(rules.grace).Sub(now) + graceRequeueSlack
+				}
 				if plan.recheckAfter == 0 || left < plan.recheckAfter {
 					plan.recheckAfter = left
 				}

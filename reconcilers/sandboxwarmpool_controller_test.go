@@ -131,10 +131,14 @@ func TestPlanPool(t *testing.T) {
 		// unschedulable are the members whose pods are; maxBatch bounds surplus deletes.
 		unschedulable []string
 		maxBatch      int
-		wantCreate    int
-		wantDelete    []string
-		wantRecheck   time.Duration
-		wantHeld      int
+		// podAges, when set, are the ages of the members' pods by member name (the cache's
+		// view); a member not in it has no pod. Unset, the grace runs from the member's
+		// creation.
+		podAges     map[string]time.Duration
+		wantCreate  int
+		wantDelete  []string
+		wantRecheck time.Duration
+		wantHeld    int
 	}{
 		"an empty pool is filled": {
 			replicas: 3, wantCreate: 3,
@@ -193,6 +197,20 @@ func TestPlanPool(t *testing.T) {
 			wantCreate:    1,
 			wantHeld:      1,
 		},
+		"a member still without a pod is queued, not stuck: kept past the grace period and looked at a grace period later": {
+			members:     []*agentsv1beta1.Sandbox{aged("queued", "h1", false, timeout+time.Hour), aged("ok", "h1", true, time.Hour)},
+			podAges:     map[string]time.Duration{"ok": time.Hour},
+			replicas:    2,
+			wantRecheck: timeout + graceRequeueSlack,
+		},
+		"the grace runs from the pod's creation": {
+			members:     []*agentsv1beta1.Sandbox{aged("late-pod", "h1", false, timeout+time.Hour), aged("stuck", "h1", false, timeout+time.Hour)},
+			podAges:     map[string]time.Duration{"late-pod": time.Minute, "stuck": timeout + time.Second},
+			replicas:    2,
+			wantDelete:  []string{"stuck"},
+			wantCreate:  1,
+			wantRecheck: timeout - time.Minute + graceRequeueSlack,
+		},
 		"surplus deletes are bounded by the batch size": {
 			members: []*agentsv1beta1.Sandbox{aged("a", "h1", true, time.Hour), aged("b", "h1", true, 2*time.Hour),
 				aged("c", "h1", true, 3*time.Hour), aged("d", "h1", true, 4*time.Hour)},
@@ -206,6 +224,12 @@ func TestPlanPool(t *testing.T) {
 			rules := poolRules{grace: timeout, maxBatch: tc.maxBatch, unschedulable: func(sb *agentsv1beta1.Sandbox) bool {
 				return slices.Contains(tc.unschedulable, sb.Name)
 			}}
+			if tc.podAges != nil {
+				rules.podCreated = func(sb *agentsv1beta1.Sandbox) (time.Time, bool) {
+					age, ok := tc.podAges[sb.Name]
+					return planNow.Add(-age), ok
+				}
+			}
 			plan := planPool(tc.members, tc.replicas, version{hash: "h1", spec: "another spec"}, tc.strategy, planNow, rules)
 			var deleted []string
 			for _, sb := range plan.delete {

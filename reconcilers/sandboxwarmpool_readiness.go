@@ -21,7 +21,8 @@ type WarmPoolPolicy struct {
 	// cluster-autoscaler.kubernetes.io/safe-to-evict: "true" until a claim takes them
 	// (AnnotationSafeToEvict).
 	DisableEviction bool
-	// ReadinessGracePeriod is how long a member may stay not Ready before it is replaced, or
+	// ReadinessGracePeriod is how long a member may stay not Ready after its pod was created
+	// before it is replaced, or
 	// held when its pod is unschedulable; 0 means DefaultReadinessGracePeriod.
 	ReadinessGracePeriod time.Duration
 	// UnschedulableRecheckInterval is how often a pool holding unschedulable members past the
@@ -59,8 +60,9 @@ func (p WarmPoolPolicy) withDefaults() WarmPoolPolicy {
 	return p
 }
 
-// Readiness grace and the unschedulable hold, as the public controller has them: a member not
-// Ready for longer than the grace period (counted from its creation) is stuck and replaced,
+// Readiness grace and the unschedulable hold, as the public controller has them but for when the
+// grace starts: a member not Ready for longer than the grace period (counted from its pod's
+// creation, graceStart: the public controller counts from the member's) is stuck and replaced,
 // unless its pod is unschedulable (PodScheduled=False, reason Unschedulable): a replacement
 // would be just as unschedulable, and deleting and recreating it under a capacity shortfall
 // only churns the API server and the scheduler. Such a member is held, still counted towards
@@ -88,13 +90,32 @@ func graceRecheck(left time.Duration) time.Duration {
 	return wait.Jitter(left, graceRequeueJitter)
 }
 
-// podUnschedulable reports whether the member's pod, as the cache shows it, is unschedulable.
-func (r *warmPoolReconciler) podUnschedulable(ctx context.Context, sb *agentsv1beta1.Sandbox) bool {
+// memberPod is the member's pod as the cache shows it, if it has one that is not being
+// deleted.
+func (r *warmPoolReconciler) memberPod(ctx context.Context, sb *agentsv1beta1.Sandbox) (*corev1.Pod, bool) {
 	pod := &corev1.Pod{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: sb.Namespace, Name: podNameFor(sb)}, pod); err != nil {
-		return false
+		return nil, false
 	}
-	if !pod.DeletionTimestamp.IsZero() {
+	if !pod.DeletionTimestamp.IsZero() || !isControlledBy(pod, sb) {
+		return nil, false
+	}
+	return pod, true
+}
+
+// podCreated is when the member's pod was created, and false when it has none.
+func (r *warmPoolReconciler) podCreated(ctx context.Context, sb *agentsv1beta1.Sandbox) (time.Time, bool) {
+	pod, ok := r.memberPod(ctx, sb)
+	if !ok {
+		return time.Time{}, false
+	}
+	return pod.CreationTimestamp.Time, true
+}
+
+// podUnschedulable reports whether the member's pod, as the cache shows it, is unschedulable.
+func (r *warmPoolReconciler) podUnschedulable(ctx context.Context, sb *agentsv1beta1.Sandbox) bool {
+	pod, ok := r.memberPod(ctx, sb)
+	if !ok {
 		return false
 	}
 	for _, c := range pod.Status.Conditions {

@@ -170,7 +170,8 @@ type Options struct {
 type WarmPoolSettings struct {
 	// EnableEviction marks the pods a pool creates as safe to evict.
 	EnableEviction bool
-	// ReadinessGracePeriod is how long a member may stay not Ready before it is replaced (or
+	// ReadinessGracePeriod is how long a member may stay not Ready after its pod was created
+	// before it is replaced (or
 	// held, when its pod is unschedulable); positive.
 	ReadinessGracePeriod time.Duration
 	// UnschedulableRecheckInterval is how often a pool holding unschedulable members past
