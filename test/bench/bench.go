@@ -47,6 +47,7 @@ type Options struct {
 	ProfileSeconds int                  // --apiserver-profile-seconds
 	Floor          bool                 // --floor
 	FloorAdmission bool                 // --floor-admission
+	FloorRoute     bool                 // --floor-route: the floor makes sandgate's route write too
 	LightFloor     bool                 // --light-floor: the floor on minimal members; implies Floor
 
 	Scenarios  string // --scenarios: all or a comma-separated list (ScenarioNames)
@@ -106,6 +107,9 @@ func (o Options) Validate() error {
 	}
 	if o.FloorAdmission && !o.Floor {
 		errs = append(errs, errors.New("--floor-admission needs --floor or --light-floor"))
+	}
+	if o.FloorRoute && (!o.Floor || o.LightFloor || o.WarmPoolSize == 0) {
+		errs = append(errs, errors.New("--floor-route routes the pods of the operator's warm members: it needs --floor and a --warmpool-size, not --light-floor"))
 	}
 	if o.LightFloor && o.WarmPoolSize < o.BurstSize*o.TotalBursts {
 		errs = append(errs, errors.New("--light-floor makes --warmpool-size members and binds one per claim: it needs at least as many as claims"))
@@ -192,7 +196,7 @@ func runOnce(ctx context.Context, o Options, podSpec corev1.PodSpec, templateNam
 	params := report.Parameters{
 		BurstSize: o.BurstSize, QPS: o.QPS, TotalBursts: o.TotalBursts, WarmPoolSize: int32(o.WarmPoolSize),
 		Namespace: ns, Template: templateName, TimeoutSeconds: o.Timeout.Seconds(), Floor: o.Floor,
-		FloorAdmission: o.FloorAdmission,
+		FloorAdmission: o.FloorAdmission, FloorRoute: o.FloorRoute,
 	}
 	params.LightFloor = o.LightFloor
 	if env.Cluster != nil {
@@ -240,6 +244,7 @@ func runOnce(ctx context.Context, o Options, podSpec corev1.PodSpec, templateNam
 		ProfileSeconds:   o.ProfileSeconds,
 		Floor:            o.Floor,
 		LightFloor:       o.LightFloor,
+		FloorRoute:       o.FloorRoute,
 	}, probes)
 	if err != nil {
 		if env.Operator != nil {

@@ -41,7 +41,11 @@ type scenario struct {
 	// admissionFloor measures, in each round, the admission floor too (--floor-admission):
 	// what the admission round trips of a claim's writes cost without a decision in them.
 	admissionFloor bool
-	targets        report.Targets
+	// contractFloor measures, in each round, the contract floor too (--floor --floor-admission
+	// --floor-route): the writes and admission round trips sandgate's API asks of each warm
+	// claim, its route write included, made by a client that decides nothing.
+	contractFloor bool
+	targets       report.Targets
 	// run, when set, measures the scenario its own way instead of in rounds of runRound: the
 	// long scenarios (sustained, scale) run once per invocation, with their floor in the same
 	// invocation. It returns the result (nil when the run failed), what failed, and an error
@@ -81,21 +85,21 @@ func scenarios(scalePool int) []scenario {
 	return []scenario{
 		{
 			name: "serial", description: "50 claims one at a time", burstSize: 1, totalBursts: 50, qps: 1000, pool: 60,
-			rounds: shortRounds, targets: serialTargets,
+			rounds: shortRounds, contractFloor: true, targets: serialTargets,
 		},
 		{
 			name: "burst-100", description: "100 claims at 100 QPS", burstSize: 100, totalBursts: 1, qps: 100, pool: 150,
-			rounds: shortRounds, targets: floorTargets(report.Targets{P50Ms: 50, P99Ms: 150, MutatingPerClaim: 9, ReconcilesToReady: 2,
+			rounds: shortRounds, contractFloor: true, targets: floorTargets(report.Targets{P50Ms: 50, P99Ms: 150, MutatingPerClaim: 9, ReconcilesToReady: 2,
 				Reference: "1.8 s / - / 2.7 s"}),
 		},
 		{
 			name: "burst-300", description: "300 claims at 300 QPS", burstSize: 300, totalBursts: 1, qps: 300, pool: 600,
-			rounds: shortRounds, targets: burstTargets,
+			rounds: shortRounds, contractFloor: true, targets: burstTargets,
 		},
 		{
 			name: "kubelet", description: "30 claims one at a time; pods report status in kubelet-like steps",
 			burstSize: 1, totalBursts: 30, qps: 1000, pool: 40, profile: controlplane.ProfileKubelet,
-			rounds: shortRounds, targets: serialTargets,
+			rounds: shortRounds, contractFloor: true, targets: serialTargets,
 		},
 		{
 			name: "cold", description: "30 claims one at a time, no warm member (a pool of 0): each builds its Sandbox and pod",
@@ -266,13 +270,14 @@ func runScenarios(ctx context.Context, o Options, stdout, stderr io.Writer) erro
 	return nil
 }
 
-// runRound measures scenario sc once: its floor and, for sc.admissionFloor, its admission
-// floor (unless so.SkipFloor), then sandgate, each on a fresh cluster. It returns the result
+// runRound measures scenario sc once: its floor and, for sc.admissionFloor and
+// sc.contractFloor, its admission and contract floors (unless so.SkipFloor), then sandgate,
+// each on a fresh cluster. It returns the result
 // with its floors (nil when the sandgate run failed), and what failed; an error only when ctx
 // ends.
 func runRound(ctx context.Context, so Options, sc scenario, which string, light bool, stdout, stderr io.Writer) (*report.Result, []string, error) {
 	var failed []string
-	var floor, admissionFloor, lightFloor *report.Result
+	var floor, admissionFloor, contractFloor, lightFloor *report.Result
 	if !so.SkipFloor {
 		var floorFailed []string
 		var err error
@@ -282,6 +287,12 @@ func runRound(ctx context.Context, so Options, sc scenario, which string, light 
 		failed = append(failed, floorFailed...)
 		if sc.admissionFloor {
 			if admissionFloor, floorFailed, err = runFloor(ctx, so, sc, which, floorAdmission, stdout, stderr); err != nil {
+				return nil, nil, err
+			}
+			failed = append(failed, floorFailed...)
+		}
+		if sc.contractFloor {
+			if contractFloor, floorFailed, err = runFloor(ctx, so, sc, which, floorContract, stdout, stderr); err != nil {
 				return nil, nil, err
 			}
 			failed = append(failed, floorFailed...)
@@ -303,7 +314,7 @@ func runRound(ctx context.Context, so Options, sc scenario, which string, light 
 		return nil, append(failed, fmt.Sprintf("%s: %v", sc.name, err)), nil
 	}
 	res.Scenario, res.Description, res.Targets = sc.name, sc.description, ptr.To(sc.targets)
-	res.Floor, res.AdmissionFloor, res.LightFloor = floor, admissionFloor, lightFloor
+	res.Floor, res.AdmissionFloor, res.ContractFloor, res.LightFloor = floor, admissionFloor, contractFloor, lightFloor
 	if err := report.WriteText(stdout, res); err != nil {
 		return nil, nil, err
 	}
@@ -325,6 +336,9 @@ const (
 	floorAdmission
 	// floorLight binds minimal Sandboxes without pods the load generator made (--light-floor).
 	floorLight
+	// floorContract keeps the webhooks, answered at once, and makes the route write too
+	// (--floor --floor-admission --floor-route).
+	floorContract
 )
 
 // runFloor measures the floor of scenario sc of the given kind. It returns the result (nil
@@ -340,6 +354,9 @@ func runFloor(ctx context.Context, so Options, sc scenario, which string, kind f
 	case floorLight:
 		name, how = "light floor", "minimal Sandboxes without pods, no operator, no admission webhooks"
 		fo.LightFloor = true
+	case floorContract:
+		name, how = "contract floor", "no operator; admission webhooks kept and answered at once; the route write after each bind"
+		fo.FloorAdmission, fo.FloorRoute = true, true
 	}
 	logf(stderr, "\n=== scenario %s: %s, its %s (%s)\n", which, sc.name, name, how)
 	f, err := runOnce(ctx, fo, load.DefaultPodSpec(), "built-in", stderr)

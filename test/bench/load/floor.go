@@ -27,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -34,6 +35,7 @@ import (
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/reconcilers"
 	"github.com/sandgate-dev/sandgate/test/bench/report"
 	"github.com/sandgate-dev/sandgate/test/bench/stats"
 )
@@ -49,6 +51,17 @@ const (
 type floorPool struct {
 	mu      sync.Mutex
 	members []*agentsv1beta1.Sandbox
+	// pods are the members' pods by Sandbox name, listed with them for the route write
+	// (Config.FloorRoute); nil otherwise.
+	pods map[string]*corev1.Pod
+}
+
+// pod is member's pod as listed before the claims.
+func (p *floorPool) pod(member *agentsv1beta1.Sandbox) (*corev1.Pod, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pod, ok := p.pods[member.Name]
+	return pod, ok
 }
 
 func (p *floorPool) pop() (*agentsv1beta1.Sandbox, bool) {
@@ -74,7 +87,37 @@ func (r *runner) floorMembers(ctx context.Context) (*floorPool, error) {
 			p.members = append(p.members, sb)
 		}
 	}
+	if !r.cfg.FloorRoute {
+		return p, nil
+	}
+	var pods corev1.PodList
+	if err := r.c.List(ctx, &pods, client.InNamespace(r.cfg.Namespace)); err != nil {
+		return nil, fmt.Errorf("listing the pool members' pods for the floor's route write: %w", err)
+	}
+	p.pods = membersPods(p.members, pods.Items)
 	return p, nil
+}
+
+// membersPods maps each member's name to its pod among pods: the pod of the member's pod
+// name that the member controls.
+func membersPods(members []*agentsv1beta1.Sandbox, pods []corev1.Pod) map[string]*corev1.Pod {
+	byName := map[string]*corev1.Pod{}
+	for i := range pods {
+		byName[pods[i].Name] = &pods[i]
+	}
+	out := map[string]*corev1.Pod{}
+	for _, m := range members {
+		name := m.Name
+		if n := m.Annotations[agentsv1beta1.AnnotationPodName]; n != "" {
+			name = n
+		}
+		if pod, ok := byName[name]; ok {
+			if ref := metav1.GetControllerOf(pod); ref != nil && ref.UID == m.UID {
+				out[m.Name] = pod
+			}
+		}
+	}
+	return out
 }
 
 // isReadyMember reports a Sandbox a claim may bind: a pool's Ready, unbound member.
@@ -86,9 +129,10 @@ func isReadyMember(sb *agentsv1beta1.Sandbox) bool {
 		meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.ConditionReady)
 }
 
-// floorTimes is when each write of a floor claim started and returned.
+// floorTimes is when each write of a floor claim started and returned; the route write's
+// are zero when the floor makes none.
 type floorTimes struct {
-	bindStart, bindEnd, statusStart, statusEnd time.Time
+	bindStart, bindEnd, routeStart, routeEnd, statusStart, statusEnd time.Time
 }
 
 // floorClaim makes the claim's three writes; s.floorErr says why it could not.
@@ -110,6 +154,12 @@ func (r *runner) floorClaim(ctx context.Context, s *sent, pool *floorPool) {
 			// reporting, and the claim tries the next member as the operator would.
 			s.floorBindErrs = append(s.floorBindErrs, err)
 			continue
+		}
+		if r.cfg.FloorRoute {
+			if err := r.routeFloor(ctx, claim, member, pool, t); err != nil {
+				s.floorErr = err
+				return
+			}
 		}
 		if err := r.reportFloorReady(ctx, claim, bound, &t.statusStart, &t.statusEnd); err != nil {
 			s.floorErr = err
@@ -134,6 +184,26 @@ func (r *runner) bindFloor(ctx context.Context, claim *extv1beta1.SandboxClaim, 
 		return nil, fmt.Errorf("binding %s: %w", member.Name, err)
 	}
 	return bound, nil
+}
+
+// routeFloor makes the contract floor's route write of member's pod for claim, timing it
+// into t: the pod write sandgate makes between the bind and the Ready status.
+func (r *runner) routeFloor(ctx context.Context, claim *extv1beta1.SandboxClaim, member *agentsv1beta1.Sandbox, pool *floorPool, t *floorTimes) error {
+	pod, ok := pool.pod(member)
+	if !ok {
+		return fmt.Errorf("no pod of member %s listed for the route write", member.Name)
+	}
+	t.routeStart = time.Now()
+	target := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}}
+	patch, err := mergePatch(floorRoutePatch(claim, pod))
+	if err == nil {
+		err = r.c.Patch(ctx, target, patch)
+	}
+	t.routeEnd = time.Now()
+	if err != nil {
+		return fmt.Errorf("routing pod %s: %w", pod.Name, err)
+	}
+	return nil
 }
 
 // reportFloorReady makes the floor's status patch of claim, Ready mirrored from sb, noting
@@ -177,6 +247,25 @@ func floorBindPatch(claim *extv1beta1.SandboxClaim, member *agentsv1beta1.Sandbo
 	}}
 }
 
+// floorRoutePatch is the operator's route write (reconcilers.report) of pod, the pod of a
+// pool member just bound to claim: the pod gets the bound Sandbox's claim-uid (and
+// created-by) label and loses the warm-pool label and the idle member's safe-to-evict mark.
+// The Sandbox's other labels are on the pod already, from its creation.
+func floorRoutePatch(claim *extv1beta1.SandboxClaim, pod *corev1.Pod) map[string]any {
+	labels := map[string]any{agentsv1beta1.LabelClaimUID: string(claim.UID)}
+	if _, ok := pod.Labels[agentsv1beta1.LabelWarmPoolSandbox]; ok {
+		labels[agentsv1beta1.LabelWarmPoolSandbox] = nil
+	}
+	if cb, ok := claim.Labels[agentsv1beta1.LabelCreatedBy]; ok {
+		labels[agentsv1beta1.LabelCreatedBy] = cb
+	}
+	metadata := map[string]any{"labels": labels}
+	if _, ok := pod.Annotations[reconcilers.AnnotationSafeToEvict]; ok {
+		metadata["annotations"] = map[string]any{reconcilers.AnnotationSafeToEvict: nil}
+	}
+	return map[string]any{"metadata": metadata}
+}
+
 // floorStatusPatch is the operator's first status patch of a claim bound to a Ready Sandbox:
 // the merge patch from an empty status to Ready mirrored from the Sandbox.
 func floorStatusPatch(claim *extv1beta1.SandboxClaim, sb *agentsv1beta1.Sandbox, now time.Time) map[string]any {
@@ -199,7 +288,7 @@ func floorStatusPatch(claim *extv1beta1.SandboxClaim, sb *agentsv1beta1.Sandbox,
 
 // clientPath summarises the floor claims' timings that became Ready.
 func clientPath(claims []*sent, w *ClaimWatcher) *report.ClientPath {
-	var before, bind, between, status, watch []time.Duration
+	var before, bind, route, between, status, watch []time.Duration
 	for _, s := range claims {
 		obs, ok := w.Ready(s.name)
 		if s.floor == nil || !ok {
@@ -208,13 +297,19 @@ func clientPath(claims []*sent, w *ClaimWatcher) *report.ClientPath {
 		t := s.floor
 		before = append(before, t.bindStart.Sub(s.createdAt.Add(s.callTook)))
 		bind = append(bind, t.bindEnd.Sub(t.bindStart))
-		between = append(between, t.statusStart.Sub(t.bindEnd))
+		lastWrite := t.bindEnd
+		if !t.routeStart.IsZero() {
+			route = append(route, t.routeEnd.Sub(t.routeStart))
+			lastWrite = t.routeEnd
+		}
+		between = append(between, t.statusStart.Sub(lastWrite))
 		status = append(status, t.statusEnd.Sub(t.statusStart))
 		watch = append(watch, obs.ReadyAt.Sub(t.statusEnd))
 	}
 	return &report.ClientPath{
 		BeforeBind:     stats.Summarize(before),
 		Bind:           stats.Summarize(bind),
+		Route:          stats.Summarize(route),
 		BetweenPatches: stats.Summarize(between),
 		Status:         stats.Summarize(status),
 		WatchDelivery:  stats.Summarize(watch),

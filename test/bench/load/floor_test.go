@@ -6,10 +6,12 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/reconcilers"
 	"github.com/sandgate-dev/sandgate/test/builders"
 )
 
@@ -68,6 +70,16 @@ func TestFloorPatches(t *testing.T) {
 				`"ownerReferences":[{"apiVersion":"extensions.agents.x-k8s.io/v1beta1","kind":"SandboxClaim","name":"claim-000-0000",` +
 				`"uid":"claim-uid","controller":true,"blockOwnerDeletion":true}],"resourceVersion":"41"}}`,
 		},
+		"route": {
+			body: floorRoutePatch(claim, memberPod(member)),
+			want: `{"metadata":{"annotations":{"cluster-autoscaler.kubernetes.io/safe-to-evict":null},` +
+				`"labels":{"agents.x-k8s.io/claim-uid":"claim-uid","agents.x-k8s.io/created-by":"go-client",` +
+				`"agents.x-k8s.io/warm-pool-sandbox":null}}}`,
+		},
+		"route of a pod without the idle member's marks": {
+			body: floorRoutePatch(claim, &corev1.Pod{}),
+			want: `{"metadata":{"labels":{"agents.x-k8s.io/claim-uid":"claim-uid","agents.x-k8s.io/created-by":"go-client"}}}`,
+		},
 		"status": {
 			body: floorStatusPatch(claim, member, time.Date(2026, 11, 23, 5, 0, 0, 0, time.UTC)),
 			want: `{"status":{"conditions":[{"type":"Ready","status":"True","observedGeneration":1,` +
@@ -85,6 +97,37 @@ func TestFloorPatches(t *testing.T) {
 				t.Errorf("patch body mismatch (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// memberPod is the pod the operator made for member: named after it, controlled by it, and
+// marked as an idle pool member's pod is.
+func memberPod(member *agentsv1beta1.Sandbox) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+		Name: member.Name, Namespace: member.Namespace,
+		Labels:          map[string]string{agentsv1beta1.LabelWarmPoolSandbox: "abc", agentsv1beta1.LabelSandboxUID: string(member.UID)},
+		Annotations:     map[string]string{reconcilers.AnnotationSafeToEvict: "true"},
+		OwnerReferences: []metav1.OwnerReference{{Kind: "Sandbox", Name: member.Name, UID: member.UID, Controller: ptr.To(true)}},
+	}}
+}
+
+// The route write goes to each member's own pod: the one of its pod name that it controls.
+func TestMembersPods(t *testing.T) {
+	plain, renamed, stranger := readyMember("plain"), readyMember("renamed"), readyMember("stranger")
+	plain.UID, renamed.UID, stranger.UID = "uid-plain", "uid-renamed", "uid-stranger"
+	renamed.Annotations = map[string]string{agentsv1beta1.AnnotationPodName: "renamed-pod"}
+	renamedPod := memberPod(renamed)
+	renamedPod.Name = "renamed-pod"
+	foreign := memberPod(stranger)
+	foreign.OwnerReferences[0].UID = "someone-else"
+	pods := []corev1.Pod{*memberPod(plain), *renamedPod, *foreign, *memberPod(readyMember("renamed"))}
+
+	got := map[string]string{}
+	for member, pod := range membersPods([]*agentsv1beta1.Sandbox{plain, renamed, stranger}, pods) {
+		got[member] = pod.Name
+	}
+	if diff := cmp.Diff(map[string]string{"plain": "plain", "renamed": "renamed-pod"}, got); diff != "" {
+		t.Errorf("members' pods (-want +got):\n%s", diff)
 	}
 }
 

@@ -78,6 +78,13 @@ type Config struct {
 	// replicas, the operator detached at once, and the load generator makes WarmPoolSize
 	// minimal Ready Sandboxes without pods before the claims. It implies Floor.
 	LightFloor bool
+	// FloorRoute makes the floor's warm claims also make sandgate's route write (floor.go):
+	// after the bind, one merge patch of the member's pod that makes it look bound, before
+	// the claim's status says Ready (Ready means routable). With the admission webhooks kept
+	// and answered at once, it is the contract floor: the writes and round trips sandgate's
+	// API asks of every warm claim, made by a client that decides nothing. It needs Floor and
+	// members with pods (not LightFloor, not a cold pool).
+	FloorRoute bool
 }
 
 // Probes are where the measurements come from besides the API server.
@@ -168,6 +175,9 @@ func NewClient(cfg *rest.Config, qps float64) (client.WithWatch, error) {
 func Run(ctx context.Context, restCfg *rest.Config, cfg Config, probes Probes) (*report.Result, error) {
 	if cfg.LightFloor {
 		cfg.Floor = true
+	}
+	if cfg.FloorRoute && (!cfg.Floor || cfg.LightFloor || cfg.WarmPoolSize == 0) {
+		return nil, errors.New("FloorRoute routes the pods of the operator's warm members: it needs Floor, a pool with members and not LightFloor")
 	}
 	c, err := NewClient(restCfg, cfg.QPS)
 	if err != nil {

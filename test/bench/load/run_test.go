@@ -11,6 +11,11 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/reconcilers"
 	"github.com/sandgate-dev/sandgate/test/bench/harness"
 	"github.com/sandgate-dev/sandgate/test/bench/load"
 	"github.com/sandgate-dev/sandgate/test/controlplane"
@@ -94,9 +99,11 @@ func TestRunMeasuresTheFloor(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		admission bool
+		route     bool
 	}{
 		{name: "no admission webhooks"},
 		{name: "admission webhooks answered at once", admission: true},
+		{name: "the contract floor: admission answered at once and the route write", admission: true, route: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -104,7 +111,7 @@ func TestRunMeasuresTheFloor(t *testing.T) {
 			env := startHarness(ctx, t, harness.Options{FloorAdmission: tc.admission})
 
 			cfg := smallLoad("bench-floor")
-			cfg.Floor = true
+			cfg.Floor, cfg.FloorRoute = true, tc.route
 			res, err := load.Run(ctx, env.Config, cfg, load.Probes{
 				ComponentUsage: env.ComponentUsage,
 				Healthy:        env.Err,
@@ -131,6 +138,19 @@ func TestRunMeasuresTheFloor(t *testing.T) {
 				if writes[key] != claims {
 					t.Errorf("%s: %v, want one per claim (all writes: %v)", key, writes[key], res.API.ByVerbResourceCode)
 				}
+			}
+			routes := 0.0
+			if tc.route {
+				routes = claims
+			}
+			if writes["PATCH pods 200"] != routes {
+				t.Errorf("PATCH pods 200: %v, want %v: one route write per claim in the contract floor only (all writes: %v)", writes["PATCH pods 200"], routes, res.API.ByVerbResourceCode)
+			}
+			if p := res.ClientPath; p != nil && p.Route.Count != int(routes) {
+				t.Errorf("route writes timed: %d, want %v", p.Route.Count, routes)
+			}
+			if tc.route {
+				checkRoutedPods(ctx, t, env, cfg.Namespace)
 			}
 			for _, key := range []string{"POST sandboxes 201", "POST pods 201", "POST events 201"} {
 				if writes[key] != 0 {
@@ -168,6 +188,37 @@ func TestRunMeasuresTheFloor(t *testing.T) {
 				t.Errorf("the machine's other work during the claims not measured")
 			}
 		})
+	}
+}
+
+// checkRoutedPods checks that the contract floor's route writes left each bound member's pod
+// as sandgate's leave it: labelled with its claim's UID, no longer a pool member's, no longer
+// marked safe to evict; and the idle members' pods untouched.
+func checkRoutedPods(ctx context.Context, t *testing.T, env *harness.Env, ns string) {
+	t.Helper()
+	c, err := load.NewClient(env.Config, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+		t.Fatalf("listing pods: %v", err)
+	}
+	routed, idle := 0, 0
+	for _, pod := range pods.Items {
+		_, member := pod.Labels[agentsv1beta1.LabelWarmPoolSandbox]
+		_, evictable := pod.Annotations[reconcilers.AnnotationSafeToEvict]
+		switch uid := pod.Labels[agentsv1beta1.LabelClaimUID]; {
+		case uid != "" && !member && !evictable:
+			routed++
+		case uid == "" && member && evictable:
+			idle++
+		default:
+			t.Errorf("pod %s half routed: claim-uid %q, warm-pool label %v, safe-to-evict %v", pod.Name, uid, member, evictable)
+		}
+	}
+	if routed != claims || idle != len(pods.Items)-claims {
+		t.Errorf("pods routed %d, idle members' %d, of %d; want %d routed", routed, idle, len(pods.Items), claims)
 	}
 }
 

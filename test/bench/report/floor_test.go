@@ -225,14 +225,64 @@ func TestRounds(t *testing.T) {
 	for _, want := range []string{
 		"**serial** was measured in 3 rounds",
 		"medians of the rounds' ratios (p50 1.50, p99 1.50, CPU 1.20)",
-		"| 1 | 10.0 / 20.0 | 2.00 | 20.0 / 20.0 | 1.00 | 1.00 / 1.50 | 1.50 | - |",
-		"| 2 | 10.0 / 13.0 | 1.30 | 20.0 / 60.0 | 3.00 | 1.00 / 1.10 | 1.10 | - |",
-		"| 3 | 20.0 / 30.0 | 1.50 | 20.0 / 30.0 | 1.50 | 1.00 / 1.20 | 1.20 | 7.0 / 9.0 |",
+		"| 1 | 10.0 / 20.0 | 2.00 | 20.0 / 20.0 | 1.00 | 1.00 / 1.50 | 1.50 | - | - |",
+		"| 2 | 10.0 / 13.0 | 1.30 | 20.0 / 60.0 | 3.00 | 1.00 / 1.10 | 1.10 | - | - |",
+		"| 3 | 20.0 / 30.0 | 1.50 | 20.0 / 30.0 | 1.50 | 1.00 / 1.20 | 1.20 | - | 7.0 / 9.0 |",
 		"| serial (median of 3 rounds) | 14.0 | 28.0 | 1.50 ✓ (≤ 1.5) | 16.0 | 40.0 | 1.50 | 0.20 | 0.30 | 1.20 |",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("report lacks %q; report:\n%s", want, got)
 		}
+	}
+}
+
+// Rounds that measured the contract floor list it, and the scenario is set against it too: each
+// ratio the median of the rounds' ratios, marked against the same targets, with what the
+// contract floor costs over the floor.
+func TestContractFloor(t *testing.T) {
+	r := serialWithFloor()
+	r.Targets = &Targets{FloorP50Ratio: 1.3, FloorP99Ratio: 1.5, FloorCPURatio: 1.3}
+	r.ContractFloor = &Result{
+		Parameters: Parameters{Floor: true, FloorAdmission: true, FloorRoute: true},
+		Claims:     Claims{Created: 10, Ready: 10},
+		Latency:    Latency{Client: stats.Summary{Count: 10, P50: 25, P99: 25}},
+		API:        API{ClaimsCPUSeconds: 0.25},
+	}
+	r.Rounds = []Round{
+		// sandgate ÷ contract floor: p50 1.25, p99 1.11, CPU 1.20; contract ÷ floor: 1.60, 1.25.
+		{FloorP50Ms: 10, P50Ms: 20, FloorP99Ms: 20, P99Ms: 20, FloorCPUSeconds: 1, CPUSeconds: 1.5, ContractFloorP50Ms: 16, ContractFloorP99Ms: 18, ContractFloorCPUSeconds: 1.25},
+		// 1.08, 1.50, 1.10; 1.20, 1.00.
+		{FloorP50Ms: 10, P50Ms: 13, FloorP99Ms: 20, P99Ms: 60, FloorCPUSeconds: 1, CPUSeconds: 1.1, ContractFloorP50Ms: 12, ContractFloorP99Ms: 40, ContractFloorCPUSeconds: 1},
+		// 1.20, 1.20, 1.60 (over the CPU target); 1.25, 0.75.
+		{FloorP50Ms: 20, P50Ms: 30, FloorP99Ms: 20, P99Ms: 30, FloorCPUSeconds: 1, CPUSeconds: 1.2, ContractFloorP50Ms: 25, ContractFloorP99Ms: 25, ContractFloorCPUSeconds: 0.75},
+	}
+	want := FloorRatios{P50: 1.2, P99: 1.2, CPU: 1.2}
+	if got := MedianContractRatios(r.Rounds); math.Abs(got.P50-want.P50) > 1e-9 || math.Abs(got.P99-want.P99) > 1e-9 || math.Abs(got.CPU-want.CPU) > 1e-9 {
+		t.Errorf("MedianContractRatios = %+v, want %+v", got, want)
+	}
+	var b strings.Builder
+	if err := WriteMarkdown(&b, Machine{CPUs: 2}, []*Result{r}, "make bench"); err != nil {
+		t.Fatalf("WriteMarkdown: %v", err)
+	}
+	got := b.String()
+	for _, want := range []string{
+		"**Against the contract floor.**",
+		"| serial | 25.0 / 25.0 | 28.0 / 40.0 | 1.20 ✓ (≤ 1.3) | 1.20 ✓ (≤ 1.5) | 0.25 / 0.30 | 1.20 ✓ (≤ 1.3) | 1.25 / 1.00 |",
+		"| 1 | 10.0 / 20.0 | 2.00 | 20.0 / 20.0 | 1.00 | 1.00 / 1.50 | 1.50 | 16.0 / 18.0, 1.25 | - |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report lacks %q; report:\n%s", want, got)
+		}
+	}
+
+	// Without a contract floor the paragraph is left out.
+	r.ContractFloor = nil
+	b.Reset()
+	if err := WriteMarkdown(&b, Machine{CPUs: 2}, []*Result{r}, "make bench"); err != nil {
+		t.Fatalf("WriteMarkdown: %v", err)
+	}
+	if strings.Contains(b.String(), "Against the contract floor") {
+		t.Errorf("report has a contract floor section without a contract floor")
 	}
 }
 

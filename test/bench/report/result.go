@@ -34,6 +34,9 @@ type Parameters struct {
 	// LightFloor marks a floor run on minimal members the load generator made: no pods, the
 	// CRD's required fields, the pool label and owner, a Ready status (--light-floor).
 	LightFloor bool `json:"lightFloor,omitempty"`
+	// FloorRoute marks a floor run that also made sandgate's route write of each warm claim
+	// (load.Config.FloorRoute); with FloorAdmission, the contract floor.
+	FloorRoute bool `json:"floorRoute,omitempty"`
 	// FloorAdmission marks a floor run whose admission webhooks stayed, answered at once by
 	// the load generator (sandgate-bench --floor-admission).
 	FloorAdmission bool `json:"floorAdmission,omitempty"`
@@ -144,7 +147,10 @@ type ClientPath struct {
 	// Bind and Status are the two patch calls.
 	Bind   stats.Summary `json:"bind"`
 	Status stats.Summary `json:"status"`
-	// BetweenPatches is from the bind patch's return to the status patch's start.
+	// Route is the contract floor's pod patch (load.Config.FloorRoute); no samples otherwise.
+	Route stats.Summary `json:"route,omitzero"`
+	// BetweenPatches is from the last write's return (the bind's, or the route's) to the
+	// status patch's start.
 	BetweenPatches stats.Summary `json:"betweenPatches"`
 	// WatchDelivery is from the status patch's return to the watch event showing Ready.
 	WatchDelivery stats.Summary `json:"watchDelivery"`
@@ -281,6 +287,11 @@ type Result struct {
 	// answered at once by the load generator (Parameters.FloorAdmission), in the same round;
 	// nil when not measured.
 	AdmissionFloor *Result `json:"admissionFloor,omitempty"`
+	// ContractFloor is the contract floor of the same round: the floor with the admission
+	// webhooks kept and answered at once and sandgate's route write after each bind
+	// (Parameters.FloorAdmission and FloorRoute), every write and round trip sandgate's API
+	// asks of a warm claim made by a client that decides nothing; nil when not measured.
+	ContractFloor *Result `json:"contractFloor,omitempty"`
 	// LightFloor is the light floor of the same round: the same claims bound to minimal
 	// Sandboxes that have no pods, made by the load generator (load.Config.LightFloor), the
 	// lower bound of what the claims alone cost; nil when not measured.
@@ -321,6 +332,11 @@ type Round struct {
 	// AdmissionFloorP50Ms is the round's admission floor (Result.AdmissionFloor); 0 when not
 	// measured.
 	AdmissionFloorP50Ms float64 `json:"admissionFloorP50Ms,omitempty"`
+	// ContractFloorP50Ms, ContractFloorP99Ms and ContractFloorCPUSeconds are the round's
+	// contract floor (Result.ContractFloor); 0 when not measured.
+	ContractFloorP50Ms      float64 `json:"contractFloorP50Ms,omitempty"`
+	ContractFloorP99Ms      float64 `json:"contractFloorP99Ms,omitempty"`
+	ContractFloorCPUSeconds float64 `json:"contractFloorCPUSeconds,omitempty"`
 	// LightFloorP50Ms and LightFloorP99Ms are the round's light floor (Result.LightFloor); 0
 	// when not measured in this round.
 	LightFloorP50Ms float64 `json:"lightFloorP50Ms,omitempty"`
@@ -336,6 +352,9 @@ func RoundOf(r *Result) Round {
 	if f := r.AdmissionFloor; f != nil {
 		round.AdmissionFloorP50Ms = f.Latency.Client.P50
 	}
+	if f := r.ContractFloor; f != nil {
+		round.ContractFloorP50Ms, round.ContractFloorP99Ms, round.ContractFloorCPUSeconds = f.Latency.Client.P50, f.Latency.Client.P99, f.API.ClaimsCPUSeconds
+	}
 	if f := r.LightFloor; f != nil {
 		round.LightFloorP50Ms, round.LightFloorP99Ms = f.Latency.Client.P50, f.Latency.Client.P99
 	}
@@ -350,12 +369,29 @@ func (r Round) Ratios() FloorRatios {
 	return FloorRatios{P50: ratio(r.P50Ms, r.FloorP50Ms), P99: ratio(r.P99Ms, r.FloorP99Ms), CPU: ratio(r.CPUSeconds, r.FloorCPUSeconds)}
 }
 
+// ContractRatios are sandgate ÷ contract floor of the round's p50, p99 and claims-window API
+// server CPU; 0 where the round did not measure it.
+func (r Round) ContractRatios() FloorRatios {
+	return FloorRatios{
+		P50: ratio(r.P50Ms, r.ContractFloorP50Ms), P99: ratio(r.P99Ms, r.ContractFloorP99Ms),
+		CPU: ratio(r.CPUSeconds, r.ContractFloorCPUSeconds),
+	}
+}
+
 // MedianRatios is the median, over the rounds that have it, of each ratio: how a scenario
 // measured in rounds is judged. A ratio no round has is 0.
-func MedianRatios(rounds []Round) FloorRatios {
+func MedianRatios(rounds []Round) FloorRatios { return medianRatios(rounds, Round.Ratios) }
+
+// MedianContractRatios is MedianRatios of the ratios to the contract floor.
+func MedianContractRatios(rounds []Round) FloorRatios {
+	return medianRatios(rounds, Round.ContractRatios)
+}
+
+// medianRatios is the median, over the rounds that have it, of each ratio of of.
+func medianRatios(rounds []Round, of func(Round) FloorRatios) FloorRatios {
 	var p50, p99, cpu []float64
 	for _, r := range rounds {
-		q := r.Ratios()
+		q := of(r)
 		if q.P50 > 0 {
 			p50 = append(p50, q.P50)
 		}

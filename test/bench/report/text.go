@@ -28,6 +28,8 @@ func WriteText(w io.Writer, r *Result) error {
 	switch {
 	case p.LightFloor:
 		title += " (light floor: minimal Sandboxes without pods, no operator, no webhooks; the load generator writes)"
+	case p.FloorAdmission && p.FloorRoute:
+		title += " (contract floor: no operator; admission webhooks answered at once; the load generator writes, the route write included)"
 	case p.FloorAdmission:
 		title += " (floor: no operator; admission webhooks answered at once by the load generator, which writes)"
 	case p.Floor:
