@@ -20,19 +20,24 @@ import (
 // (AddSustainedFlags).
 type sustainedSettings struct {
 	Duration time.Duration
-	Lifetime string
-	Pool     int
-	Rate     float64
-	Seed     uint64
+	// StopBehind ends the floor's arrivals early when they fall behind the rate
+	// (load.SustainedConfig.StopBehind); sandgate's run then has as long.
+	StopBehind time.Duration
+	Lifetime   string
+	Pool       int
+	Rate       float64
+	Seed       uint64
 }
 
 // sustainedFlags holds the sustained scenarios' flags: they apply to those scenarios only,
 // and live beside them rather than among the options of every run.
-var sustainedFlags = sustainedSettings{Duration: 5 * time.Minute, Lifetime: "5s-30s", Seed: 1}
+var sustainedFlags = sustainedSettings{Duration: 5 * time.Minute, StopBehind: time.Minute, Lifetime: "5s-30s", Seed: 1}
 
 // AddSustainedFlags registers the flags of the sustained scenarios on fs.
 func AddSustainedFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&sustainedFlags.Duration, "sustained-duration", sustainedFlags.Duration, "with --scenarios sustained-*: how long claims arrive")
+	fs.DurationVar(&sustainedFlags.StopBehind, "sustained-stop-behind", sustainedFlags.StopBehind,
+		"with --scenarios sustained-*: once the floor's arrivals have run this long, end them when they are more than a tenth behind the rate (claims waiting for Ready hold ten seconds' worth of slots: the machine does not carry the rate), and give sandgate's run as long; 0 runs the whole --sustained-duration whatever happens")
 	fs.StringVar(&sustainedFlags.Lifetime, "sustained-lifetime", sustainedFlags.Lifetime, "with --scenarios sustained-*: range of a claim's lifetime from Ready to its deletion, drawn uniformly (min-max, as 5s-30s)")
 	fs.IntVar(&sustainedFlags.Pool, "sustained-pool", sustainedFlags.Pool, "with --scenarios sustained-*: pool size instead of the scenario's (0 keeps it)")
 	fs.Float64Var(&sustainedFlags.Rate, "sustained-rate", sustainedFlags.Rate, "with --scenarios sustained-*: claims per second instead of the scenario's (0 keeps it): to find the rate a machine sustains")
@@ -55,10 +60,12 @@ func runSustained(ctx context.Context, o Options, sc scenario, stdout, stderr io
 	}
 	var failed []string
 	var floor *report.Result
-	if !o.SkipFloor {
+	if o.SkipFloor {
+		cfg.StopBehind = sustainedFlags.StopBehind // no floor to match: sandgate's own rule
+	} else {
 		logf(stderr, "\n=== scenario %s, its floor (no operator, no admission webhooks; the load generator binds and refills)\n", sc.name)
 		fcfg := cfg
-		fcfg.Floor = true
+		fcfg.Floor, fcfg.StopBehind = true, sustainedFlags.StopBehind
 		floor, err = runSustainedOnce(ctx, o, fcfg, stderr)
 		switch {
 		case err != nil && ctx.Err() != nil:
@@ -68,6 +75,11 @@ func runSustained(ctx context.Context, o Options, sc scenario, stdout, stderr io
 			failed = append(failed, fmt.Sprintf("%s (floor): %v", sc.name, err))
 		default:
 			floor.Scenario, floor.Description = sc.name, sc.description
+			if s := floor.Sustained; s != nil && s.StoppedBehindSeconds > 0 {
+				// The same arrival window as the floor's: a ratio of two runs of one length.
+				cfg.Duration = time.Duration(s.StoppedBehindSeconds * float64(time.Second))
+				logf(stderr, "the floor fell behind %g claims/s after %s: sandgate's arrivals run as long\n", cfg.Rate, cfg.Duration)
+			}
 			if !floor.OK() {
 				failed = append(failed, fmt.Sprintf("%s (floor): %d claims never Ready, %d create errors",
 					sc.name, floor.Claims.NeverReady, floor.Claims.CreateErrors))

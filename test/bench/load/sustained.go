@@ -57,6 +57,12 @@ type SustainedConfig struct {
 	// claims still pending when the arrivals end may take to be Ready.
 	PoolCreateWait time.Duration
 	Timeout        time.Duration
+	// StopBehind, when positive, ends the arrivals early once they have run that long and
+	// are more than a tenth behind Rate: the claims not Ready yet held every slot of the load
+	// generator (ten seconds' worth of claims), so the cluster does not carry the rate on this
+	// machine, and more minutes of it would only measure a growing queue. The result says
+	// when (Sustained.StoppedBehindSeconds).
+	StopBehind time.Duration
 	// Floor runs the floor (see the file's comment); Probes.DetachOperator is needed.
 	Floor bool
 	// Progress receives progress lines; nil for none.
@@ -68,6 +74,9 @@ func (c SustainedConfig) Validate() error {
 	var errs []error
 	if c.Rate <= 0 || c.Duration <= 0 {
 		errs = append(errs, errors.New("a sustained run needs a positive rate and duration"))
+	}
+	if c.StopBehind < 0 {
+		errs = append(errs, errors.New("StopBehind must not be negative"))
 	}
 	if c.LifetimeMin < 0 || c.LifetimeMax < c.LifetimeMin {
 		errs = append(errs, fmt.Errorf("claim lifetimes %s–%s: the minimum must be ≥ 0 and ≤ the maximum", c.LifetimeMin, c.LifetimeMax))
@@ -128,6 +137,9 @@ type sustained struct {
 	floor *refillPool
 	// settled is closed once every claim is Ready or will not be.
 	settled chan struct{}
+	// stoppedBehind is when the arrivals ended early (SustainedConfig.StopBehind); 0 when
+	// they ran for the whole Duration.
+	stoppedBehind time.Duration
 }
 
 // RunSustained runs cfg against the cluster of restCfg (an admin configuration: it reads the
@@ -346,6 +358,12 @@ func (s *sustained) fire(ctx context.Context, w *ClaimWatcher, start time.Time, 
 		if err := limiter.Wait(ctx); err != nil {
 			break
 		}
+		if behind(s.cfg, i, time.Since(start)) {
+			s.stoppedBehind = time.Since(start)
+			s.r.progressf("arrivals ended after %s: %d claims created, fewer than 90%% of %g/s; claims waiting for Ready hold every slot, so this machine does not carry the rate",
+				s.stoppedBehind.Round(time.Second), i, s.cfg.Rate)
+			break
+		}
 		select {
 		case inFlight <- struct{}{}:
 		case <-ctx.Done():
@@ -373,6 +391,12 @@ func (s *sustained) fire(ctx context.Context, w *ClaimWatcher, start time.Time, 
 		}
 	}
 	return last
+}
+
+// behind reports whether arrivals that created created claims in elapsed should end early
+// (SustainedConfig.StopBehind).
+func behind(cfg SustainedConfig, created int, elapsed time.Duration) bool {
+	return cfg.StopBehind > 0 && elapsed >= cfg.StopBehind && float64(created) < 0.9*cfg.Rate*elapsed.Seconds()
 }
 
 // claim makes one claim, waits for its Ready, lives its lifetime and deletes it; inFlight is
@@ -518,6 +542,7 @@ func (s *sustained) tally(res *report.Result, w *ClaimWatcher, start, lastCreate
 	sus := &report.Sustained{
 		Rate: s.cfg.Rate, DurationSeconds: s.cfg.Duration.Seconds(),
 		LifetimeMinSeconds: s.cfg.LifetimeMin.Seconds(), LifetimeMaxSeconds: s.cfg.LifetimeMax.Seconds(), Seed: s.cfg.Seed,
+		StoppedBehindSeconds: round2(s.stoppedBehind.Seconds()),
 	}
 	var first time.Time
 	for _, c := range claims {

@@ -130,3 +130,28 @@ func TestCopyStatusDescribesTheReplacementsPod(t *testing.T) {
 		t.Errorf("copyStatus changed the model")
 	}
 }
+
+// Arrivals end early only once they have run StopBehind and fallen more than a tenth behind
+// the rate; without StopBehind they never do.
+func TestBehind(t *testing.T) {
+	cfg := SustainedConfig{Rate: 50, StopBehind: time.Minute}
+	cases := map[string]struct {
+		cfg     SustainedConfig
+		created int
+		elapsed time.Duration
+		want    bool
+	}{
+		"on pace":                         {cfg: cfg, created: 3000, elapsed: time.Minute},
+		"a tenth behind, within the rule": {cfg: cfg, created: 2700, elapsed: time.Minute},
+		"more than a tenth behind":        {cfg: cfg, created: 2699, elapsed: time.Minute, want: true},
+		"far behind, but too early":       {cfg: cfg, created: 100, elapsed: 59 * time.Second},
+		"far behind, no StopBehind":       {cfg: SustainedConfig{Rate: 50}, created: 100, elapsed: 10 * time.Minute},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := behind(tc.cfg, tc.created, tc.elapsed); got != tc.want {
+				t.Errorf("behind(%d created in %s) = %v, want %v", tc.created, tc.elapsed, got, tc.want)
+			}
+		})
+	}
+}

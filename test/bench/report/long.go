@@ -48,8 +48,8 @@ func writeSustained(p func(string, ...any), results []*Result) {
 				continue
 			}
 			s := x.Sustained
-			p("| %s | %s | %g / %.1f | %.0f | %d | %.1f%% | %d | %d | %s | %.1f | %.1f | %s |", r.Scenario, row.name,
-				s.Rate, s.AchievedRate, s.DurationSeconds, x.Claims.Ready, 100*s.WarmShare, s.MinReady, s.DrySeconds,
+			p("| %s | %s | %g / %.1f | %s | %d | %.1f%% | %d | %d | %s | %.1f | %.1f | %s |", r.Scenario, row.name,
+				s.Rate, s.AchievedRate, arrivalSeconds(s), x.Claims.Ready, 100*s.WarmShare, s.MinReady, s.DrySeconds,
 				yesNo(s.RefillKeptUp), x.Latency.Client.P50, x.Latency.Client.P99, cpu(x.API.ClaimsCPUSeconds))
 		}
 		if q := r.Ratios(); q.P50 > 0 {
@@ -60,6 +60,19 @@ func writeSustained(p func(string, ...any), results []*Result) {
 		}
 	}
 	p("")
+	for _, r := range results {
+		f := r.Floor
+		if f == nil || f.Sustained == nil || f.Sustained.StoppedBehindSeconds <= 0 {
+			continue
+		}
+		p("**%s is beyond this machine.** Its floor fell behind: after %.0f s its claims not Ready", r.Scenario, f.Sustained.StoppedBehindSeconds)
+		p("yet held every slot of the load generator (ten seconds' worth), %.1f claims/s reached of %g asked,", f.Sustained.AchievedRate, f.Sustained.Rate)
+		p("with no operator at all. The arrivals ended there (`--sustained-stop-behind`), and sandgate's run")
+		p("had the same %.0f s of arrivals, so that the two compare; minutes more would only measure a", f.Sustained.StoppedBehindSeconds)
+		p("growing queue. The warm-share target holds only for a rate the floor carries: see the")
+		p("scenarios at a lower rate, or `--sustained-rate`.")
+		p("")
+	}
 	for _, r := range results {
 		p("**%s** over time (windows of %d s by create time; sandgate, then its floor):", r.Scenario, WindowSeconds)
 		p("")
@@ -79,6 +92,15 @@ func writeSustained(p func(string, ...any), results []*Result) {
 		}
 		p("")
 	}
+}
+
+// arrivalSeconds is how long the arrivals of s ran: the duration asked, or when they ended
+// early because they fell behind.
+func arrivalSeconds(s *Sustained) string {
+	if s.StoppedBehindSeconds > 0 {
+		return fmt.Sprintf("%.0f of %.0f (fell behind)", s.StoppedBehindSeconds, s.DurationSeconds)
+	}
+	return fmt.Sprintf("%.0f", s.DurationSeconds)
 }
 
 func writeScale(p func(string, ...any), results []*Result) {

@@ -27,6 +27,10 @@ type Sustained struct {
 	// Rate is claims created per second, for DurationSeconds.
 	Rate            float64 `json:"rate"`
 	DurationSeconds float64 `json:"durationSeconds"`
+	// StoppedBehindSeconds is when the arrivals ended early because they had fallen behind
+	// Rate (load.SustainedConfig.StopBehind): the cluster did not carry the rate on this
+	// machine. 0 when they ran for DurationSeconds.
+	StoppedBehindSeconds float64 `json:"stoppedBehindSeconds,omitempty"`
 	// AchievedRate is claims created per second from the first create to the last: below
 	// Rate when claims waiting for Ready held every slot of the load generator.
 	AchievedRate float64 `json:"achievedRate"`
@@ -160,6 +164,14 @@ func WriteSustainedText(w io.Writer, r *Result) error {
 	}
 	pf("\nsustained: %g claims/s for %.0f s, lifetimes %g–%g s (seed %d), pool %d\n",
 		s.Rate, s.DurationSeconds, s.LifetimeMinSeconds, s.LifetimeMaxSeconds, s.Seed, r.Parameters.WarmPoolSize)
+	for _, x := range []struct {
+		name string
+		r    *Result
+	}{{"floor", r.Floor}, {"sandgate", r}} {
+		if x.r != nil && x.r.Sustained != nil && x.r.Sustained.StoppedBehindSeconds > 0 {
+			pf("  the %s's arrivals ended after %.0f s: they had fallen behind the rate\n", x.name, x.r.Sustained.StoppedBehindSeconds)
+		}
+	}
 	if r.Floor != nil && r.Floor.Sustained != nil {
 		pf("  achieved rate: floor %.1f/s, sandgate %.1f/s\n", r.Floor.Sustained.AchievedRate, s.AchievedRate)
 	} else {
