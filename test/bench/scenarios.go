@@ -41,10 +41,12 @@ type scenario struct {
 	// admissionFloor measures, in each round, the admission floor too (--floor-admission):
 	// what the admission round trips of a claim's writes cost without a decision in them.
 	admissionFloor bool
-	// contractFloor measures, in each round, the contract floor too (--floor --floor-admission
-	// --floor-route): the writes and admission round trips sandgate's API asks of each warm
-	// claim, its route write included, made by a client that decides nothing.
-	contractFloor bool
+	// contractFloor is how many of the first rounds measure the contract floor too (--floor
+	// --floor-admission --floor-route): the writes and admission round trips sandgate's API
+	// asks of each warm claim, its route write included, made by a client that decides
+	// nothing. Every round of the serial scenarios, where it decides the ratio; the first of
+	// the bursts, to keep `make bench` within its hour.
+	contractFloor int
 	targets       report.Targets
 	// run, when set, measures the scenario its own way instead of in rounds of runRound: the
 	// long scenarios (sustained, scale) run once per invocation, with their floor in the same
@@ -84,27 +86,38 @@ const shortRounds = 5
 func scenarios(scalePool int) []scenario {
 	return []scenario{
 		{
-			name: "serial", description: "50 claims one at a time", burstSize: 1, totalBursts: 50, qps: 1000, pool: 60,
-			rounds: shortRounds, contractFloor: true, targets: serialTargets,
+			// The pool keeps more than its low-water mark (a quarter) through the run, as the
+			// kubelet scenario's and the outside measurement's (30 claims, pool 40) do: with 60
+			// the last claims met the pool refilling 45 members at once below its mark, and one
+			// of them took 648 ms. That refill under traffic is the sustained scenarios' to
+			// measure; serial measures the claim.
+			name: "serial", description: "50 claims one at a time", burstSize: 1, totalBursts: 50, qps: 1000, pool: 70,
+			rounds: shortRounds, contractFloor: shortRounds, targets: serialTargets,
 		},
 		{
 			name: "burst-100", description: "100 claims at 100 QPS", burstSize: 100, totalBursts: 1, qps: 100, pool: 150,
-			rounds: shortRounds, contractFloor: true, targets: floorTargets(report.Targets{P50Ms: 50, P99Ms: 150, MutatingPerClaim: 9, ReconcilesToReady: 2,
+			rounds: shortRounds, contractFloor: 1, targets: floorTargets(report.Targets{P50Ms: 50, P99Ms: 150, MutatingPerClaim: 9, ReconcilesToReady: 2,
 				Reference: "1.8 s / - / 2.7 s"}),
 		},
 		{
 			name: "burst-300", description: "300 claims at 300 QPS", burstSize: 300, totalBursts: 1, qps: 300, pool: 600,
-			rounds: shortRounds, contractFloor: true, targets: burstTargets,
+			rounds: shortRounds, contractFloor: 1, targets: burstTargets,
 		},
 		{
 			name: "kubelet", description: "30 claims one at a time; pods report status in kubelet-like steps",
 			burstSize: 1, totalBursts: 30, qps: 1000, pool: 40, profile: controlplane.ProfileKubelet,
-			rounds: shortRounds, contractFloor: true, targets: serialTargets,
+			rounds: shortRounds, contractFloor: shortRounds, targets: serialTargets,
 		},
 		{
 			name: "cold", description: "30 claims one at a time, no warm member (a pool of 0): each builds its Sandbox and pod",
 			burstSize: 1, totalBursts: 30, qps: 1000, pool: 0,
 			rounds: shortRounds, targets: floorTargets(report.Targets{Reference: "public controller: not measured"}),
+		},
+		{
+			// The rate a two-core machine carries (its floor keeps up), where the warm-share
+			// target can be judged; 50 and 150 are the issue's rates, beyond such a machine.
+			name: "sustained-10", description: "10 claims a second for 5 minutes, each deleted after a random lifetime, the pool refilling",
+			qps: 10, pool: 50, run: runSustained, targets: floorTargets(report.Targets{}),
 		},
 		{
 			name: "sustained-50", description: "50 claims a second for 5 minutes, each deleted after a random lifetime, the pool refilling",
@@ -124,7 +137,7 @@ func scenarios(scalePool int) []scenario {
 			servesV1alpha1: true, rounds: shortRounds, targets: burstTargets, optional: true,
 		},
 		{
-			name: "admission-floor", description: "serial, with the admission floor measured in each round", burstSize: 1, totalBursts: 50, qps: 1000, pool: 60,
+			name: "admission-floor", description: "serial, with the admission floor measured in each round", burstSize: 1, totalBursts: 50, qps: 1000, pool: 70,
 			rounds: shortRounds, admissionFloor: true, targets: serialTargets, optional: true,
 		},
 		{
@@ -233,7 +246,8 @@ func runScenarios(ctx context.Context, o Options, stdout, stderr io.Writer) erro
 				// The light floor is the lower bound, not the reference of a target: measured
 				// once per scenario, in its first round.
 				light := round == 1 && sc.pool >= sc.burstSize*sc.totalBursts
-				res, roundFailed, err := runRound(ctx, so, sc, fmt.Sprintf("%d/%d", i+1, len(selected)), light, stdout, stderr)
+				contract := round <= sc.contractFloor
+				res, roundFailed, err := runRound(ctx, so, sc, fmt.Sprintf("%d/%d", i+1, len(selected)), light, contract, stdout, stderr)
 				if err != nil {
 					return err
 				}
@@ -270,12 +284,12 @@ func runScenarios(ctx context.Context, o Options, stdout, stderr io.Writer) erro
 	return nil
 }
 
-// runRound measures scenario sc once: its floor and, for sc.admissionFloor and
-// sc.contractFloor, its admission and contract floors (unless so.SkipFloor), then sandgate,
-// each on a fresh cluster. It returns the result
+// runRound measures scenario sc once: its floor, its admission floor for sc.admissionFloor,
+// its contract floor when contract is set and its light floor when light is (unless
+// so.SkipFloor), then sandgate, each on a fresh cluster. It returns the result
 // with its floors (nil when the sandgate run failed), and what failed; an error only when ctx
 // ends.
-func runRound(ctx context.Context, so Options, sc scenario, which string, light bool, stdout, stderr io.Writer) (*report.Result, []string, error) {
+func runRound(ctx context.Context, so Options, sc scenario, which string, light, contract bool, stdout, stderr io.Writer) (*report.Result, []string, error) {
 	var failed []string
 	var floor, admissionFloor, contractFloor, lightFloor *report.Result
 	if !so.SkipFloor {
@@ -291,7 +305,7 @@ func runRound(ctx context.Context, so Options, sc scenario, which string, light 
 			}
 			failed = append(failed, floorFailed...)
 		}
-		if sc.contractFloor {
+		if contract {
 			if contractFloor, floorFailed, err = runFloor(ctx, so, sc, which, floorContract, stdout, stderr); err != nil {
 				return nil, nil, err
 			}
