@@ -127,7 +127,9 @@ func sustainedConfig(o Options, sc scenario) (load.SustainedConfig, error) {
 	cfg := load.SustainedConfig{
 		Namespace: "bench", PodSpec: load.DefaultPodSpec(), PoolSize: int32(pool),
 		Rate: rate, Duration: sustainedFlags.Duration, LifetimeMin: lo, LifetimeMax: hi, Seed: sustainedFlags.Seed,
-		PoolCreateWait: max(o.PoolCreateWait, time.Duration(pool)*200*time.Millisecond), Timeout: o.Timeout,
+		// The claims still waiting when the arrivals end: a rate beyond the machine leaves ten
+		// seconds' worth of them, which a saturated cluster takes minutes to serve.
+		PoolCreateWait: max(o.PoolCreateWait, time.Duration(pool)*200*time.Millisecond), Timeout: max(o.Timeout, 5*time.Minute),
 	}
 	return cfg, cfg.Validate()
 }
