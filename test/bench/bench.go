@@ -158,6 +158,47 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// startEnv starts the environment of a run of o, a local cluster of nodes simulated nodes
+// unless o names a kubeconfig; stopEnv stops it.
+func startEnv(ctx context.Context, o Options, nodes int, progress io.Writer) (*harness.Env, error) {
+	return harness.Start(ctx, harness.Options{
+		Kubeconfig:      o.Kubeconfig,
+		Nodes:           nodes,
+		Profile:         o.Profile,
+		OperatorCommand: o.OperatorCmd,
+		NoWebhooks:      !o.Webhooks,
+		V1beta1Only:     !o.ServeV1alpha1,
+		FloorAdmission:  o.FloorAdmission,
+		Log:             progress,
+	})
+}
+
+// stopEnv stops env, joining its error into *retErr: deferred by every run that startEnv
+// started.
+func stopEnv(env *harness.Env, progress io.Writer, retErr *error) {
+	logf(progress, "stopping...\n")
+	if err := env.Stop(); err != nil {
+		*retErr = errors.Join(*retErr, err)
+	}
+}
+
+// describeCluster fills in where a run of o on env ran: the local control plane's version,
+// pod profile and nodes and what its CRDs serve, or the address of a cluster it did not start.
+func describeCluster(params *report.Parameters, env *harness.Env, o Options) {
+	if env.Cluster == nil {
+		params.Cluster = env.Config.Host
+		return
+	}
+	params.Cluster = "local control plane " + controlplane.KubernetesVersion
+	params.Profile, params.Nodes = string(env.Cluster.Profile), len(env.Cluster.NodeNames)
+	if !env.Webhooks {
+		params.Cluster += " without webhooks"
+	}
+	if !o.ServeV1alpha1 {
+		params.Cluster += ", v1beta1 served only"
+	}
+}
+
 // runOnce starts the environment, runs the load and stops the environment.
 func runOnce(ctx context.Context, o Options, podSpec corev1.PodSpec, templateName string, progress io.Writer) (_ *report.Result, retErr error) {
 	if o.LightFloor {
@@ -169,25 +210,11 @@ func runOnce(ctx context.Context, o Options, podSpec corev1.PodSpec, templateNam
 		// The simulated nodes take 1000 pods each; keep headroom for cold starts.
 		nodes = max(controlplane.DefaultNodes, (o.WarmPoolSize+claims)/800+1)
 	}
-	env, err := harness.Start(ctx, harness.Options{
-		Kubeconfig:      o.Kubeconfig,
-		Nodes:           nodes,
-		Profile:         o.Profile,
-		OperatorCommand: o.OperatorCmd,
-		NoWebhooks:      !o.Webhooks,
-		V1beta1Only:     !o.ServeV1alpha1,
-		FloorAdmission:  o.FloorAdmission,
-		Log:             progress,
-	})
+	env, err := startEnv(ctx, o, nodes, progress)
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		logf(progress, "stopping...\n")
-		if err := env.Stop(); err != nil {
-			retErr = errors.Join(retErr, err)
-		}
-	}()
+	defer stopEnv(env, progress, &retErr)
 	ns := o.Namespace
 	if ns == "" {
 		ns = "bench-" + time.Now().Format("150405")
@@ -199,18 +226,9 @@ func runOnce(ctx context.Context, o Options, podSpec corev1.PodSpec, templateNam
 		FloorAdmission: o.FloorAdmission, FloorRoute: o.FloorRoute,
 	}
 	params.LightFloor = o.LightFloor
+	describeCluster(&params, env, o)
 	if env.Cluster != nil {
-		params.Cluster = "local control plane " + controlplane.KubernetesVersion
-		params.Profile, params.Nodes = string(env.Cluster.Profile), len(env.Cluster.NodeNames)
-		if !env.Webhooks {
-			params.Cluster += " without webhooks"
-		}
-		if !o.ServeV1alpha1 {
-			params.Cluster += ", v1beta1 served only"
-		}
 		probes.APIServerCPU = env.APIServerCPU
-	} else {
-		params.Cluster = env.Config.Host
 	}
 	if env.Operator != nil {
 		op := env.Operator

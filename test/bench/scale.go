@@ -101,23 +101,11 @@ func runScaleCluster(ctx context.Context, o Options, cfg load.ScaleConfig, progr
 		// The simulated nodes take 1000 pods each; keep headroom as runOnce does.
 		nodes = max(controlplane.DefaultNodes, cfg.Sandboxes()/800+1)
 	}
-	env, err := harness.Start(ctx, harness.Options{
-		Nodes:           nodes,
-		Profile:         o.Profile,
-		OperatorCommand: o.OperatorCmd,
-		NoWebhooks:      !o.Webhooks,
-		V1beta1Only:     !o.ServeV1alpha1,
-		Log:             progress,
-	})
+	env, err := startEnv(ctx, o, nodes, progress)
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		logf(progress, "stopping...\n")
-		if err := env.Stop(); err != nil {
-			retErr = errors.Join(retErr, err)
-		}
-	}()
+	defer stopEnv(env, progress, &retErr)
 	if env.Operator == nil || env.Cluster == nil || !env.Webhooks {
 		return nil, errors.New("the scale scenario needs the local cluster, an operator to restart and its webhooks installed")
 	}
@@ -132,12 +120,9 @@ func runScaleCluster(ctx context.Context, o Options, cfg load.ScaleConfig, progr
 	res.Parameters = report.Parameters{
 		BurstSize: 1, QPS: 1000, TotalBursts: cfg.SerialClaims, WarmPoolSize: cfg.Replicas,
 		Namespace: fmt.Sprintf("%s-00 (of %d)", cfg.NamespacePrefix, cfg.Namespaces), Template: "built-in",
-		Cluster: "local control plane " + controlplane.KubernetesVersion, Profile: string(env.Cluster.Profile),
-		Nodes: len(env.Cluster.NodeNames), OperatorCommand: template, TimeoutSeconds: cfg.Timeout.Seconds(),
+		OperatorCommand: template, TimeoutSeconds: cfg.Timeout.Seconds(),
 	}
-	if !o.ServeV1alpha1 {
-		res.Parameters.Cluster += ", v1beta1 served only"
-	}
+	describeCluster(&res.Parameters, env, o)
 	res.Scale.CacheLabelSelectors = strings.Contains(template, "--cache-label-selectors")
 	return res, nil
 }

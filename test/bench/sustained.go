@@ -139,35 +139,20 @@ func sustainedConfig(o Options, sc scenario) (load.SustainedConfig, error) {
 func runSustainedOnce(ctx context.Context, o Options, cfg load.SustainedConfig, progress io.Writer) (_ *report.Result, retErr error) {
 	// Pods alive at once: the pool, and each claim's for its lifetime.
 	alive := int(cfg.PoolSize) + int(cfg.Rate*(cfg.LifetimeMax.Seconds()+5))
-	env, err := harness.Start(ctx, harness.Options{
-		Nodes:           max(controlplane.DefaultNodes, alive/800+1),
-		Profile:         o.Profile,
-		OperatorCommand: o.OperatorCmd,
-		V1beta1Only:     !o.ServeV1alpha1,
-		Log:             progress,
-	})
+	env, err := startEnv(ctx, o, max(controlplane.DefaultNodes, alive/800+1), progress)
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		logf(progress, "stopping...\n")
-		if err := env.Stop(); err != nil {
-			retErr = errors.Join(retErr, err)
-		}
-	}()
-	if env.Operator == nil || !env.Webhooks {
+	defer stopEnv(env, progress, &retErr)
+	if env.Cluster == nil || env.Operator == nil || !env.Webhooks {
 		return nil, errors.New("a sustained run needs the operator and its webhooks in the local cluster")
 	}
 	probes := load.Probes{Healthy: env.Err, ComponentUsage: env.ComponentUsage, APIServerCPU: env.APIServerCPU}
 	params := report.Parameters{
 		QPS: cfg.Rate, WarmPoolSize: cfg.PoolSize, Namespace: cfg.Namespace, Template: "built-in",
 		TimeoutSeconds: cfg.Timeout.Seconds(), Floor: cfg.Floor, OperatorCommand: env.Operator.Template,
-		Cluster: "local control plane " + controlplane.KubernetesVersion,
-		Profile: string(env.Cluster.Profile), Nodes: len(env.Cluster.NodeNames),
 	}
-	if !o.ServeV1alpha1 {
-		params.Cluster += ", v1beta1 served only"
-	}
+	describeCluster(&params, env, o)
 	if cfg.Floor {
 		probes.DetachOperator = env.DetachOperator
 	} else {
