@@ -173,14 +173,8 @@ func (r *runner) floorClaim(ctx context.Context, s *sent, pool *floorPool) {
 // bindFloor makes the floor's bind patch of member to claim, timing it into t, and returns the
 // Sandbox as the API server answered it.
 func (r *runner) bindFloor(ctx context.Context, claim *extv1beta1.SandboxClaim, member *agentsv1beta1.Sandbox, t *floorTimes) (*agentsv1beta1.Sandbox, error) {
-	t.bindStart = time.Now()
 	bound := &agentsv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: member.Namespace, Name: member.Name}}
-	patch, err := mergePatch(floorBindPatch(claim, member))
-	if err == nil {
-		err = r.c.Patch(ctx, bound, patch)
-	}
-	t.bindEnd = time.Now()
-	if err != nil {
+	if err := r.timedPatch(ctx, bound, floorBindPatch(claim, member), &t.bindStart, &t.bindEnd); err != nil {
 		return nil, fmt.Errorf("binding %s: %w", member.Name, err)
 	}
 	return bound, nil
@@ -193,17 +187,23 @@ func (r *runner) routeFloor(ctx context.Context, claim *extv1beta1.SandboxClaim,
 	if !ok {
 		return fmt.Errorf("no pod of member %s listed for the route write", member.Name)
 	}
-	t.routeStart = time.Now()
 	target := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}}
-	patch, err := mergePatch(floorRoutePatch(claim, pod))
-	if err == nil {
-		err = r.c.Patch(ctx, target, patch)
-	}
-	t.routeEnd = time.Now()
-	if err != nil {
+	if err := r.timedPatch(ctx, target, floorRoutePatch(claim, pod), &t.routeStart, &t.routeEnd); err != nil {
 		return fmt.Errorf("routing pod %s: %w", pod.Name, err)
 	}
 	return nil
+}
+
+// timedPatch sends body as a JSON merge patch of obj (which takes the answer), noting when
+// the call started and returned.
+func (r *runner) timedPatch(ctx context.Context, obj client.Object, body any, start, end *time.Time) error {
+	*start = time.Now()
+	patch, err := mergePatch(body)
+	if err == nil {
+		err = r.c.Patch(ctx, obj, patch)
+	}
+	*end = time.Now()
+	return err
 }
 
 // reportFloorReady makes the floor's status patch of claim, Ready mirrored from sb, noting

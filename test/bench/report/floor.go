@@ -100,7 +100,21 @@ type pathRow struct {
 
 func val(v float64) *float64 { return &v }
 
-// pathBreakdown splits the mean claim of r (and of its floor) into the phases of its path.
+// The rows of pathBreakdown, in order.
+const (
+	rowCreate = iota
+	rowClaimWebhooks
+	rowToReconcile
+	rowBind
+	rowBindWebhooks
+	rowRoute
+	rowStatus
+	rowRest
+	rowWatch
+	rowTotal
+)
+
+// pathBreakdown splits the mean claim of r (and of its floors) into the phases of its path.
 // The operator's phases come from its histogram, the webhooks' from the API server's, the
 // client's from the load generator; what none of them measures is derived from the others
 // and says so.
@@ -117,18 +131,6 @@ func pathBreakdown(r *Result) []pathRow {
 		{name: "status patch returned → client's watch shows Ready", sandgateHow: "derived: server view − admission_to_reconcile − ready_to_status", floorHow: "load generator"},
 		{name: "total: create call → watch shows Ready", sandgateHow: "load generator (client view)", floorHow: "load generator"},
 	}
-	const (
-		rowCreate = iota
-		rowClaimWebhooks
-		rowToReconcile
-		rowBind
-		rowBindWebhooks
-		rowRoute
-		rowStatus
-		rowRest
-		rowWatch
-		rowTotal
-	)
 	lat := r.Latency
 	if lat.CreateCall.Count > 0 {
 		rows[rowCreate].sandgate = val(lat.CreateCall.Mean)
@@ -168,46 +170,39 @@ func pathBreakdown(r *Result) []pathRow {
 	}
 
 	if f := r.Floor; f != nil {
-		if f.Latency.CreateCall.Count > 0 {
-			rows[rowCreate].floor = val(f.Latency.CreateCall.Mean)
-		}
-		if f.Latency.Client.Count > 0 {
-			rows[rowTotal].floor = val(f.Latency.Client.Mean)
-		}
-		rows[rowClaimWebhooks].floor = val(0)
-		rows[rowRoute].floor = val(0)
-		rows[rowBindWebhooks].floor = val(0)
-		if p := f.ClientPath; p != nil && p.Bind.Count > 0 {
-			rows[rowToReconcile].floor = val(p.BeforeBind.Mean)
-			rows[rowBind].floor = val(p.Bind.Mean)
-			rows[rowStatus].floor = val(p.Status.Mean)
-			rows[rowRest].floor = val(p.BetweenPatches.Mean)
-			rows[rowWatch].floor = val(p.WatchDelivery.Mean)
-		}
+		floorColumn(rows, f, func(row *pathRow) **float64 { return &row.floor })
 	}
 	if c := r.ContractFloor; c != nil {
-		if c.Latency.CreateCall.Count > 0 {
-			rows[rowCreate].contract = val(c.Latency.CreateCall.Mean)
-		}
-		if c.Latency.Client.Count > 0 {
-			rows[rowTotal].contract = val(c.Latency.Client.Mean)
-		}
-		if v, ok := admissionPerClaim(c, "CREATE", resourceClaims); ok {
-			rows[rowClaimWebhooks].contract = val(v)
-		}
-		if v, ok := admissionPerClaim(c, "UPDATE", resourceSandboxes); ok {
-			rows[rowBindWebhooks].contract = val(v)
-		}
-		if p := c.ClientPath; p != nil && p.Bind.Count > 0 {
-			rows[rowToReconcile].contract = val(p.BeforeBind.Mean)
-			rows[rowBind].contract = val(p.Bind.Mean)
-			rows[rowRoute].contract = val(p.Route.Mean)
-			rows[rowStatus].contract = val(p.Status.Mean)
-			rows[rowRest].contract = val(p.BetweenPatches.Mean)
-			rows[rowWatch].contract = val(p.WatchDelivery.Mean)
-		}
+		floorColumn(rows, c, func(row *pathRow) **float64 { return &row.contract })
 	}
 	return rows
+}
+
+// floorColumn fills the cells cell picks of rows with f, a floor run: its create call and total
+// from the load generator's clock, its admission round trips from the API server's histogram
+// (none without webhooks), and its writes, the route write when it made one, timed by the load
+// generator.
+func floorColumn(rows []pathRow, f *Result, cell func(*pathRow) **float64) {
+	set := func(i int, v float64) { *cell(&rows[i]) = val(v) }
+	if f.Latency.CreateCall.Count > 0 {
+		set(rowCreate, f.Latency.CreateCall.Mean)
+	}
+	if f.Latency.Client.Count > 0 {
+		set(rowTotal, f.Latency.Client.Mean)
+	}
+	claimWebhooks, _ := admissionPerClaim(f, "CREATE", resourceClaims)
+	bindWebhooks, _ := admissionPerClaim(f, "UPDATE", resourceSandboxes)
+	set(rowClaimWebhooks, claimWebhooks)
+	set(rowBindWebhooks, bindWebhooks)
+	set(rowRoute, 0)
+	if p := f.ClientPath; p != nil && p.Bind.Count > 0 {
+		set(rowToReconcile, p.BeforeBind.Mean)
+		set(rowBind, p.Bind.Mean)
+		set(rowRoute, p.Route.Mean)
+		set(rowStatus, p.Status.Mean)
+		set(rowRest, p.BetweenPatches.Mean)
+		set(rowWatch, p.WatchDelivery.Mean)
+	}
 }
 
 // writeFloor writes the sections that compare each scenario with its floor.
