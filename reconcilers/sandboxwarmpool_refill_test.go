@@ -138,7 +138,10 @@ func TestRefillRate(t *testing.T) {
 
 // A pool under claims that never pause refills every MaxDeferral: the reconciles in between
 // defer, the first one at or past the bound creates, and the next deferral starts afresh.
-func TestSteadyClaimsRefillEveryMaxDeferral(t *testing.T) {
+// Claims that outlast MaxDeferral are steady traffic: the pool refills then, and from then on
+// replaces members as they leave, until claims pause for the quiet period; the claims after the
+// pause are deferred again, from their first reconcile.
+func TestSteadyClaimsRefillOneForOneAfterMaxDeferral(t *testing.T) {
 	r := &warmPoolReconciler{
 		Refill:   RefillPolicy{QuietPeriod: time.Second, LowWaterPercent: 25, MaxDeferral: 3 * time.Second},
 		WarmPool: WarmPoolPolicy{MaxBatchSize: 100},
@@ -152,15 +155,28 @@ func TestSteadyClaimsRefillEveryMaxDeferral(t *testing.T) {
 	}
 	plan := poolPlan{create: 2, active: 8}
 	var created []time.Duration
-	for step := time.Duration(0); step <= 7*time.Second; step += 500 * time.Millisecond {
+	for step := time.Duration(0); step <= 14*time.Second; step += 500 * time.Millisecond {
 		now := planNow.Add(step)
-		r.activity.touch(pool, now.Add(-10*time.Millisecond)) // a claim every reconcile
+		// A claim every reconcile, but for a pause of 2s after 5s.
+		if step <= 5*time.Second || step >= 7*time.Second {
+			r.activity.touch(pool, now.Add(-10*time.Millisecond))
+		}
 		if n, _, _ := r.paceCreates(pool, plan, members, 10, now); n > 0 {
 			created = append(created, step)
 		}
 	}
-	want := []time.Duration{3 * time.Second, 6500 * time.Millisecond}
+	want := []time.Duration{
+		// Deferred from 0 to its bound at 3s, then one for one while the claims go on (the
+		// last at 5s counts until it is a quiet period old)...
+		3 * time.Second, 3500 * time.Millisecond, 4 * time.Second, 4500 * time.Millisecond, 5 * time.Second,
+		5500 * time.Millisecond,
+		// ... and through the pause, which ends the deferral at 6s.
+		6 * time.Second, 6500 * time.Millisecond,
+		// Claims again at 7s: a fresh deferral, bound at 10s.
+		10 * time.Second, 10500 * time.Millisecond, 11 * time.Second, 11500 * time.Millisecond, 12 * time.Second,
+		12500 * time.Millisecond, 13 * time.Second, 13500 * time.Millisecond, 14 * time.Second,
+	}
 	if fmt.Sprint(created) != fmt.Sprint(want) {
-		t.Errorf("refills at %v, want %v (every 3s of deferral, from the first reconcile deferred)", created, want)
+		t.Errorf("refills at %v, want %v", created, want)
 	}
 }
