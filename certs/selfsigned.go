@@ -32,27 +32,58 @@ func SelfSigned(dnsNames []string, ips []net.IP, validity time.Duration) (*Bundl
 	if len(dnsNames) == 0 && len(ips) == 0 {
 		return nil, errors.New("self-signed certificate: at least one DNS name or IP is needed")
 	}
-	now := time.Now()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := NewCA("sandgate self-signed webhook CA", validity)
+	if err != nil {
+		return nil, err
+	}
+	return ca.Issue(dnsNames, ips, validity)
+}
+
+// CA is a certificate authority whose key stays in memory for as long as the CA is kept: each
+// Issue signs a new serving certificate under the same CA certificate, so that a client
+// trusting the CA (the caBundle of a webhook configuration) trusts every one of them, as with
+// a cert-manager CA Issuer's renewals. For local runs and tests only.
+type CA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  []byte
+}
+
+// NewCA makes a CA named commonName, valid for validity.
+func NewCA(commonName string, validity time.Duration) (*CA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("generating the CA key: %w", err)
 	}
-	caTmpl := &x509.Certificate{
+	now := time.Now()
+	tmpl := &x509.Certificate{
 		SerialNumber:          mustSerial(),
-		Subject:               pkix.Name{CommonName: "sandgate self-signed webhook CA"},
+		Subject:               pkix.Name{CommonName: commonName},
 		NotBefore:             now.Add(-time.Minute),
 		NotAfter:              now.Add(validity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		return nil, fmt.Errorf("signing the CA certificate: %w", err)
 	}
-	ca, err := x509.ParseCertificate(caDER)
+	cert, err := x509.ParseCertificate(der)
 	if err != nil {
 		return nil, fmt.Errorf("parsing the CA certificate: %w", err)
+	}
+	return &CA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}, nil
+}
+
+// PEM is the CA's certificate, PEM-encoded: what a client that trusts the CA is given.
+func (ca *CA) PEM() []byte { return ca.pem }
+
+// Issue signs a new serving certificate for the given DNS names and IPs, valid for validity,
+// and returns it with its key and the CA's certificate.
+func (ca *CA) Issue(dnsNames []string, ips []net.IP, validity time.Duration) (*Bundle, error) {
+	if len(dnsNames) == 0 && len(ips) == 0 {
+		return nil, errors.New("serving certificate: at least one DNS name or IP is needed")
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -62,6 +93,7 @@ func SelfSigned(dnsNames []string, ips []net.IP, validity time.Duration) (*Bundl
 	if len(dnsNames) > 0 {
 		cn = dnsNames[0]
 	}
+	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber: mustSerial(),
 		Subject:      pkix.Name{CommonName: cn},
@@ -72,7 +104,7 @@ func SelfSigned(dnsNames []string, ips []net.IP, validity time.Duration) (*Bundl
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
 		return nil, fmt.Errorf("signing the serving certificate: %w", err)
 	}
@@ -81,7 +113,7 @@ func SelfSigned(dnsNames []string, ips []net.IP, validity time.Duration) (*Bundl
 		return nil, fmt.Errorf("encoding the serving key: %w", err)
 	}
 	return &Bundle{
-		CAPEM:   pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		CAPEM:   ca.pem,
 		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 		KeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
 	}, nil

@@ -192,3 +192,36 @@ func TestSelfSignedVerifies(t *testing.T) {
 		t.Errorf("SelfSigned without names: want an error")
 	}
 }
+
+// A CA keeps its key: every certificate it issues is new and verifies against the one CA
+// certificate a client was given first, as a cert-manager CA Issuer's renewals do.
+func TestCAIssuesRenewalsUnderTheSameCA(t *testing.T) {
+	ca, err := certs.NewCA("test CA", time.Hour)
+	if err != nil {
+		t.Fatalf("NewCA: %v", err)
+	}
+	first, err := ca.Issue([]string{"localhost"}, nil, time.Hour)
+	if err != nil {
+		t.Fatalf("Issue: %v", err)
+	}
+	renewed, err := ca.Issue([]string{"localhost"}, nil, time.Hour)
+	if err != nil {
+		t.Fatalf("Issue: %v", err)
+	}
+	if string(first.CAPEM) != string(renewed.CAPEM) {
+		t.Errorf("the renewal carries another CA certificate")
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(first.CAPEM)
+	for name, b := range map[string]*certs.Bundle{"first": first, "renewed": renewed} {
+		if _, err := parse(t, b.CertPEM).Verify(x509.VerifyOptions{DNSName: "localhost", Roots: pool}); err != nil {
+			t.Errorf("%s certificate does not verify against the first CA: %v", name, err)
+		}
+	}
+	if parse(t, first.CertPEM).SerialNumber.Cmp(parse(t, renewed.CertPEM).SerialNumber) == 0 {
+		t.Errorf("the renewal has the first certificate's serial number")
+	}
+	if _, err := ca.Issue(nil, nil, time.Hour); err == nil {
+		t.Errorf("Issue without names: want an error")
+	}
+}

@@ -37,7 +37,7 @@ type env struct {
 	cluster  *controlplane.Cluster
 	lb       *netfault.LoadBalancer
 	apiProxy *netfault.LatencyProxy
-	ca       *webhookCA
+	ca       *certs.CA
 	certDir  string
 	serial   *big.Int
 	replicas []*replica
@@ -165,7 +165,7 @@ func writeKubeconfig(cfg *rest.Config, path string) error {
 // renewCertificate writes a new serving certificate of the same CA into the replicas'
 // certificate directory, as cert-manager renews a Certificate into its Secret.
 func (e *env) renewCertificate() error {
-	bundle, serial, err := e.ca.issue()
+	bundle, serial, err := issueServing(e.ca)
 	if err != nil {
 		return err
 	}

@@ -183,7 +183,9 @@ func (in *injector) rotateCertificate(ctx context.Context) (time.Duration, error
 		return 0, err
 	}
 	roots := x509.NewCertPool()
-	roots.AddCert(in.e.ca.cert)
+	if !roots.AppendCertsFromPEM(in.e.ca.PEM()) {
+		return 0, errors.New("the soak's CA certificate is not PEM")
+	}
 	addr := in.e.lb.Addr()
 	deadline := start.Add(30 * time.Second)
 	for {
