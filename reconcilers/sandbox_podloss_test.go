@@ -107,6 +107,19 @@ func evictedByAPI(pod *corev1.Pod) {
 	})
 }
 
+// lostPod is a Sandbox reported Ready, seen so by its controller, whose pod was then deleted,
+// with the loss reconciled (written, no replacement yet).
+func lostPod(t *testing.T) (*fakeAPI, *sandboxReconciler) {
+	t.Helper()
+	sb := reportedReady()
+	a := newFakeAPI(t, sb, sandboxPod(sb, true))
+	r := newSandboxReconciler(t, a, clocktesting.NewFakeClock(planNow))
+	reconcileSandbox(t, r)
+	deletePod(t, a)
+	reconcileSandbox(t, r) // the loss
+	return a, r
+}
+
 func newPodQueue() queue {
 	return workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 }
@@ -206,12 +219,7 @@ func TestLostPodIsWrittenBeforeItsReplacement(t *testing.T) {
 // PodLost message with its own progress, and the event naming both pods follows the status
 // write that names it; Ready=True later sends no second event.
 func TestSlowReplacementIsNamedWhileNotReady(t *testing.T) {
-	sb := reportedReady()
-	a := newFakeAPI(t, sb, sandboxPod(sb, true))
-	r := newSandboxReconciler(t, a, clocktesting.NewFakeClock(planNow))
-	reconcileSandbox(t, r)
-	deletePod(t, a)
-	reconcileSandbox(t, r) // the loss
+	a, r := lostPod(t)
 	reconcileSandbox(t, r) // the replacement
 	a.Journal()
 	a.Notes()
@@ -345,12 +353,7 @@ func TestEvictedPodIsReplaced(t *testing.T) {
 // TestLossWithAFailingReplacement: an error building the replacement is told in the PodLost
 // message, which stays the record: the retry builds it and the event still names both pods.
 func TestLossWithAFailingReplacement(t *testing.T) {
-	sb := reportedReady()
-	a := newFakeAPI(t, sb, sandboxPod(sb, true))
-	r := newSandboxReconciler(t, a, clocktesting.NewFakeClock(planNow))
-	reconcileSandbox(t, r)
-	deletePod(t, a)
-	reconcileSandbox(t, r)
+	a, r := lostPod(t)
 	a.Journal()
 
 	a.FailOnce("create Pod/sb", apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "sb", errors.New("exceeded quota")))
