@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/sandgate-dev/sandgate/certs"
+	"github.com/sandgate-dev/sandgate/test/controlplane"
 )
 
 const (
@@ -64,12 +65,11 @@ func servedSerial(addr string, caPEM []byte) (string, error) {
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := controlplane.ReservePort()
 	if err != nil {
-		t.Fatalf("finding a free port: %v", err)
+		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // startServer runs a webhook server on a free local port with w as its certificate source,

@@ -3,7 +3,6 @@ package framework
 import (
 	"context"
 	"errors"
-	"net"
 	"path/filepath"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/sandgate-dev/sandgate/api"
 	"github.com/sandgate-dev/sandgate/internal/operator"
 	"github.com/sandgate-dev/sandgate/reconcilers"
+	"github.com/sandgate-dev/sandgate/test/controlplane"
 )
 
 // Suite-wide bounds for Eventually and Consistently. Generous: the machines are shared.
@@ -168,13 +168,12 @@ func waitReady(ctx context.Context, op *operator.Operator) error {
 	}
 }
 
-// freePort returns a TCP port on 127.0.0.1 that nothing listened on a moment ago.
+// freePort reserves a TCP port on 127.0.0.1 (controlplane.ReservePort) for the test to listen on.
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := controlplane.ReservePort()
 	if err != nil {
-		t.Fatalf("finding a free port: %v", err)
+		t.Fatal(err)
 	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sandgate-dev/sandgate/test/controlplane"
 )
 
 // RouterOptions say how to run the public sandbox-router.
@@ -41,7 +42,7 @@ type Router struct {
 // everything bound to 127.0.0.1, loopback pod IPs allowed because the local cluster's pods
 // have them), and returns once it reports ready.
 func StartRouter(ctx context.Context, o RouterOptions) (*Router, error) {
-	ports, err := freePorts(3)
+	ports, err := controlplane.ReservePorts(3)
 	if err != nil {
 		return nil, err
 	}
@@ -147,24 +148,4 @@ func (r *Router) Metric(name string, match ...string) (float64, error) {
 		sum += v
 	}
 	return sum, sc.Err()
-}
-
-// freePorts returns n distinct free TCP ports on 127.0.0.1.
-func freePorts(n int) ([]int, error) {
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			_ = ln.Close()
-		}
-	}()
-	var ports []int
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }

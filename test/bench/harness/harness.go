@@ -167,19 +167,17 @@ func Start(ctx context.Context, opts Options) (_ *Env, retErr error) {
 		ep.webhookHost = "127.0.0.1"
 	}
 	if ep.webhookPort == 0 {
-		port, err := freePort()
+		port, err := controlplane.ReservePort()
 		if err != nil {
 			return nil, err
 		}
 		ep.webhookPort = port
 	}
-	for _, p := range []*int{&ep.metricsPort, &ep.probePort} {
-		port, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		*p = port
+	ports, err := controlplane.ReservePorts(2)
+	if err != nil {
+		return nil, err
 	}
+	ep.metricsPort, ep.probePort = ports[0], ports[1]
 	e.webhook, e.v1beta1Only, e.floorAdmission = ep, opts.V1beta1Only, opts.FloorAdmission
 	if selfSigned {
 		if err := installCABeforeOperator(ctx, e.Config, ep, e.logf); err != nil {

@@ -370,16 +370,6 @@ func Tail(path string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// freePort asks the kernel for an unused TCP port on 127.0.0.1.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
-	}
-	defer func() { _ = l.Close() }() // only the port number was wanted
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // errNoOperator is what the operator's probes return while none runs (detached, or between
 // a restart's stop and start).
 var errNoOperator = errors.New("no operator running")

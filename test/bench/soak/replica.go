@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -40,24 +39,13 @@ type replica struct {
 // restartDelay is how long the supervisor waits before starting an exited replica again.
 const restartDelay = time.Second
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 func newReplica(name, binary, kubeconfig, certDir, logPath string, extra []string) (*replica, error) {
 	r := &replica{name: name, logPath: logPath, done: make(chan struct{})}
-	for _, p := range []*int{&r.webhookPort, &r.metricsPort, &r.probePort} {
-		port, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		*p = port
+	ports, err := controlplane.ReservePorts(3)
+	if err != nil {
+		return nil, err
 	}
+	r.webhookPort, r.metricsPort, r.probePort = ports[0], ports[1], ports[2]
 	r.args = append([]string{binary,
 		"--kubeconfig=" + kubeconfig,
 		"--extensions",

@@ -3,7 +3,6 @@
 package certmanager_test
 
 import (
-	"net"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -11,6 +10,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/sandgate-dev/sandgate/test/controlplane"
 )
 
 // localPod is a container of an installed Deployment, run as a process on this host the way
@@ -115,13 +116,12 @@ func podOf(t *testing.T, d *appsv1.Deployment, name, dir string) *localPod {
 	return pod
 }
 
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// freePort reserves a TCP port on 127.0.0.1 (controlplane.ReservePort) for a child to listen on.
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := controlplane.ReservePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +29,7 @@ import (
 	"github.com/sandgate-dev/sandgate/internal/operator"
 	"github.com/sandgate-dev/sandgate/internal/tracing"
 	"github.com/sandgate-dev/sandgate/test/builders"
+	"github.com/sandgate-dev/sandgate/test/controlplane"
 )
 
 // publicSeries is what a scraper sees of one of the public controller's series.
@@ -81,13 +83,14 @@ func sample(fam *dto.MetricFamily, labels map[string]string) *dto.Metric {
 	return nil
 }
 
+// listenAddr is an address on 127.0.0.1 reserved (controlplane.ReservePort) for the test to listen on.
 func listenAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	t.Helper()
+	port, err := controlplane.ReservePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
 
 // TestPublicMetricsScraped: after a warm and a cold claim, the metrics endpoint serves every
