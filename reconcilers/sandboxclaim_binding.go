@@ -108,7 +108,7 @@ func (r *claimReconciler) serve(ctx context.Context, s *claimStep) (ctrl.Result,
 		}
 	}
 	if len(claim.Spec.Env) > 0 || len(claim.Spec.VolumeClaimTemplates) > 0 {
-		return ctrl.Result{}, r.coldStart(ctx, s, tmpl, stamp)
+		return r.coldStart(ctx, s, tmpl, stamp)
 	}
 
 	nn := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
@@ -140,7 +140,7 @@ func (r *claimReconciler) serve(ctx context.Context, s *claimStep) (ctrl.Result,
 		return ctrl.Result{RequeueAfter: left}, nil
 	}
 	r.Index.StopWaiting(nn)
-	return ctrl.Result{}, r.coldStart(ctx, s, tmpl, stamp)
+	return r.coldStart(ctx, s, tmpl, stamp)
 }
 
 // claimsRefusedForMetadata wakes the unbound claims serve refused for their pod metadata
@@ -201,17 +201,21 @@ func claimRejection(errs field.ErrorList) (reason, message string) {
 // does. The Sandbox is named after the claim; when that name is taken by a Sandbox this claim
 // does not control (someone else's, whatever its owner references say), it is never adopted:
 // the claim gets a Sandbox under a generated name instead, and an event says why.
-func (r *claimReconciler) coldStart(ctx context.Context, s *claimStep, tmpl *extv1beta1.SandboxTemplate, stamp string) error {
+//
+// The claim's status does not report the new Sandbox at once: a Sandbox that is Ready within
+// interimReportDelay (a kwok or warm-image start) is reported once, Ready, and the claim's
+// status is written once on its cold path, not twice (holdInterimReport).
+func (r *claimReconciler) coldStart(ctx context.Context, s *claimStep, tmpl *extv1beta1.SandboxTemplate, stamp string) (ctrl.Result, error) {
 	claim := s.claim
 	tmpl, err := r.templateOfVersion(ctx, s, tmpl, stamp)
 	if err != nil || tmpl == nil {
-		return err
+		return ctrl.Result{}, err
 	}
 	bp, errs := policy.ClaimBlueprint(tmpl, claim)
 	if len(errs) > 0 {
 		reason, msg := claimRejection(errs)
 		r.setReady(claim, metav1.ConditionFalse, reason, msg)
-		return nil
+		return ctrl.Result{}, nil
 	}
 	sb := sandboxFromTemplate(tmpl, bp)
 	sb.Name, sb.Namespace = claim.Name, claim.Namespace
@@ -229,16 +233,20 @@ func (r *claimReconciler) coldStart(ctx context.Context, s *claimStep, tmpl *ext
 	sb, err = r.createClaimSandbox(bctx, s, sb)
 	tracing.End(span, err)
 	if err != nil {
-		return err
+		return ctrl.Result{}, err
 	}
 	if sb.UID == "" {
-		return nil // not created; the claim is not served yet
+		return ctrl.Result{}, nil // not created; the claim is not served yet
 	}
 	r.eventf(s, corev1.EventTypeNormal, extv1beta1.EventSandboxProvisioned, "Provision", "Created sandbox %s from template %s", sb.Name, tmpl.Name)
 	r.expected.expect(client.ObjectKeyFromObject(claim), createItem(sandboxKind, sb.Name))
 	s.mem.launchType, s.mem.template = agentsv1beta1.LaunchTypeCold, tmpl.Name
+	s.mem.unreported, s.mem.createdAt = sb.Name, r.Clock.Now()
+	if wait := r.holdInterimReport(s, sb); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
 	r.mirror(claim, sb)
-	return nil
+	return ctrl.Result{}, nil
 }
 
 // templateOfVersion returns the template to cold-start claim from, so that the Sandbox is

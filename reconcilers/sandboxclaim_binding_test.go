@@ -361,9 +361,12 @@ func TestClaimServeAppliesTheLabelAllowlist(t *testing.T) {
 			pool := builders.MakePool("pool", "ns", tmpl.Name).Replicas(0).UID("pool-uid").Obj()
 			claim := testClaim(tmpl, func(w *builders.ClaimWrapper) { w.PodLabel(tc.label, "a") })
 			a := newFakeAPI(t, tmpl, pool, claim)
-			r := newClaimReconciler(t, a, clocktesting.NewFakeClock(planNow))
+			clk := clocktesting.NewFakeClock(planNow)
+			r := newClaimReconciler(t, a, clk)
 			r.LabelDomains = tc.domains
 
+			reconcileClaim(t, r)
+			clk.Step(interimReportDelay) // a served claim's cold Sandbox is reported then
 			reconcileClaim(t, r)
 
 			ready := meta.FindStatusCondition(getClaim(t, a).Status.Conditions, agentsv1beta1.ConditionReady)

@@ -121,6 +121,11 @@ type claimMemory struct {
 	// adopted names the warm member this process bound, whose SandboxAdopted event is sent
 	// with the claim's bookkeeping (recordSandboxName).
 	adopted string
+	// unreported names the Sandbox this process created for the claim while the claim's
+	// status may not report it yet (holdInterimReport); createdAt is when it was created.
+	// Should the Sandbox be gone before it is reported, the claim is still not served again.
+	unreported string
+	createdAt  time.Time
 	// uncertainBind names a member whose bind patch got no answer (the connection cut, a
 	// timeout, a 5xx): the API server may have applied it. Nothing else is bound or created
 	// for the claim until a read of that member says (bindWarm).
@@ -282,6 +287,9 @@ func (r *claimReconciler) reconcile(ctx context.Context, s *claimStep) (ctrl.Res
 			wait, err := r.recordSandboxName(ctx, s, sb)
 			return requeueWithin(result, wait), err
 		}
+		if wait := r.holdInterimReport(s, sb); wait > 0 {
+			return requeueWithin(result, wait), nil
+		}
 		wait, err := r.report(ctx, claim, sb)
 		r.reportLoss(s, sb, false)
 		if err != nil || wait > 0 {
@@ -294,6 +302,9 @@ func (r *claimReconciler) reconcile(ctx context.Context, s *claimStep) (ctrl.Res
 			return requeueWithin(result, max(r.BookkeepingDelay, retryAfterCacheCatchesUp)), nil
 		}
 		return result, nil
+	}
+	if claim.Status.Sandbox.Name == "" && s.mem.unreported != "" {
+		claim.Status.Sandbox.Name = s.mem.unreported // created here, gone before its status said so
 	}
 	if claim.Status.Sandbox.Name != "" {
 		// The claim was bound and its Sandbox is gone: it is not served again, which would

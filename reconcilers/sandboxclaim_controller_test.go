@@ -169,7 +169,8 @@ func TestClaimReconcileWarm(t *testing.T) {
 			}
 			a := newFakeAPI(t, objs...)
 			a.bindAnswers = tc.bindAnswers
-			r := newClaimReconciler(t, a, clocktesting.NewFakeClock(planNow))
+			clk := clocktesting.NewFakeClock(planNow)
+			r := newClaimReconciler(t, a, clk)
 			observeSandboxes(t, a, r.Index)
 			storedRV := map[string]string{}
 			var members agentsv1beta1.SandboxList
@@ -181,6 +182,11 @@ func TestClaimReconcileWarm(t *testing.T) {
 			}
 
 			reconcileClaim(t, r)
+			if tc.wantColdStart {
+				// The cold Sandbox is not Ready: reported after interimReportDelay.
+				clk.Step(interimReportDelay)
+				reconcileClaim(t, r)
+			}
 
 			binds := a.Binds()
 			if len(binds) != tc.wantBinds {
@@ -218,11 +224,12 @@ func TestClaimReconcileWarm(t *testing.T) {
 				if sb.Name != claim.Name || sb.Labels[agentsv1beta1.LabelLaunchType] != agentsv1beta1.LaunchTypeCold {
 					t.Errorf("claim got Sandbox %s (launch type %q), want its own cold-started %s", sb.Name, sb.Labels[agentsv1beta1.LabelLaunchType], claim.Name)
 				}
-				wantJournal = append(wantJournal, "create Sandbox/c", "patch SandboxClaim/c/status", "event Normal SandboxProvisioned SandboxClaim/c")
+				wantJournal = append(wantJournal, "create Sandbox/c", "event Normal SandboxProvisioned SandboxClaim/c", "patch SandboxClaim/c/status")
 				wantStatus = extv1beta1.SandboxClaimStatus{
 					Sandbox:    extv1beta1.SandboxStatusRef{Name: "c"},
 					Conditions: readyCondition(metav1.ConditionFalse, extv1beta1.ReasonSandboxNotReady, messageSandboxNotReady),
 				}
+				wantStatus.Conditions[0].LastTransitionTime = metav1.NewTime(clk.Now())
 			} else {
 				last := binds[len(binds)-1].Sandbox
 				if sb.Name != last {
@@ -387,9 +394,19 @@ func TestClaimReconcileColdStart(t *testing.T) {
 				before = append(before, *o.(*agentsv1beta1.Sandbox).DeepCopy())
 			}
 			a := newFakeAPI(t, objs...)
-			r := newClaimReconciler(t, a, clocktesting.NewFakeClock(planNow))
+			clk := clocktesting.NewFakeClock(planNow)
+			r := newClaimReconciler(t, a, clk)
 			observeSandboxes(t, a, r.Index)
 
+			// The new Sandbox is not Ready: the claim's status says nothing of it for
+			// interimReportDelay, then reports it not Ready.
+			if res := reconcileClaim(t, r); res.RequeueAfter != interimReportDelay {
+				t.Errorf("requeue after %s, want interimReportDelay %s", res.RequeueAfter, interimReportDelay)
+			}
+			if st := getClaim(t, a).Status; st.Sandbox.Name != "" || len(st.Conditions) != 0 {
+				t.Errorf("within interimReportDelay the claim's status is %+v, want nothing written", st)
+			}
+			clk.Step(interimReportDelay)
 			reconcileClaim(t, r)
 
 			var list agentsv1beta1.SandboxList
@@ -406,14 +423,15 @@ func TestClaimReconcileColdStart(t *testing.T) {
 				t.Fatalf("Sandboxes controlled by the claim: %d, want 1", len(own))
 			}
 			sb := own[0]
-			wantJournal := []string{"create Sandbox/c", "patch SandboxClaim/c/status", "event Normal SandboxProvisioned SandboxClaim/c"}
+			wantJournal := []string{"create Sandbox/c", "event Normal SandboxProvisioned SandboxClaim/c", "patch SandboxClaim/c/status"}
 			if tc.wantGeneratedName {
 				if !strings.HasPrefix(sb.Name, "c-") {
 					t.Errorf("the claim's Sandbox is %s, want a name generated from c-", sb.Name)
 				}
 				wantJournal = []string{
-					"create Sandbox/c (already_exists)", "create Sandbox/" + sb.Name, "patch SandboxClaim/c/status",
+					"create Sandbox/c (already_exists)", "create Sandbox/" + sb.Name,
 					"event Warning SandboxNameTaken SandboxClaim/c", "event Normal SandboxProvisioned SandboxClaim/c",
+					"patch SandboxClaim/c/status",
 				}
 			} else if sb.Name != "c" {
 				t.Errorf("the claim's Sandbox is %s, want c", sb.Name)
@@ -451,6 +469,7 @@ func TestClaimReconcileColdStart(t *testing.T) {
 				Sandbox:    extv1beta1.SandboxStatusRef{Name: sb.Name},
 				Conditions: readyCondition(metav1.ConditionFalse, extv1beta1.ReasonSandboxNotReady, messageSandboxNotReady),
 			}
+			wantStatus.Conditions[0].LastTransitionTime = metav1.NewTime(clk.Now())
 			if diff := cmp.Diff(wantStatus, getClaim(t, a).Status); diff != "" {
 				t.Errorf("claim status (-want +got):\n%s", diff)
 			}
@@ -571,6 +590,81 @@ func TestClaimReconcileNotServed(t *testing.T) {
 	}
 }
 
+// TestClaimReportsAColdSandboxOnce: a cold-started Sandbox that is Ready within
+// interimReportDelay is reported once, Ready: the claim's status is written once on its cold
+// path. One deleted before the claim's status reported it still leaves the claim bound:
+// SandboxMissing, and no second Sandbox.
+func TestClaimReportsAColdSandboxOnce(t *testing.T) {
+	setup := func(t *testing.T) (*fakeAPI, *claimReconciler, *clocktesting.FakeClock) {
+		tmpl := testTemplate()
+		a := newFakeAPI(t, tmpl, testPool(0), testClaim(tmpl))
+		clk := clocktesting.NewFakeClock(planNow)
+		r := newClaimReconciler(t, a, clk)
+		reconcileClaim(t, r)
+		if n := len(claimSandboxes(t, a, "claim-uid")); n != 1 {
+			t.Fatalf("Sandboxes of the claim after its first reconcile: %d, want 1", n)
+		}
+		return a, r, clk
+	}
+	statusWrites := func(a *fakeAPI) int {
+		n := 0
+		for _, e := range a.Journal() {
+			if e == "patch SandboxClaim/c/status" {
+				n++
+			}
+		}
+		return n
+	}
+
+	t.Run("ready within the delay: one status write, Ready", func(t *testing.T) {
+		a, r, clk := setup(t)
+		sb := &agentsv1beta1.Sandbox{}
+		if err := a.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "c"}, sb); err != nil {
+			t.Fatal(err)
+		}
+		// The Sandbox controller's work: the pod, then the Sandbox's Ready status.
+		if err := a.Create(context.Background(), podOf(sb)); err != nil {
+			t.Fatal(err)
+		}
+		sb.Status = readyMember(testPool(0), testTemplate(), "c", "10.0.0.7").Status
+		if err := a.Status().Update(context.Background(), sb); err != nil {
+			t.Fatal(err)
+		}
+		clk.Step(interimReportDelay / 10)
+		reconcileClaim(t, r)
+
+		if n := statusWrites(a); n != 1 {
+			t.Errorf("claim status writes: %d, want 1 (%v)", n, a.Journal())
+		}
+		got := getClaim(t, a).Status
+		if got.Sandbox.Name != "c" || !meta.IsStatusConditionTrue(got.Conditions, agentsv1beta1.ConditionReady) {
+			t.Errorf("claim status %+v, want Ready naming Sandbox c", got)
+		}
+	})
+
+	t.Run("deleted before reported: SandboxMissing, not served again", func(t *testing.T) {
+		a, r, clk := setup(t)
+		clk.Step(interimReportDelay / 10)
+		reconcileClaim(t, r) // the cache shows the Sandbox, not Ready: nothing reported yet
+		if n := statusWrites(a); n != 0 {
+			t.Fatalf("claim status writes within interimReportDelay: %d, want 0", n)
+		}
+		if err := a.Delete(context.Background(), &agentsv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}); err != nil {
+			t.Fatal(err)
+		}
+		clk.Step(interimReportDelay / 10)
+		reconcileClaim(t, r)
+
+		ready := meta.FindStatusCondition(getClaim(t, a).Status.Conditions, agentsv1beta1.ConditionReady)
+		if ready == nil || ready.Reason != extv1beta1.ReasonSandboxMissing {
+			t.Errorf("Ready = %+v, want reason %s", ready, extv1beta1.ReasonSandboxMissing)
+		}
+		if n := len(claimSandboxes(t, a, "claim-uid")); n != 0 {
+			t.Errorf("Sandboxes of the claim: %d, want none: a claim is not served a second Sandbox", n)
+		}
+	})
+}
+
 // The claim controller applies the claim injection rule of the one table the rule's and
 // admission's tests iterate too (test/policycases): Ready=False with the case's reason exactly
 // when the case has problems, naming their fields, and otherwise the claim's Sandbox, built as
@@ -584,10 +678,14 @@ func TestClaimReconcileAppliesTheClaimRule(t *testing.T) {
 			claim.UID = "claim-uid"
 			metav1.SetMetaDataAnnotation(&claim.ObjectMeta, agentsv1beta1.AnnotationSandboxTemplateHash, policy.TemplateHash(tc.Template))
 			a := newFakeAPI(t, tc.Template, pool, claim)
-			r := newClaimReconciler(t, a, clocktesting.NewFakeClock(planNow))
+			clk := clocktesting.NewFakeClock(planNow)
+			r := newClaimReconciler(t, a, clk)
 
-			if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(claim)}); err != nil {
-				t.Fatalf("Reconcile: %v", err)
+			for range 2 { // a served claim's cold Sandbox is reported after interimReportDelay
+				if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(claim)}); err != nil {
+					t.Fatalf("Reconcile: %v", err)
+				}
+				clk.Step(interimReportDelay)
 			}
 
 			got := &extv1beta1.SandboxClaim{}

@@ -48,6 +48,24 @@ func (r *claimReconciler) mirror(claim *extv1beta1.SandboxClaim, sb *agentsv1bet
 	}
 }
 
+// interimReportDelay is how long a claim's status waits to report a Sandbox the claim created
+// that is not Ready yet. Most cold Sandboxes are Ready sooner, and are then reported once,
+// Ready: the claim's status is written once on its path, not twice. A slower one is reported
+// not Ready after this delay, so that a user watching a slow start sees which Sandbox the
+// claim waits for.
+const interimReportDelay = time.Second
+
+// holdInterimReport returns how long the claim's status should go on not reporting sb, the
+// Sandbox it created: > 0 while sb is not Ready, nothing reported it yet and
+// interimReportDelay has not passed since its create. 0 means report now.
+func (r *claimReconciler) holdInterimReport(s *claimStep, sb *agentsv1beta1.Sandbox) time.Duration {
+	if s.mem.unreported != sb.Name || s.claim.Status.Sandbox.Name != "" ||
+		meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.ConditionReady) {
+		return 0
+	}
+	return max(0, interimReportDelay-r.Clock.Since(s.mem.createdAt))
+}
+
 // report mirrors the bound Sandbox into the claim's status and, when that makes the claim
 // Ready, first makes the Sandbox's pod look bound: Ready means routable. The sandbox-router
 // finds a claimed pod by its name only once the pod has lost the warm-pool label, and users'
