@@ -85,6 +85,30 @@ func runSustained(ctx context.Context, o Options, sc scenario, stdout, stderr io
 					sc.name, floor.Claims.NeverReady, floor.Claims.CreateErrors))
 			}
 		}
+	}
+	var contract *report.Result
+	if !o.SkipFloor && sc.contractFloor > 0 {
+		logf(stderr, "\n=== scenario %s, its contract floor (no operator; admission webhooks kept and answered at once; the route write after each bind)\n", sc.name)
+		co := o
+		co.Floor, co.FloorAdmission = true, true
+		ccfg := cfg // the arrivals of sandgate's run
+		ccfg.Floor, ccfg.FloorRoute = true, true
+		contract, err = runSustainedOnce(ctx, co, ccfg, stderr)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return nil, nil, err
+		case err != nil:
+			logf(stderr, "contract floor of scenario %s failed: %v\n", sc.name, err)
+			failed = append(failed, fmt.Sprintf("%s (contract floor): %v", sc.name, err))
+		default:
+			contract.Scenario, contract.Description = sc.name, sc.description
+			if !contract.OK() {
+				failed = append(failed, fmt.Sprintf("%s (contract floor): %d claims never Ready, %d create errors",
+					sc.name, contract.Claims.NeverReady, contract.Claims.CreateErrors))
+			}
+		}
+	}
+	if !o.SkipFloor {
 		logf(stderr, "\n=== scenario %s, sandgate\n", sc.name)
 	}
 	res, err := runSustainedOnce(ctx, o, cfg, stderr)
@@ -96,7 +120,7 @@ func runSustained(ctx context.Context, o Options, sc scenario, stdout, stderr io
 		return nil, append(failed, fmt.Sprintf("%s: %v", sc.name, err)), nil
 	}
 	res.Scenario, res.Description, res.Targets = sc.name, sc.description, ptr.To(sustainedTargets)
-	res.Floor = floor
+	res.Floor, res.ContractFloor = floor, contract
 	if err := report.WriteText(stdout, res); err != nil {
 		return nil, nil, err
 	}

@@ -156,7 +156,12 @@ func (r *runner) floorClaim(ctx context.Context, s *sent, pool *floorPool) {
 			continue
 		}
 		if r.cfg.FloorRoute {
-			if err := r.routeFloor(ctx, claim, member, pool, t); err != nil {
+			pod, ok := pool.pod(member)
+			if !ok {
+				s.floorErr = fmt.Errorf("no pod of member %s listed for the route write", member.Name)
+				return
+			}
+			if err := r.routeFloor(ctx, claim, pod, t); err != nil {
 				s.floorErr = err
 				return
 			}
@@ -180,13 +185,9 @@ func (r *runner) bindFloor(ctx context.Context, claim *extv1beta1.SandboxClaim, 
 	return bound, nil
 }
 
-// routeFloor makes the contract floor's route write of member's pod for claim, timing it
-// into t: the pod write sandgate makes between the bind and the Ready status.
-func (r *runner) routeFloor(ctx context.Context, claim *extv1beta1.SandboxClaim, member *agentsv1beta1.Sandbox, pool *floorPool, t *floorTimes) error {
-	pod, ok := pool.pod(member)
-	if !ok {
-		return fmt.Errorf("no pod of member %s listed for the route write", member.Name)
-	}
+// routeFloor makes the contract floor's route write of a bound member's pod for claim,
+// timing it into t: the pod write sandgate makes between the bind and the Ready status.
+func (r *runner) routeFloor(ctx context.Context, claim *extv1beta1.SandboxClaim, pod *corev1.Pod, t *floorTimes) error {
 	target := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}}
 	if err := r.timedPatch(ctx, target, floorRoutePatch(claim, pod), &t.routeStart, &t.routeEnd); err != nil {
 		return fmt.Errorf("routing pod %s: %w", pod.Name, err)

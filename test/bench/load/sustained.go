@@ -65,6 +65,9 @@ type SustainedConfig struct {
 	StopBehind time.Duration
 	// Floor runs the floor (see the file's comment); Probes.DetachOperator is needed.
 	Floor bool
+	// FloorRoute makes the floor's claims also make sandgate's route write after each bind,
+	// as Config.FloorRoute does; with the harness's floor admission, the contract floor.
+	FloorRoute bool
 	// Progress receives progress lines; nil for none.
 	Progress io.Writer
 }
@@ -77,6 +80,9 @@ func (c SustainedConfig) Validate() error {
 	}
 	if c.StopBehind < 0 {
 		errs = append(errs, errors.New("StopBehind must not be negative"))
+	}
+	if c.FloorRoute && !c.Floor {
+		errs = append(errs, errors.New("FloorRoute is a kind of floor: it needs Floor"))
 	}
 	if c.LifetimeMin < 0 || c.LifetimeMax < c.LifetimeMin {
 		errs = append(errs, fmt.Errorf("claim lifetimes %s–%s: the minimum must be ≥ 0 and ≤ the maximum", c.LifetimeMin, c.LifetimeMax))
@@ -154,7 +160,7 @@ func RunSustained(ctx context.Context, restCfg *rest.Config, cfg SustainedConfig
 	}
 	r := &runner{cfg: Config{
 		Namespace: cfg.Namespace, PodSpec: cfg.PodSpec, WarmPoolSize: cfg.PoolSize, QPS: cfg.Rate,
-		Timeout: cfg.Timeout, Progress: cfg.Progress, Floor: cfg.Floor,
+		Timeout: cfg.Timeout, Progress: cfg.Progress, Floor: cfg.Floor, FloorRoute: cfg.FloorRoute,
 	}, probes: probes, c: c, rest: restCfg, start: time.Now()}
 	res := &report.Result{StartedAt: r.start, RefillSeconds: -1}
 	s := &sustained{r: r, cfg: cfg, launch: map[string]string{}, settled: make(chan struct{})}

@@ -44,6 +44,7 @@ func (s *sustained) detach(ctx context.Context) error {
 	if err := r.c.Get(ctx, client.ObjectKey{Namespace: model.Namespace, Name: memberPodName(model)}, &pod); err != nil {
 		return fmt.Errorf("reading the pod of pool member %s: %w", model.Name, err)
 	}
+	s.floor.pods = members.pods // listed with the members for the route write; nil without
 	s.floor.start(ctx, model, &pod, members.members)
 	r.progressf("floor: operator stopped, %d ready members to bind; the load generator refills the pool", len(members.members))
 	return nil
@@ -79,6 +80,17 @@ func (s *sustained) floorClaim(ctx context.Context, c *sustainedClaim) {
 			c.floorBindErrs = append(c.floorBindErrs, err)
 			continue
 		}
+		if s.cfg.FloorRoute {
+			pod, ok := s.floor.pod(member)
+			if !ok {
+				c.floorErr = fmt.Errorf("no pod of member %s known for the route write", member.Name)
+				return
+			}
+			if err := r.routeFloor(ctx, claim, pod, t); err != nil {
+				c.floorErr = err
+				return
+			}
+		}
 		if err := r.reportFloorReady(ctx, claim, bound, &t.statusStart, &t.statusEnd); err != nil {
 			c.floorErr = err
 			return
@@ -101,9 +113,13 @@ type refillPool struct {
 	model    *agentsv1beta1.Sandbox
 	modelPod *corev1.Pod
 
-	// podsMu guards the replacements waiting for their pod's Ready.
-	podsMu   sync.Mutex
-	waiting  map[string]chan *corev1.Pod
+	// podsMu guards the replacements waiting for their pod's Ready, and pods.
+	podsMu  sync.Mutex
+	waiting map[string]chan *corev1.Pod
+	// pods are the members' pods by Sandbox name, for the contract floor's route write
+	// (SustainedConfig.FloorRoute): the first members' as listed, each replacement's as
+	// created. nil without the route write.
+	pods     map[string]*corev1.Pod
 	refilled atomic.Int64
 
 	errMu sync.Mutex
@@ -169,6 +185,15 @@ func (p *refillPool) errors() []error {
 	return append([]error(nil), p.errs...)
 }
 
+// pod is member's pod, for the route write; a member is routed once, so it is forgotten.
+func (p *refillPool) pod(member *agentsv1beta1.Sandbox) (*corev1.Pod, bool) {
+	p.podsMu.Lock()
+	defer p.podsMu.Unlock()
+	pod, ok := p.pods[member.Name]
+	delete(p.pods, member.Name)
+	return pod, ok
+}
+
 // take returns a ready member and asks for its replacement; waited is true when there was
 // none ready and the claim waited for one.
 func (p *refillPool) take(ctx context.Context, limit time.Duration) (*agentsv1beta1.Sandbox, bool, error) {
@@ -231,6 +256,11 @@ func (p *refillPool) replace(ctx context.Context) error {
 		return fmt.Errorf("refill: patching the status of Sandbox %s: %w", name, err)
 	}
 	sb.Status = status
+	if p.s.cfg.FloorRoute {
+		p.podsMu.Lock()
+		p.pods[name] = ready
+		p.podsMu.Unlock()
+	}
 	p.refilled.Add(1)
 	p.ready <- sb
 	return nil

@@ -4,6 +4,7 @@ package load_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,19 +17,22 @@ import (
 // steady rate and deleted after a short lifetime, against the operator and against its floor
 // (the load generator binding the operator's members and refilling the pool itself): every
 // claim becomes Ready and is deleted, and the run yields its warm share, windows and pool
-// timeline.
+// timeline. The contract floor also routes each bound member's pod, once per claim, and its
+// claims' creates go through the kept webhook configurations.
 func TestRunSustainedMeasuresOperatorAndFloor(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		floor bool
+		name     string
+		floor    bool
+		contract bool
 	}{
 		{name: "sandgate"},
 		{name: "floor", floor: true},
+		{name: "contract floor", floor: true, contract: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			env := startHarness(ctx, t, harness.Options{})
+			env := startHarness(ctx, t, harness.Options{FloorAdmission: tc.contract})
 			probes := load.Probes{Healthy: env.Err, ComponentUsage: env.ComponentUsage, APIServerCPU: env.APIServerCPU}
 			if tc.floor {
 				probes.DetachOperator = env.DetachOperator
@@ -38,7 +42,7 @@ func TestRunSustainedMeasuresOperatorAndFloor(t *testing.T) {
 			res, err := load.RunSustained(ctx, env.Config, load.SustainedConfig{
 				Namespace: "bench-sustained", PodSpec: load.DefaultPodSpec(), PoolSize: 10,
 				Rate: 5, Duration: 15 * time.Second, LifetimeMin: time.Second, LifetimeMax: 3 * time.Second, Seed: 1,
-				PoolCreateWait: 2 * time.Minute, Timeout: time.Minute, Floor: tc.floor, Progress: progress(),
+				PoolCreateWait: 2 * time.Minute, Timeout: time.Minute, Floor: tc.floor, FloorRoute: tc.contract, Progress: progress(),
 			}, probes)
 			if err != nil {
 				t.Fatalf("running the sustained load: %v", err)
@@ -70,6 +74,28 @@ func TestRunSustainedMeasuresOperatorAndFloor(t *testing.T) {
 			}
 			if tc.floor && s.Refilled == 0 {
 				t.Errorf("the floor refilled no member")
+			}
+			if tc.floor {
+				writes := map[string]float64{}
+				for _, row := range res.API.ByVerbResourceCode {
+					writes[row.Key] = row.Count
+				}
+				routes := 0.0
+				if tc.contract {
+					routes = float64(res.Claims.Ready)
+				}
+				if writes["PATCH pods 200"] != routes {
+					t.Errorf("PATCH pods 200: %v, want %v: one route write per claim in the contract floor only (all: %v)", writes["PATCH pods 200"], routes, res.API.ByVerbResourceCode)
+				}
+				stamped := 0.0
+				for _, w := range res.Webhooks {
+					if w.Type == "mutating" && w.Operation == "CREATE" && slices.Contains(w.Resources, "sandboxclaims") {
+						stamped += w.Calls
+					}
+				}
+				if tc.contract != (stamped > 0) {
+					t.Errorf("claim creates through the mutating webhook: %v; want them only in the contract floor", stamped)
+				}
 			}
 			if res.API.ClaimsCPUSeconds < 0 {
 				t.Errorf("kube-apiserver CPU between the first claim and the last Ready not read")

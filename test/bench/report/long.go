@@ -40,9 +40,12 @@ func writeSustained(p func(string, ...any), results []*Result) {
 		rows := []struct {
 			name string
 			r    *Result
-		}{{"floor", r.Floor}, {"sandgate", r}}
+		}{{"floor", r.Floor}, {"contract floor", r.ContractFloor}, {"sandgate", r}}
 		for _, row := range rows {
 			x := row.r
+			if x == nil && row.name == "contract floor" {
+				continue // measured only at a rate the machine carries
+			}
 			if x == nil || x.Sustained == nil {
 				p("| %s | %s | not measured | | | | | | | | | |", r.Scenario, row.name)
 				continue
@@ -58,7 +61,16 @@ func writeSustained(p func(string, ...any), results []*Result) {
 				ratioMark(q.P99, tgt(r, func(t *Targets) float64 { return t.FloorP99Ratio })),
 				ratioMark(q.CPU, tgt(r, func(t *Targets) float64 { return t.FloorCPURatio })))
 		}
+		if q := RoundOf(r).ContractRatios(); q.P50 > 0 {
+			p("| %s | sandgate ÷ contract floor | | | | | | | | %s | %s | %s |", r.Scenario,
+				ratioMark(q.P50, tgt(r, func(t *Targets) float64 { return t.FloorP50Ratio })),
+				ratioMark(q.P99, tgt(r, func(t *Targets) float64 { return t.FloorP99Ratio })),
+				ratioMark(q.CPU, tgt(r, func(t *Targets) float64 { return t.FloorCPURatio })))
+		}
 	}
+	p("")
+	p("The contract floor (see [Against the floor](#against-the-floor)) refills as the floor does,")
+	p("its members' creates through the kept webhook configurations too.")
 	p("")
 	for _, r := range results {
 		f := r.Floor

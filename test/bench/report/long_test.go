@@ -22,6 +22,7 @@ func TestLongScenariosInTheReport(t *testing.T) {
 	r := sus(0.995, true, 20)
 	r.Targets = &Targets{FloorP50Ratio: 1.3, FloorP99Ratio: 1.5, FloorCPURatio: 1.3}
 	r.Floor = sus(1, true, 10)
+	r.ContractFloor = sus(1, true, 16)
 	scale := &Result{Scenario: "scale-20k", Scale: &Scale{Sandboxes: 20000, Namespaces: 20, Pools: 200, FillSeconds: 1000, FillRate: 20,
 		OperatorRSSMiB: 560, HeapInuseMiB: 480, MiBPer1000Sandboxes: 25.5, HeapInuseMiBPer1000Sandboxes: 24,
 		RestartToReadySeconds: 0.5, RestartToFirstClaimSeconds: 14.9, SerialP50Ms: 12, SerialP99Ms: 30, FloorSerialP50Ms: 10, P50RatioToPool50: 1.1}}
@@ -35,6 +36,8 @@ func TestLongScenariosInTheReport(t *testing.T) {
 		"| sustained-50 | floor | 50 / 49.5 | 300 | 100 | 100.0% | 3 | 0 | yes | 10.0 | 40.0 | 10.00 |",
 		"| sustained-50 | sandgate | 50 / 49.5 | 300 | 100 | 99.5% | 3 | 0 | yes | 20.0 | 80.0 | 10.00 |",
 		"| sustained-50 | sandgate ÷ floor | | | | | | | | 2.00 ✗ (≤ 1.3) | 2.00 ✗ (≤ 1.5) | 1.00 ✓ (≤ 1.3) |",
+		"| sustained-50 | contract floor | 50 / 49.5 | 300 | 100 | 100.0% | 3 | 0 | yes | 16.0 | 64.0 | 10.00 |",
+		"| sustained-50 | sandgate ÷ contract floor | | | | | | | | 1.25 ✓ (≤ 1.3) | 1.25 ✓ (≤ 1.5) | 1.00 ✓ (≤ 1.3) |",
 		"| 0 | 100 | 20.0 | 80.0 | 100% | 10.0 | 40.0 | 100% |",
 		"## Scale",
 		"| scale-20k | 20000 | 20 × 10 | 1000 | 20.0 | 560.0 | 480.0 | 25.5 | 24.0 |",
