@@ -29,6 +29,11 @@ type expectations struct {
 	clock  clock.PassiveClock
 	mu     sync.Mutex
 	owners map[types.NamespacedName]*expected
+	// lapsed are the owners whose expectations the TTL dropped before the cache showed them:
+	// the cache is that far behind, so what it does not show may exist all the same. Until
+	// the owner's next expected write, its creates are checked against the API server first
+	// (lapsed), not sent to fail with 409 AlreadyExists.
+	lapsed sets.Set[types.NamespacedName]
 }
 
 type expected struct {
@@ -38,7 +43,7 @@ type expected struct {
 }
 
 func newExpectations(c clock.PassiveClock) *expectations {
-	return &expectations{clock: c, owners: map[types.NamespacedName]*expected{}}
+	return &expectations{clock: c, owners: map[types.NamespacedName]*expected{}, lapsed: sets.New[types.NamespacedName]()}
 }
 
 // Items of the writes the controllers expect to see.
@@ -67,6 +72,7 @@ func (e *expectations) expect(owner types.NamespacedName, items ...string) {
 	}
 	x.items.Insert(items...)
 	x.since = e.clock.Now()
+	e.lapsed.Delete(owner)
 }
 
 // observe marks an item seen (or its write failed) and reports whether owner expected it.
@@ -95,9 +101,18 @@ func (e *expectations) satisfied(owner types.NamespacedName) bool {
 	}
 	if e.clock.Since(x.since) > expectationsTTL {
 		delete(e.owners, owner)
+		e.lapsed.Insert(owner)
 		return true
 	}
 	return false
+}
+
+// hasLapsed reports whether owner's expectations were dropped by the TTL, unmet, and no write
+// of owner was expected since.
+func (e *expectations) hasLapsed(owner types.NamespacedName) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.lapsed.Has(owner)
 }
 
 // pending lists owner's expected items, sorted.
@@ -115,4 +130,5 @@ func (e *expectations) forget(owner types.NamespacedName) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.owners, owner)
+	e.lapsed.Delete(owner)
 }

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -679,6 +680,17 @@ func (r *sandboxReconciler) create(ctx context.Context, obj client.Object) error
 		// A generated name is known only once created: nothing to tell the watch in advance
 		// (its create event brings the Sandbox back like any other).
 		return r.Client.Create(ctx, obj)
+	}
+	if r.expected.hasLapsed(owner.NamespacedName) && r.APIReader != nil {
+		// The cache is far behind this Sandbox's writes: the child may exist all the same. A
+		// read tells, where a create would be answered 409.
+		existing := obj.DeepCopyObject().(client.Object)
+		switch err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), existing); {
+		case err == nil:
+			return apierrors.NewAlreadyExists(schema.GroupResource{Resource: strings.ToLower(kindOf(obj)) + "s"}, obj.GetName())
+		case !apierrors.IsNotFound(err):
+			return fmt.Errorf("reading %s %s before creating it: %w", kindOf(obj), obj.GetName(), err)
+		}
 	}
 	r.expected.expect(owner.NamespacedName, createOf(obj))
 	err := r.Client.Create(ctx, obj)

@@ -59,6 +59,9 @@ type sandboxReconciler struct {
 	// uncachedChildren, when set, is asked for a Pod or Service the cache does not show: the
 	// cache holds only tracked ones (Config.ScopedChildCaches).
 	uncachedChildren client.Reader
+	// APIReader reads from the API server: a child is read before it is created when the
+	// cache lags so far behind the Sandbox's writes that their expectations lapsed.
+	APIReader client.Reader
 	// BookkeepingDelay is how long claims must pause before a bound Sandbox's pod takes on
 	// the binding's labels (claim-uid, launch-type, the claim's pod metadata): bookkeeping,
 	// not the claim's path, so it waits out a burst of claims instead of competing with it.

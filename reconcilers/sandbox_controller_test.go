@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -640,5 +641,44 @@ func TestSuspendedWithAForeignPod(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("conditions (-want +got):\n%s", diff)
+	}
+}
+
+// TestSandboxReadsBeforeCreatingWhenItsCacheLags: when the cache fell so far behind that the
+// Sandbox's expectations lapsed (the TTL dropped them unmet), a pod the cache does not show
+// is read from the API server before it is created: the pod this process created earlier
+// exists there, and no create is sent to be answered 409 AlreadyExists.
+func TestSandboxReadsBeforeCreatingWhenItsCacheLags(t *testing.T) {
+	sb := testSandbox()
+	cache := newFakeAPI(t, sb)                                    // does not show the pod yet
+	server := newFakeAPI(t, sb.DeepCopy(), sandboxPod(sb, false)) // has it
+	clk := clocktesting.NewFakeClock(planNow)
+	r := newSandboxReconciler(t, cache, clk)
+	r.APIReader = server
+
+	// This process created the pod over a minute ago; the cache never showed it.
+	r.expected.expect(sandboxKey, createItem("Pod", "sb"))
+	clk.Step(expectationsTTL + time.Second)
+	if !r.expected.satisfied(sandboxKey) || !r.expected.hasLapsed(sandboxKey) {
+		t.Fatalf("expectations past their TTL: want them dropped and marked lapsed")
+	}
+
+	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: sandboxKey})
+	if err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	for _, e := range cache.Journal() {
+		if strings.HasPrefix(e, "create Pod/") {
+			t.Errorf("sent %q although the API server has the pod", e)
+		}
+	}
+	if res.RequeueAfter == 0 {
+		t.Errorf("no requeue: the Sandbox must come back once its cache shows the pod")
+	}
+
+	// Once a write of the Sandbox is expected again, the cache is trusted as before.
+	r.expected.expect(sandboxKey, createItem("Service", "sb"))
+	if r.expected.hasLapsed(sandboxKey) {
+		t.Errorf("still lapsed after a new expected write")
 	}
 }

@@ -113,6 +113,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 		ClusterDomain:    cfg.ClusterDomain,
 		PodProgressDelay: cfg.PodProgressDelay,
 		BookkeepingDelay: cfg.Refill.QuietPeriod,
+		APIReader:        mgr.GetAPIReader(),
 		activity:         activity,
 	}
 	if cfg.ScopedChildCaches {
