@@ -18,6 +18,8 @@ type poolActivity struct {
 	last map[types.NamespacedName]time.Time
 	// any is when a claim of any pool last asked.
 	any time.Time
+	// waiters are, per pool, the bound claims whose bookkeeping waits for a pause.
+	waiters map[types.NamespacedName]*pauseWaiters
 }
 
 func newPoolActivity() *poolActivity {
@@ -56,4 +58,87 @@ func (a *poolActivity) forget(pool types.NamespacedName) {
 	a.mu.Lock()
 	delete(a.last, pool)
 	a.mu.Unlock()
+}
+
+// Bound claims whose bookkeeping waits for their pool's claims to pause (recordSandboxName).
+// Under steady traffic claims never pause, and each waiting claim looking again every quiet
+// period would cost a reconcile a second per claim for nothing. So one waiting claim per pool
+// looks, the watcher; the others sleep until their own bound (MaxBookkeepingDelay after
+// Ready), and are woken when the watcher sees the pause, or one of them is woken to watch
+// when the watcher stops waiting without having seen it (its bound came, or it was deleted).
+type pauseWaiters struct {
+	watcher types.NamespacedName
+	claims  map[types.NamespacedName]struct{}
+}
+
+// awaitPause records that claim's bookkeeping waits for pool's claims to pause, and reports
+// whether claim is the one that looks for the pause.
+func (a *poolActivity) awaitPause(pool, claim types.NamespacedName) (watcher bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.waiters == nil {
+		a.waiters = map[types.NamespacedName]*pauseWaiters{}
+	}
+	w := a.waiters[pool]
+	if w == nil {
+		w = &pauseWaiters{claims: map[types.NamespacedName]struct{}{}}
+		a.waiters[pool] = w
+	}
+	w.claims[claim] = struct{}{}
+	if w.watcher == (types.NamespacedName{}) {
+		w.watcher = claim
+	}
+	return w.watcher == claim
+}
+
+// stopWaiting records that claim's bookkeeping no longer waits, and returns the claims of
+// its pool to wake: every other waiting claim when claim saw the pause; else, when claim was
+// the watcher, one of them to watch in its place.
+func (a *poolActivity) stopWaiting(pool, claim types.NamespacedName, sawPause bool) []types.NamespacedName {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	w := a.waiters[pool]
+	if w == nil {
+		return nil
+	}
+	delete(w.claims, claim)
+	var wake []types.NamespacedName
+	switch {
+	case sawPause:
+		for c := range w.claims {
+			wake = append(wake, c)
+		}
+		clear(w.claims)
+		w.watcher = types.NamespacedName{}
+	case w.watcher == claim:
+		w.watcher = types.NamespacedName{}
+		for c := range w.claims {
+			w.watcher = c
+			wake = append(wake, c)
+			break
+		}
+	}
+	if len(w.claims) == 0 {
+		delete(a.waiters, pool)
+	}
+	return wake
+}
+
+// claimGone stops claim's waiting in whichever pool it waited (the claim was deleted), and
+// returns the claim to wake in its place, if it watched.
+func (a *poolActivity) claimGone(claim types.NamespacedName) []types.NamespacedName {
+	a.mu.Lock()
+	var pool types.NamespacedName
+	found := false
+	for p, w := range a.waiters {
+		if _, ok := w.claims[claim]; ok {
+			pool, found = p, true
+			break
+		}
+	}
+	a.mu.Unlock()
+	if !found {
+		return nil
+	}
+	return a.stopWaiting(pool, claim, false)
 }

@@ -99,7 +99,14 @@ type claimReconciler struct {
 	LabelDomainsChanged <-chan event.GenericEvent
 	// Tracer traces binds and readiness (sandboxclaim_tracing.go); nil is tracing off.
 	Tracer *tracing.Tracer
+	// bookkeepingWake wakes bound claims whose bookkeeping waited for their pool's claims to
+	// pause (poolActivity.awaitPause).
+	bookkeepingWake chan event.GenericEvent
 }
+
+// bookkeepingWakeBuffer bounds the claims woken at once for their bookkeeping; one left out
+// waits for its own bound.
+const bookkeepingWakeBuffer = 4096
 
 // claimMemory is what the controller remembers of a claim between reconciles. It is not
 // needed for correctness after a restart, only for latency bookkeeping and to bridge the
@@ -146,6 +153,7 @@ func (r *claimReconciler) init() {
 	r.claims = map[types.NamespacedName]*claimMemory{}
 	r.expected = newExpectations(r.Clock)
 	r.losses = newSeenLosses()
+	r.bookkeepingWake = make(chan event.GenericEvent, bookkeepingWakeBuffer)
 	if r.activity == nil {
 		r.activity = newPoolActivity()
 	}
@@ -170,6 +178,7 @@ func (r *claimReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Opt
 	if r.LabelDomainsChanged != nil {
 		b = b.WatchesRawSource(source.Channel(r.LabelDomainsChanged, handler.EnqueueRequestsFromMapFunc(r.claimsRefusedForMetadata)))
 	}
+	b = b.WatchesRawSource(source.Channel(r.bookkeepingWake, &handler.EnqueueRequestForObject{}))
 	return b.Complete(r)
 }
 
@@ -236,6 +245,7 @@ func (r *claimReconciler) forget(nn types.NamespacedName) {
 	r.expected.forget(nn)
 	r.Index.StopWaiting(nn)
 	r.losses.forget(nn)
+	r.wakeBookkeeping(r.activity.claimGone(nn))
 }
 
 // memory returns what the controller remembers of claim, starting afresh for a new claim.

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
@@ -183,18 +184,27 @@ func (r *claimReconciler) labelTemplateUID(ctx context.Context, sb *agentsv1beta
 // pause. It returns how long to wait before trying again.
 func (r *claimReconciler) recordSandboxName(ctx context.Context, s *claimStep, sb *agentsv1beta1.Sandbox) (time.Duration, error) {
 	claim := s.claim
+	pool := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Spec.WarmPoolRef.Name}
+	nn := client.ObjectKeyFromObject(claim)
 	if claim.Annotations[agentsv1beta1.AnnotationSandboxName] == sb.Name && s.mem.adopted == "" {
+		r.wakeBookkeeping(r.activity.stopWaiting(pool, nn, false)) // done (by an earlier process, say)
 		return 0, nil
 	}
-	if last, ok := r.activity.lastClaim(types.NamespacedName{Namespace: claim.Namespace, Name: claim.Spec.WarmPoolRef.Name}); ok {
+	if last, ok := r.activity.lastClaim(pool); ok {
 		var readySince time.Time
 		if c := meta.FindStatusCondition(claim.Status.Conditions, agentsv1beta1.ConditionReady); c != nil && c.Status == metav1.ConditionTrue {
 			readySince = c.LastTransitionTime.Time
 		}
 		// Claims that never pause do not hold it back past MaxBookkeepingDelay after Ready.
-		if wait := boundDeferral(r.BookkeepingDelay-r.Clock.Since(last), r.MaxBookkeepingDelay, readySince, r.Clock.Now()); wait > 0 {
-			return wait, nil
+		quiet := r.BookkeepingDelay - r.Clock.Since(last)
+		if wait := boundDeferral(quiet, r.MaxBookkeepingDelay, readySince, r.Clock.Now()); wait > 0 {
+			if r.activity.awaitPause(pool, nn) {
+				return wait, nil // this claim looks for the pause
+			}
+			// Another claim of the pool looks and wakes this one; its own bound otherwise.
+			return boundDeferral(r.MaxBookkeepingDelay, r.MaxBookkeepingDelay, readySince, r.Clock.Now()), nil
 		}
+		r.wakeBookkeeping(r.activity.stopWaiting(pool, nn, quiet <= 0))
 	}
 	if claim.Annotations[agentsv1beta1.AnnotationSandboxName] != sb.Name {
 		if err := r.annotateClaim(ctx, claim, agentsv1beta1.AnnotationSandboxName, sb.Name); err != nil {
@@ -207,6 +217,17 @@ func (r *claimReconciler) recordSandboxName(ctx context.Context, s *claimStep, s
 		s.mem.adopted = ""
 	}
 	return 0, nil
+}
+
+// wakeBookkeeping sends the claims whose bookkeeping waited to their queue. It never blocks a
+// reconcile: a claim the full channel leaves out still has its own bound.
+func (r *claimReconciler) wakeBookkeeping(claims []types.NamespacedName) {
+	for _, nn := range claims {
+		select {
+		case r.bookkeepingWake <- event.GenericEvent{Object: &extv1beta1.SandboxClaim{ObjectMeta: metav1.ObjectMeta{Namespace: nn.Namespace, Name: nn.Name}}}:
+		default:
+		}
+	}
 }
 
 // annotateClaim sets one annotation of the claim, in the API server and in claim. The patch

@@ -293,6 +293,74 @@ func TestSteadyClaimsDoNotHoldBookkeepingForEver(t *testing.T) {
 	}
 }
 
+// Under steady traffic one bound claim per pool looks for the pause its bookkeeping waits
+// for; the others sleep until their bound and are woken when it sees the pause, so that the
+// waiting costs no reconcile a second per claim.
+func TestOneClaimPerPoolLooksForThePause(t *testing.T) {
+	tmpl, pool := testTemplate(), testPool(2)
+	readyAt := planNow.Add(-2 * time.Second)
+	objs := []client.Object{tmpl, pool}
+	for _, name := range []string{"c", "d"} {
+		c := builders.MakeClaim(name, "ns", "pool").UID(types.UID(name + "-uid")).StatusSandbox("m-" + name).Obj()
+		sb := readyMember(pool, tmpl, "m-"+name, "10.0.0.1")
+		sb.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(c, extv1beta1.GroupVersion.WithKind(policy.ClaimKind.Kind))}
+		delete(sb.Labels, agentsv1beta1.LabelWarmPoolSandbox)
+		sb.Labels[agentsv1beta1.LabelClaimUID] = string(c.UID)
+		c.Status.Sandbox.PodIPs = sb.Status.PodIPs
+		c.Status.Conditions = []metav1.Condition{{
+			Type: agentsv1beta1.ConditionReady, Status: metav1.ConditionTrue, ObservedGeneration: c.Generation,
+			Reason: agentsv1beta1.ReasonDependenciesReady, Message: agentsv1beta1.MessagePodReady, LastTransitionTime: metav1.NewTime(readyAt),
+		}}
+		objs = append(objs, c, sb, podOf(sb))
+	}
+	a := newFakeAPI(t, objs...)
+	clk := clocktesting.NewFakeClock(planNow)
+	r := newClaimReconciler(t, a, clk)
+	r.BookkeepingDelay, r.MaxBookkeepingDelay = time.Second, 10*time.Second
+	observeSandboxes(t, a, r.Index)
+	poolKey := types.NamespacedName{Namespace: "ns", Name: "pool"}
+	reconcile := func(name string) ctrl.Result {
+		t.Helper()
+		res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: name}})
+		if err != nil {
+			t.Fatalf("Reconcile %s: %v", name, err)
+		}
+		return res
+	}
+
+	r.activity.touch(poolKey, clk.Now()) // claims arriving
+	if res := reconcile("c"); res.RequeueAfter <= 0 || res.RequeueAfter > time.Second {
+		t.Errorf("the first waiting claim: requeue after %s, want within the quiet period: it looks", res.RequeueAfter)
+	}
+	if res := reconcile("d"); res.RequeueAfter != 8*time.Second {
+		t.Errorf("the second waiting claim: requeue after %s, want 8s, at its bound: it sleeps", res.RequeueAfter)
+	}
+	if writes := writesOf(a.Journal()); len(writes) > 0 {
+		t.Fatalf("claims arriving: wrote %v, want nothing yet", writes)
+	}
+
+	clk.Step(time.Second) // the pool's claims paused
+	reconcile("c")
+	select {
+	case ev := <-r.bookkeepingWake:
+		if ev.Object.GetName() != "d" {
+			t.Errorf("woke %s, want d", ev.Object.GetName())
+		}
+	default:
+		t.Fatalf("the claim that saw the pause woke no one; d sleeps until its bound")
+	}
+	reconcile("d")
+	for _, name := range []string{"c", "d"} {
+		got := &extv1beta1.SandboxClaim{}
+		if err := a.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: name}, got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Annotations[agentsv1beta1.AnnotationSandboxName] != "m-"+name {
+			t.Errorf("claim %s: sandbox-name %q after the pause, want m-%s", name, got.Annotations[agentsv1beta1.AnnotationSandboxName], name)
+		}
+	}
+}
+
 // boundToReadySandbox is claim "c" reported Ready on its Sandbox "m", whose status is
 // sandboxReady, with the pod "m" carrying the claim's labels.
 func boundToReadySandbox(t *testing.T, sandboxReady metav1.Condition) (*fakeAPI, *claimReconciler) {
