@@ -258,18 +258,10 @@ func TestClaimReadyReportsTheClaimsGeneration(t *testing.T) {
 // MaxBookkeepingDelay after it became Ready: before that the reconcile writes nothing and asks
 // to look again no later than the bound, at it the annotation is written.
 func TestSteadyClaimsDoNotHoldBookkeepingForEver(t *testing.T) {
-	readyAt := planNow.Add(-2 * time.Second)
 	tmpl, pool := testTemplate(), testPool(1)
 	c := claim(func(w *builders.ClaimWrapper) { w.StatusSandbox("m") })
 	sb := readyMember(pool, tmpl, "m", "10.0.0.1")
-	sb.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(c, extv1beta1.GroupVersion.WithKind(policy.ClaimKind.Kind))}
-	delete(sb.Labels, agentsv1beta1.LabelWarmPoolSandbox)
-	sb.Labels[agentsv1beta1.LabelClaimUID] = string(c.UID)
-	c.Status.Sandbox.PodIPs = sb.Status.PodIPs
-	c.Status.Conditions = []metav1.Condition{{
-		Type: agentsv1beta1.ConditionReady, Status: metav1.ConditionTrue, ObservedGeneration: c.Generation,
-		Reason: agentsv1beta1.ReasonDependenciesReady, Message: agentsv1beta1.MessagePodReady, LastTransitionTime: metav1.NewTime(readyAt),
-	}}
+	bindReady(c, sb, planNow.Add(-2*time.Second))
 	a := newFakeAPI(t, tmpl, pool, c, sb, podOf(sb))
 	clk := clocktesting.NewFakeClock(planNow)
 	r := newClaimReconciler(t, a, clk)
@@ -298,19 +290,11 @@ func TestSteadyClaimsDoNotHoldBookkeepingForEver(t *testing.T) {
 // waiting costs no reconcile a second per claim.
 func TestOneClaimPerPoolLooksForThePause(t *testing.T) {
 	tmpl, pool := testTemplate(), testPool(2)
-	readyAt := planNow.Add(-2 * time.Second)
 	objs := []client.Object{tmpl, pool}
 	for _, name := range []string{"c", "d"} {
 		c := builders.MakeClaim(name, "ns", "pool").UID(types.UID(name + "-uid")).StatusSandbox("m-" + name).Obj()
 		sb := readyMember(pool, tmpl, "m-"+name, "10.0.0.1")
-		sb.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(c, extv1beta1.GroupVersion.WithKind(policy.ClaimKind.Kind))}
-		delete(sb.Labels, agentsv1beta1.LabelWarmPoolSandbox)
-		sb.Labels[agentsv1beta1.LabelClaimUID] = string(c.UID)
-		c.Status.Sandbox.PodIPs = sb.Status.PodIPs
-		c.Status.Conditions = []metav1.Condition{{
-			Type: agentsv1beta1.ConditionReady, Status: metav1.ConditionTrue, ObservedGeneration: c.Generation,
-			Reason: agentsv1beta1.ReasonDependenciesReady, Message: agentsv1beta1.MessagePodReady, LastTransitionTime: metav1.NewTime(readyAt),
-		}}
+		bindReady(c, sb, planNow.Add(-2*time.Second))
 		objs = append(objs, c, sb, podOf(sb))
 	}
 	a := newFakeAPI(t, objs...)
@@ -359,6 +343,19 @@ func TestOneClaimPerPoolLooksForThePause(t *testing.T) {
 			t.Errorf("claim %s: sandbox-name %q after the pause, want m-%s", name, got.Annotations[agentsv1beta1.AnnotationSandboxName], name)
 		}
 	}
+}
+
+// bindReady binds the ready member sb to claim c, as the claim controller leaves them, and
+// reports c Ready since readyAt, its sandbox-name annotation not written yet.
+func bindReady(c *extv1beta1.SandboxClaim, sb *agentsv1beta1.Sandbox, readyAt time.Time) {
+	sb.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(c, extv1beta1.GroupVersion.WithKind(policy.ClaimKind.Kind))}
+	delete(sb.Labels, agentsv1beta1.LabelWarmPoolSandbox)
+	sb.Labels[agentsv1beta1.LabelClaimUID] = string(c.UID)
+	c.Status.Sandbox.PodIPs = sb.Status.PodIPs
+	c.Status.Conditions = []metav1.Condition{{
+		Type: agentsv1beta1.ConditionReady, Status: metav1.ConditionTrue, ObservedGeneration: c.Generation,
+		Reason: agentsv1beta1.ReasonDependenciesReady, Message: agentsv1beta1.MessagePodReady, LastTransitionTime: metav1.NewTime(readyAt),
+	}}
 }
 
 // boundToReadySandbox is claim "c" reported Ready on its Sandbox "m", whose status is
