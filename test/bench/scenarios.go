@@ -206,6 +206,11 @@ func runScenarios(ctx context.Context, o Options, stdout, stderr io.Writer) erro
 		return fmt.Errorf("creating results directory: %w", err)
 	}
 	var failed []string
+	root, err := controlplane.RepoRoot()
+	if err != nil {
+		root = "."
+	}
+	commit := report.DescribeMachine(root).Commit
 	if !o.Render {
 		for i, sc := range selected {
 			logf(stderr, "\n=== scenario %d/%d: %s (%s, pool %d)\n", i+1, len(selected), sc.name, sc.description, sc.pool)
@@ -226,6 +231,7 @@ func runScenarios(ctx context.Context, o Options, stdout, stderr io.Writer) erro
 				}
 				failed = append(failed, runFailed...)
 				if res != nil {
+					res.Parameters.Commit = commit
 					if err := res.WriteJSON(filepath.Join(o.ResultsDir, sc.name+".json")); err != nil {
 						return err
 					}
@@ -269,6 +275,7 @@ func runScenarios(ctx context.Context, o Options, stdout, stderr io.Writer) erro
 				res = results[report.MedianRound(all)]
 				res.Rounds = all
 			}
+			res.Parameters.Commit = commit
 			if err := res.WriteJSON(filepath.Join(o.ResultsDir, sc.name+".json")); err != nil {
 				return err
 			}

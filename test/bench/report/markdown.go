@@ -58,6 +58,25 @@ func DescribeMachine(dir string) Machine {
 	return m
 }
 
+// commits names the sandgate commit the results measured: the machine's when no result says
+// another, else each scenario's (a scenario run again after a change rewrites only its part).
+func commits(m Machine, results []*Result) string {
+	var each []string
+	differ := false
+	for _, r := range results {
+		c := r.Parameters.Commit
+		if c == "" {
+			c = "not recorded"
+		}
+		differ = differ || c != m.Commit
+		each = append(each, r.Scenario+" "+c)
+	}
+	if !differ {
+		return orDash(m.Commit)
+	}
+	return strings.Join(each, "; ")
+}
+
 // procField returns the value of the first "key: value" line of a /proc file.
 func procField(path, key string) (string, bool) {
 	f, err := os.Open(path)
@@ -98,7 +117,7 @@ func WriteMarkdownWithPlots(w io.Writer, m Machine, results []*Result, command, 
 	p("| memory | %.1f GiB |", m.MemoryGiB)
 	p("| kernel | %s |", orDash(m.Kernel))
 	p("| Go | %s |", m.Go)
-	p("| sandgate commit | %s |", orDash(m.Commit))
+	p("| sandgate commit | %s |", commits(m, results))
 	p("| measured | %s |", m.Date)
 	if len(results) > 0 {
 		r := results[0].Parameters

@@ -42,3 +42,17 @@ func TestWriteMarkdown(t *testing.T) {
 		}
 	}
 }
+
+// The report names the commit each scenario measured when they differ: a scenario run again
+// after a change rewrites its part of the report and keeps the others'.
+func TestReportNamesEachScenariosCommit(t *testing.T) {
+	m := Machine{CPUs: 2, Commit: "bbbbbbbbbbbb"}
+	same := []*Result{{Scenario: "serial", Parameters: Parameters{Commit: "bbbbbbbbbbbb"}}, {Scenario: "cold", Parameters: Parameters{Commit: "bbbbbbbbbbbb"}}}
+	if got := commits(m, same); got != "bbbbbbbbbbbb" {
+		t.Errorf("every scenario at the machine's commit: %q, want it once", got)
+	}
+	mixed := []*Result{{Scenario: "serial", Parameters: Parameters{Commit: "aaaaaaaaaaaa"}}, {Scenario: "cold", Parameters: Parameters{Commit: "bbbbbbbbbbbb"}}, {Scenario: "kubelet"}}
+	if got, want := commits(m, mixed), "serial aaaaaaaaaaaa; cold bbbbbbbbbbbb; kubelet not recorded"; got != want {
+		t.Errorf("scenarios of several commits: %q, want %q", got, want)
+	}
+}

@@ -17,6 +17,9 @@ import (
 
 // Parameters are what a run was asked to do.
 type Parameters struct {
+	// Commit is the sandgate commit measured (Machine.Commit when the scenario ran): a report
+	// rewritten after one scenario ran again holds results of several.
+	Commit          string  `json:"commit,omitempty"`
 	BurstSize       int     `json:"burstSize"`
 	QPS             float64 `json:"qps"`
 	TotalBursts     int     `json:"totalBursts"`
