@@ -59,53 +59,32 @@ func runSustained(ctx context.Context, o Options, sc scenario, stdout, stderr io
 		return nil, []string{fmt.Sprintf("%s: %v", sc.name, err)}, nil
 	}
 	var failed []string
-	var floor *report.Result
+	var floor, contract *report.Result
 	if o.SkipFloor {
 		cfg.StopBehind = sustainedFlags.StopBehind // no floor to match: sandgate's own rule
 	} else {
-		logf(stderr, "\n=== scenario %s, its floor (no operator, no admission webhooks; the load generator binds and refills)\n", sc.name)
 		fcfg := cfg
 		fcfg.Floor, fcfg.StopBehind = true, sustainedFlags.StopBehind
-		floor, err = runSustainedOnce(ctx, o, fcfg, stderr)
-		switch {
-		case err != nil && ctx.Err() != nil:
+		floor, failed, err = runSustainedFloor(ctx, o, fcfg, sc, "floor", "no operator, no admission webhooks; the load generator binds and refills", failed, stderr)
+		if err != nil {
 			return nil, nil, err
-		case err != nil:
-			logf(stderr, "floor of scenario %s failed: %v\n", sc.name, err)
-			failed = append(failed, fmt.Sprintf("%s (floor): %v", sc.name, err))
-		default:
-			floor.Scenario, floor.Description = sc.name, sc.description
-			if s := floor.Sustained; s != nil && s.StoppedBehindSeconds > 0 {
-				// The same arrival window as the floor's: a ratio of two runs of one length.
-				cfg.Duration = time.Duration(s.StoppedBehindSeconds * float64(time.Second))
-				logf(stderr, "the floor fell behind %g claims/s after %s: sandgate's arrivals run as long\n", cfg.Rate, cfg.Duration)
-			}
-			if !floor.OK() {
-				failed = append(failed, fmt.Sprintf("%s (floor): %d claims never Ready, %d create errors",
-					sc.name, floor.Claims.NeverReady, floor.Claims.CreateErrors))
-			}
+		}
+		if floor != nil && floor.Sustained != nil && floor.Sustained.StoppedBehindSeconds > 0 {
+			s := floor.Sustained
+			// The same arrival window as the floor's: a ratio of two runs of one length.
+			cfg.Duration = time.Duration(s.StoppedBehindSeconds * float64(time.Second))
+			logf(stderr, "the floor fell behind %g claims/s after %s: sandgate's arrivals run as long\n", cfg.Rate, cfg.Duration)
 		}
 	}
-	var contract *report.Result
 	if !o.SkipFloor && sc.contractFloor > 0 {
-		logf(stderr, "\n=== scenario %s, its contract floor (no operator; admission webhooks kept and answered at once; the route write after each bind)\n", sc.name)
 		co := o
 		co.Floor, co.FloorAdmission = true, true
 		ccfg := cfg // the arrivals of sandgate's run
 		ccfg.Floor, ccfg.FloorRoute = true, true
-		contract, err = runSustainedOnce(ctx, co, ccfg, stderr)
-		switch {
-		case err != nil && ctx.Err() != nil:
+		contract, failed, err = runSustainedFloor(ctx, co, ccfg, sc, "contract floor",
+			"no operator; admission webhooks kept and answered at once; the route write after each bind", failed, stderr)
+		if err != nil {
 			return nil, nil, err
-		case err != nil:
-			logf(stderr, "contract floor of scenario %s failed: %v\n", sc.name, err)
-			failed = append(failed, fmt.Sprintf("%s (contract floor): %v", sc.name, err))
-		default:
-			contract.Scenario, contract.Description = sc.name, sc.description
-			if !contract.OK() {
-				failed = append(failed, fmt.Sprintf("%s (contract floor): %d claims never Ready, %d create errors",
-					sc.name, contract.Claims.NeverReady, contract.Claims.CreateErrors))
-			}
 		}
 	}
 	if !o.SkipFloor {
@@ -132,6 +111,27 @@ func runSustained(ctx context.Context, o Options, sc scenario, stdout, stderr io
 			sc.name, res.Claims.NeverReady, res.Claims.CreateErrors, res.Claims.Stale))
 	}
 	return res, failed, nil
+}
+
+// runSustainedFloor runs a floor of scenario sc (name says which, how what it does) and
+// returns it, nil when it failed, with failed extended by what failed; an error only when
+// ctx ends.
+func runSustainedFloor(ctx context.Context, o Options, cfg load.SustainedConfig, sc scenario, name, how string, failed []string, stderr io.Writer) (*report.Result, []string, error) {
+	logf(stderr, "\n=== scenario %s, its %s (%s)\n", sc.name, name, how)
+	f, err := runSustainedOnce(ctx, o, cfg, stderr)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return nil, nil, err
+	case err != nil:
+		logf(stderr, "%s of scenario %s failed: %v\n", name, sc.name, err)
+		return nil, append(failed, fmt.Sprintf("%s (%s): %v", sc.name, name, err)), nil
+	}
+	f.Scenario, f.Description = sc.name, sc.description
+	if !f.OK() {
+		failed = append(failed, fmt.Sprintf("%s (%s): %d claims never Ready, %d create errors",
+			sc.name, name, f.Claims.NeverReady, f.Claims.CreateErrors))
+	}
+	return f, failed, nil
 }
 
 // sustainedConfig is the run of scenario sc with the sustained flags applied.
