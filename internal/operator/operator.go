@@ -134,6 +134,9 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("adding health check: %w", err)
 	}
+	if err := op.addReadyzCheck("informers", cachesSynced(mgr.GetCache())); err != nil {
+		return nil, fmt.Errorf("adding readiness check: %w", err)
+	}
 	if err := op.watchLabelDomains(ctx, configNS, op.labelDomains, op.labelDomainsChanged); err != nil {
 		return nil, err
 	}
