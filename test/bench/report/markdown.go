@@ -58,21 +58,25 @@ func DescribeMachine(dir string) Machine {
 	return m
 }
 
-// commits names the sandgate commit the results measured: the machine's when no result says
-// another, else each scenario's (a scenario run again after a change rewrites only its part).
+// commits names the sandgate commit the results measured: the one they share (the machine's
+// when none recorded one), else each scenario's (a scenario run again after a change rewrites
+// only its part of the report).
 func commits(m Machine, results []*Result) string {
 	var each []string
-	differ := false
-	for _, r := range results {
+	shared, one := m.Commit, true
+	for i, r := range results {
 		c := r.Parameters.Commit
 		if c == "" {
-			c = "not recorded"
+			c = m.Commit
 		}
-		differ = differ || c != m.Commit
-		each = append(each, r.Scenario+" "+c)
+		if i == 0 {
+			shared = c
+		}
+		one = one && c == shared
+		each = append(each, r.Scenario+" "+orDash(c))
 	}
-	if !differ {
-		return orDash(m.Commit)
+	if one {
+		return orDash(shared)
 	}
 	return strings.Join(each, "; ")
 }

@@ -51,8 +51,12 @@ func TestReportNamesEachScenariosCommit(t *testing.T) {
 	if got := commits(m, same); got != "bbbbbbbbbbbb" {
 		t.Errorf("every scenario at the machine's commit: %q, want it once", got)
 	}
+	older := []*Result{{Scenario: "serial", Parameters: Parameters{Commit: "aaaaaaaaaaaa"}}, {Scenario: "cold", Parameters: Parameters{Commit: "aaaaaaaaaaaa"}}}
+	if got := commits(m, older); got != "aaaaaaaaaaaa" {
+		t.Errorf("every scenario at one commit before the machine's: %q, want it once", got)
+	}
 	mixed := []*Result{{Scenario: "serial", Parameters: Parameters{Commit: "aaaaaaaaaaaa"}}, {Scenario: "cold", Parameters: Parameters{Commit: "bbbbbbbbbbbb"}}, {Scenario: "kubelet"}}
-	if got, want := commits(m, mixed), "serial aaaaaaaaaaaa; cold bbbbbbbbbbbb; kubelet not recorded"; got != want {
+	if got, want := commits(m, mixed), "serial aaaaaaaaaaaa; cold bbbbbbbbbbbb; kubelet bbbbbbbbbbbb"; got != want {
 		t.Errorf("scenarios of several commits: %q, want %q", got, want)
 	}
 }
