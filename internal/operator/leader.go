@@ -3,6 +3,7 @@ package operator
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"sync"
@@ -115,15 +116,19 @@ func newLeaseFence(renewDeadline time.Duration, refused prometheus.Counter) *lea
 	return &leaseFence{renewDeadline: renewDeadline, now: time.Now, refused: refused}
 }
 
-// begin lets a write go out and counts it in flight, or says why not; end it with done.
-func (f *leaseFence) begin() (bool, string) {
+// begin lets a write go out and counts it in flight, or says why not; end it with done. A
+// write let through must be sent within valid, the time left of the fence's renew deadline:
+// one that waits longer in the transport (for an HTTP/2 stream, under load) could reach the
+// API server after another replica took the Lease over.
+func (f *leaseFence) begin() (ok bool, why string, valid time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	ok, why := f.holdsLocked()
+	ok, why = f.holdsLocked()
 	if ok {
 		f.inflight++
+		valid = f.renewDeadline - f.now().Sub(f.renewedAt)
 	}
-	return ok, why
+	return ok, why, valid
 }
 
 // done ends a write begin let through.
@@ -201,7 +206,7 @@ func (t fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
 		return t.next.RoundTrip(req)
 	}
-	ok, why := t.fence.begin()
+	ok, why, valid := t.fence.begin()
 	if !ok {
 		if t.fence.refused != nil {
 			t.fence.refused.Inc()
@@ -212,7 +217,26 @@ func (t fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, &NotLeaderError{Method: req.Method, Path: req.URL.Path, Reason: why}
 	}
 	defer t.fence.done()
-	return t.next.RoundTrip(req)
+	ctx, cancel := context.WithTimeout(req.Context(), valid)
+	resp, err := t.next.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// cancelOnClose ends a write's context once its answer has been read.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (c cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
 }
 
 // fencedLock is the Lease lock of the elector, telling the fence of every acquisition,

@@ -265,3 +265,50 @@ func TestLeaseReleaseWaitsForWritesInFlight(t *testing.T) {
 		t.Errorf("lease record %+v, want released", mem.rec)
 	}
 }
+
+// A write the fence let through is not sent once the time left of the renew deadline at its
+// admission has passed: stuck in the transport (waiting for an HTTP/2 stream under load), it
+// is given up rather than reaching the API server after another replica may have taken the
+// Lease over.
+func TestFencedWriteIsGivenUpAtTheRenewDeadline(t *testing.T) {
+	f := newLeaseFence(300*time.Millisecond, nil)
+	f.renewed(time.Now())
+	stuck := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		<-req.Context().Done() // never sent: waits for a stream until given up
+		return nil, req.Context().Err()
+	})
+	req, err := http.NewRequest(http.MethodPatch, "https://127.0.0.1/api/v1/namespaces/ns/pods/p", http.NoBody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = f.wrap(stuck).RoundTrip(req)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a write stuck past the renew deadline: %v, want it given up (deadline exceeded)", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("given up after %s, want about the 300ms left of the renew deadline", took)
+	}
+	if !f.drain(0) {
+		t.Errorf("the given-up write is still counted in flight")
+	}
+
+	// A write answered in time keeps its answer readable after RoundTrip returns.
+	ok := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader("{}")), Request: req}, nil
+	})
+	f.renewed(time.Now())
+	resp, err := f.wrap(ok).RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || string(body) != "{}" {
+		t.Errorf("answer %q, %v; want {}", body, err)
+	}
+	_ = resp.Body.Close()
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
