@@ -251,6 +251,23 @@ func (l fencedLock) Create(ctx context.Context, ler resourcelock.LeaderElectionR
 }
 
 func (l fencedLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	if ler.HolderIdentity != l.Identity() {
+		// A release. The elector releases when it stops leading, by what it last observed:
+		// a replica frozen past its Lease wakes up still believing it holds it, and its
+		// release would free the Lease of the replica that took over meanwhile (the soak saw
+		// that one's writes land with nobody holding the Lease). Only a Lease this replica
+		// still holds is released; the read also gives the release the Lease's current
+		// resourceVersion, so a take-over between the two is a conflict, not overwritten.
+		rec, _, err := l.Interface.Get(ctx)
+		if err != nil {
+			l.fence.released()
+			return fmt.Errorf("reading the Lease before releasing it: %w", err)
+		}
+		if rec == nil || rec.HolderIdentity != l.Identity() {
+			l.fence.released()
+			return nil // not ours to release
+		}
+	}
 	return l.write(ler, func() error { return l.Interface.Update(ctx, ler) })
 }
 

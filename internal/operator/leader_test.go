@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
@@ -312,3 +313,31 @@ func TestFencedWriteIsGivenUpAtTheRenewDeadline(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// A replica that stops leading releases the Lease only if it still holds it: one frozen past
+// its Lease wakes up believing it leads, and its release must not free the Lease of the
+// replica that took over meanwhile.
+func TestReleaseLeavesAnotherReplicasLeaseAlone(t *testing.T) {
+	fence, _, _ := newFenceForTest()
+	mem := &memLock{id: "a"}
+	lock := fencedLock{Interface: mem, fence: fence}
+	now := metav1.NewTime(time.Now())
+	// b took the Lease over while a was frozen.
+	mem.rec = &resourcelock.LeaderElectionRecord{HolderIdentity: "b", LeaseDurationSeconds: 15, RenewTime: now, AcquireTime: now}
+
+	if err := lock.Update(context.Background(), resourcelock.LeaderElectionRecord{LeaseDurationSeconds: 1, RenewTime: now, AcquireTime: now}); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	if mem.rec.HolderIdentity != "b" {
+		t.Errorf("after a's release the Lease is held by %q, want b's still", mem.rec.HolderIdentity)
+	}
+
+	// a's own Lease is released as before.
+	mem.rec = &resourcelock.LeaderElectionRecord{HolderIdentity: "a", LeaseDurationSeconds: 15, RenewTime: now, AcquireTime: now}
+	if err := lock.Update(context.Background(), resourcelock.LeaderElectionRecord{LeaseDurationSeconds: 1, RenewTime: now, AcquireTime: now}); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	if mem.rec.HolderIdentity != "" {
+		t.Errorf("after a released its own Lease it is held by %q, want nobody", mem.rec.HolderIdentity)
+	}
+}
