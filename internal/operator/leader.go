@@ -247,31 +247,16 @@ type fencedLock struct {
 }
 
 func (l fencedLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
-	return l.write(ler, func() error { return l.Interface.Create(ctx, ler) })
+	return l.write(ctx, ler, func() error { return l.Interface.Create(ctx, ler) })
 }
 
+// Update is the elector's write of the Lease, through client-go's lock: an update with the
+// Lease's resourceVersion as precondition, as leader election needs.
 func (l fencedLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
-	if ler.HolderIdentity != l.Identity() {
-		// A release. The elector releases when it stops leading, by what it last observed:
-		// a replica frozen past its Lease wakes up still believing it holds it, and its
-		// release would free the Lease of the replica that took over meanwhile (the soak saw
-		// that one's writes land with nobody holding the Lease). Only a Lease this replica
-		// still holds is released; the read also gives the release the Lease's current
-		// resourceVersion, so a take-over between the two is a conflict, not overwritten.
-		rec, _, err := l.Interface.Get(ctx)
-		if err != nil {
-			l.fence.released()
-			return fmt.Errorf("reading the Lease before releasing it: %w", err)
-		}
-		if rec == nil || rec.HolderIdentity != l.Identity() {
-			l.fence.released()
-			return nil // not ours to release
-		}
-	}
-	return l.write(ler, func() error { return l.Interface.Update(ctx, ler) })
+	return l.write(ctx, ler, func() error { return l.Interface.Update(ctx, ler) })
 }
 
-func (l fencedLock) write(ler resourcelock.LeaderElectionRecord, write func() error) error {
+func (l fencedLock) write(ctx context.Context, ler resourcelock.LeaderElectionRecord, write func() error) error {
 	sent := l.fence.now()
 	if ler.HolderIdentity != l.Identity() {
 		// A release (client-go writes an empty holder): stop writing, and let the writes in
@@ -279,6 +264,19 @@ func (l fencedLock) write(ler resourcelock.LeaderElectionRecord, write func() er
 		// the transport for a stream: released without the drain, the soak saw 287 writes
 		// of a replica arrive in the 250 ms after its release.
 		l.fence.released()
+		// The elector releases by what it last observed: a replica frozen past its Lease
+		// wakes up still believing it holds it, and its release would free the Lease of the
+		// replica that took over meanwhile (the soak saw that one's writes land with nobody
+		// holding the Lease). Only a Lease this replica still holds is released; the read
+		// also gives the release the Lease's current resourceVersion, so a take-over between
+		// the two is a conflict, not overwritten.
+		rec, _, err := l.Interface.Get(ctx)
+		if err != nil {
+			return fmt.Errorf("reading the Lease before releasing it: %w", err)
+		}
+		if rec == nil || rec.HolderIdentity != l.Identity() {
+			return nil // not ours to release
+		}
 		l.fence.drain(releaseDrain)
 		return write()
 	}
