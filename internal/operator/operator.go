@@ -46,17 +46,15 @@ type namedCheck struct {
 	check healthz.Checker
 }
 
-// New builds the operator's manager against the cluster of cfg (which it copies, to set QPS
-// and Burst) from opts, which Validate must accept. ctx bounds the registration of the cache
-// indexes; it need not be the context Start runs with.
+// New builds the operator's manager against the cluster of cfg (which it copies, to set QPS,
+// Burst and compression) from opts, which Validate must accept. ctx bounds the registration
+// of the cache indexes; it need not be the context Start runs with.
 func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid operator options: %w", err)
 	}
 	log := ctrl.Log.WithName("setup")
-	cfg = rest.CopyConfig(cfg)
-	cfg.QPS = opts.QPS
-	cfg.Burst = opts.Burst
+	cfg = clientConfig(cfg, opts)
 	var watchClient *http.Client
 	if opts.SeparateWatchConnection {
 		var err error

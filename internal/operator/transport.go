@@ -18,6 +18,19 @@ import (
 // --api-connections and --separate-watch-connection lift that cap and keep watch events
 // off connections busy with writes; these give sandgate the same two knobs.
 
+// clientConfig is the manager's copy of cfg: opts' QPS and Burst, and no gzip. Like
+// kube-controller-manager and kube-scheduler, the operator asks for no compression: the API
+// server would compress every watch event for this client alone (an informer's stream stays
+// compressed after its initial list), which costs it more CPU than the bytes cost a cluster's
+// network. Measured in sustained-10 (10 claims/s on two cores): 2.4% of the API server's CPU
+// went to gzip of watch events, and 4% of the operator's to reading them back.
+func clientConfig(cfg *rest.Config, opts Options) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.QPS, c.Burst = opts.QPS, opts.Burst
+	c.DisableCompression = true
+	return c
+}
+
 // newDialer returns a dialer of its own. client-go shares one transport (and so one
 // connection) between configs that are alike, but never between configs with a Dial
 // function: setting one is how each shard gets a connection of its own.

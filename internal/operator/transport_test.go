@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"encoding/pem"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -78,5 +79,60 @@ func TestSeparateWatchConnection(t *testing.T) {
 	get(t, watch, srv.URL, 2)
 	if got := conns(); got != 2 {
 		t.Errorf("requests arrived on %d connections, want 2 (the shared one and the watch one)", got)
+	}
+}
+
+// TestClientConfigAsksForNoCompression checks that the operator's requests, on one connection
+// or several, do not ask the API server to gzip its answers (and its watch events), while
+// client-go's default would.
+func TestClientConfigAsksForNoCompression(t *testing.T) {
+	var mu sync.Mutex
+	var accepted []string
+	// TLS, as an API server serves: client-go gives a plain-HTTP config Go's default
+	// transport, which ignores the setting.
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		accepted = append(accepted, r.Header.Get("Accept-Encoding"))
+		mu.Unlock()
+		_, _ = io.WriteString(w, "{}")
+	}))
+	t.Cleanup(srv.Close)
+	asked := func(cfg *rest.Config) []string {
+		t.Helper()
+		mu.Lock()
+		accepted = nil
+		mu.Unlock()
+		c, err := rest.HTTPClientFor(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		get(t, c, srv.URL, 2)
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), accepted...)
+	}
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	base := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{CAData: ca}}
+	if got := asked(base); got[0] != "gzip" {
+		t.Fatalf("client-go's default asked for %q, want gzip: the test would prove nothing", got[0])
+	}
+	for name, connections := range map[string]int{"one connection": 1, "three connections": 3} {
+		t.Run(name, func(t *testing.T) {
+			cfg := clientConfig(base, Options{QPS: 5, Burst: 10})
+			if err := shardAPIConnections(cfg, connections); err != nil {
+				t.Fatal(err)
+			}
+			for i, enc := range asked(cfg) {
+				if enc != "" {
+					t.Errorf("request %d sent Accept-Encoding %q, want none", i, enc)
+				}
+			}
+			if cfg.QPS != 5 || cfg.Burst != 10 {
+				t.Errorf("QPS/Burst = %v/%d, want 5/10 from the options", cfg.QPS, cfg.Burst)
+			}
+		})
+	}
+	if base.DisableCompression {
+		t.Error("clientConfig changed the config it was given")
 	}
 }
