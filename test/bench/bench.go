@@ -56,7 +56,7 @@ type Options struct {
 	ResultsDir string // --results-dir of the scenarios' JSON results
 	Render     bool   // --render: only rewrite Out from the results in ResultsDir
 	SkipFloor  bool   // --skip-floor
-	Rounds     int    // --rounds: rounds of each short scenario; 0 means its default
+	Rounds     int    // --rounds: rounds of each scenario measured in rounds; 0 means its default
 }
 
 // DefaultOptions returns the options of sandgate-bench without flags.

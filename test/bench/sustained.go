@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -29,13 +30,17 @@ type sustainedSettings struct {
 	Seed       uint64
 }
 
+// sustainedArrivals is how long a sustained scenario's claims arrive unless it says otherwise
+// (scenario.arrivals) or --sustained-duration does.
+const sustainedArrivals = 5 * time.Minute
+
 // sustainedFlags holds the sustained scenarios' flags: they apply to those scenarios only,
 // and live beside them rather than among the options of every run.
-var sustainedFlags = sustainedSettings{Duration: 5 * time.Minute, StopBehind: time.Minute, Lifetime: "5s-30s", Seed: 1}
+var sustainedFlags = sustainedSettings{StopBehind: 30 * time.Second, Lifetime: "5s-30s", Seed: 1}
 
 // AddSustainedFlags registers the flags of the sustained scenarios on fs.
 func AddSustainedFlags(fs *flag.FlagSet) {
-	fs.DurationVar(&sustainedFlags.Duration, "sustained-duration", sustainedFlags.Duration, "with --scenarios sustained-*: how long claims arrive")
+	fs.DurationVar(&sustainedFlags.Duration, "sustained-duration", sustainedFlags.Duration, "with --scenarios sustained-*: how long claims arrive in all, instead of the scenario's (5m; sustained-10: 4m): a scenario measured in rounds (sustained-10) splits it evenly over them")
 	fs.DurationVar(&sustainedFlags.StopBehind, "sustained-stop-behind", sustainedFlags.StopBehind,
 		"with --scenarios sustained-*: once the floor's arrivals have run this long, end them when they are more than a tenth behind the rate (claims waiting for Ready hold ten seconds' worth of slots: the machine does not carry the rate), and give sandgate's run as long; 0 runs the whole --sustained-duration whatever happens")
 	fs.StringVar(&sustainedFlags.Lifetime, "sustained-lifetime", sustainedFlags.Lifetime, "with --scenarios sustained-*: range of a claim's lifetime from Ready to its deletion, drawn uniformly (min-max, as 5s-30s)")
@@ -148,9 +153,10 @@ func sustainedConfig(o Options, sc scenario) (load.SustainedConfig, error) {
 	if sustainedFlags.Rate > 0 {
 		rate = sustainedFlags.Rate
 	}
+	arrivals := cmp.Or(sustainedFlags.Duration, sc.arrivals, sustainedArrivals)
 	cfg := load.SustainedConfig{
 		Namespace: "bench", PodSpec: load.DefaultPodSpec(), PoolSize: int32(pool),
-		Rate: rate, Duration: sustainedFlags.Duration, LifetimeMin: lo, LifetimeMax: hi, Seed: sustainedFlags.Seed,
+		Rate: rate, Duration: arrivals / time.Duration(max(o.Rounds, 1)), LifetimeMin: lo, LifetimeMax: hi, Seed: sustainedFlags.Seed,
 		// The claims still waiting when the arrivals end: a rate beyond the machine leaves ten
 		// seconds' worth of them, which a saturated cluster takes minutes to serve.
 		PoolCreateWait: max(o.PoolCreateWait, time.Duration(pool)*200*time.Millisecond), Timeout: max(o.Timeout, 5*time.Minute),

@@ -200,8 +200,8 @@ func RunSustained(ctx context.Context, restCfg *rest.Config, cfg SustainedConfig
 	var deletes sync.WaitGroup
 	lastCreate := s.fire(ctx, w, runStart, &deletes)
 	s.waitForClaims(ctx, w)
-	close(s.settled)
 	claimsCPU := window.end(ctx)
+	close(s.settled)
 	res.OtherWork = window.otherWork()
 	lastReady := s.lastReady(w)
 	if lastReady.IsZero() {
@@ -209,7 +209,7 @@ func RunSustained(ctx context.Context, restCfg *rest.Config, cfg SustainedConfig
 	}
 	res.RunSeconds = lastReady.Sub(runStart).Seconds()
 	s.progressf(w)
-	r.progressf("arrivals over; waiting for the last claims' lifetimes to end (at most %s)", cfg.LifetimeMax)
+	r.progressf("every claim Ready or given up: deleting the claims still alive at once")
 	deletes.Wait()
 	// Writes that trail the deletions (garbage collection) belong to the run.
 	time.Sleep(time.Second)
@@ -443,10 +443,14 @@ wait:
 		}
 	}
 	release()
+	// A lifetime shapes the traffic while claims arrive; once every claim is Ready the run's
+	// latencies are measured, and the claims still alive are deleted at once rather than
+	// waited for (up to LifetimeMax of idle run per cluster).
 	select {
 	case <-ctx.Done():
 		return
 	case <-time.After(c.lifetime):
+	case <-s.settled:
 	}
 	claim := &extv1beta1.SandboxClaim{ObjectMeta: metav1.ObjectMeta{Namespace: s.cfg.Namespace, Name: c.name}}
 	err := s.r.c.Delete(ctx, claim, client.PropagationPolicy(metav1.DeletePropagationBackground))

@@ -37,6 +37,16 @@ func (r *Result) Ratios() FloorRatios {
 	}
 }
 
+// ContractRatios divides r's client p50, p99 and claims-window API server CPU by its contract
+// floor's; for a scenario measured in rounds, each is the median over the rounds that
+// measured it. Zero where none did.
+func (r *Result) ContractRatios() FloorRatios {
+	if len(r.Rounds) > 1 {
+		return MedianContractRatios(r.Rounds)
+	}
+	return RoundOf(r).ContractRatios()
+}
+
 func ratio(a, b float64) float64 {
 	if a <= 0 || b <= 0 {
 		return 0

@@ -61,7 +61,7 @@ func writeSustained(p func(string, ...any), results []*Result) {
 				ratioMark(q.P99, tgt(r, func(t *Targets) float64 { return t.FloorP99Ratio })),
 				ratioMark(q.CPU, tgt(r, func(t *Targets) float64 { return t.FloorCPURatio })))
 		}
-		if q := RoundOf(r).ContractRatios(); q.P50 > 0 {
+		if q := r.ContractRatios(); q.P50 > 0 {
 			p("| %s | sandgate ÷ contract floor | | | | | | | | %s | %s | %s |", r.Scenario,
 				ratioMark(q.P50, tgt(r, func(t *Targets) float64 { return t.FloorP50Ratio })),
 				ratioMark(q.P99, tgt(r, func(t *Targets) float64 { return t.FloorP99Ratio })),
@@ -86,6 +86,11 @@ func writeSustained(p func(string, ...any), results []*Result) {
 		p("")
 	}
 	for _, r := range results {
+		if len(r.Rounds) > 1 {
+			p("**%s** was measured in %d rounds; the runs above and the windows below are its median", r.Scenario, len(r.Rounds))
+			p("round's, the ratios the medians of the rounds' (every round: [Against the floor](#against-the-floor)).")
+			p("")
+		}
 		p("**%s** over time (windows of %d s by create time; sandgate, then its floor):", r.Scenario, WindowSeconds)
 		p("")
 		p("| at (s) | claims | p50 (ms) | p99 (ms) | warm | floor p50 (ms) | floor p99 (ms) | floor warm |")

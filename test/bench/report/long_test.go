@@ -49,3 +49,45 @@ func TestLongScenariosInTheReport(t *testing.T) {
 		}
 	}
 }
+
+// A sustained scenario measured in rounds is judged by the medians of its rounds' ratios, to
+// the floor and to the contract floor, and the report says whose runs and windows it shows.
+func TestSustainedRoundsAreJudgedByTheirMedians(t *testing.T) {
+	run := func(p50 float64) *Result {
+		return &Result{
+			Scenario: "sustained-10", Claims: Claims{Created: 100, Ready: 100},
+			Latency: Latency{Client: stats.Summary{Count: 100, P50: p50, P99: 4 * p50}},
+			API:     API{ClaimsCPUSeconds: 10},
+			Sustained: &Sustained{Rate: 10, AchievedRate: 10, DurationSeconds: 100, WarmShare: 1, MinReady: 30, RefillKeptUp: true,
+				Windows: []Window{{AtSeconds: 0, Claims: 100, P50Ms: p50, P99Ms: 4 * p50, WarmShare: 1}}},
+		}
+	}
+	var rounds []Round
+	// sandgate ÷ contract floor p50 per round: 2.0, 1.2, 1.1 (median 1.2); ÷ floor: 4, 2, 3.
+	for _, r := range []struct{ floor, contract, sandgate float64 }{{10, 20, 40}, {30, 50, 60}, {22, 60, 66}} {
+		x := run(r.sandgate)
+		x.Floor, x.ContractFloor = run(r.floor), run(r.contract)
+		rounds = append(rounds, RoundOf(x))
+	}
+	res := run(66) // the median round by the floor ratio (3.0)
+	res.Floor, res.ContractFloor = run(22), run(60)
+	res.Rounds = rounds
+	res.Targets = &Targets{FloorP50Ratio: 1.3, FloorP99Ratio: 1.5, FloorCPURatio: 1.3}
+	if got := res.ContractRatios().P50; got != 1.2 {
+		t.Errorf("contract p50 ratio = %v, want the median of the rounds' 2.0, 1.2, 1.1: 1.2", got)
+	}
+	var b strings.Builder
+	if err := WriteMarkdown(&b, Machine{CPUs: 2}, []*Result{res}, "make bench"); err != nil {
+		t.Fatal(err)
+	}
+	got := b.String()
+	for _, want := range []string{
+		"| sustained-10 | sandgate ÷ floor | | | | | | | | 3.00 ✗ (≤ 1.3) |",
+		"| sustained-10 | sandgate ÷ contract floor | | | | | | | | 1.20 ✓ (≤ 1.3) |",
+		"**sustained-10** was measured in 3 rounds; the runs above and the windows below are its median",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report lacks %q; report:\n%s", want, got)
+		}
+	}
+}
