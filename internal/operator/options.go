@@ -60,7 +60,7 @@ type Options struct {
 	// APIConnections spreads the manager's requests round-robin over this many HTTP/2
 	// connections to the API server (each one's concurrent streams are capped by the server);
 	// 1 (and 0) is client-go's one shared connection. SeparateWatchConnection gives the
-	// informers' lists and watches a connection of their own. See apiTransport.
+	// informers' lists and watches a connection of their own. See transport.go.
 	APIConnections          int
 	SeparateWatchConnection bool
 
