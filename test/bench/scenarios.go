@@ -46,17 +46,18 @@ type scenario struct {
 	// --floor-admission --floor-route): the writes and admission round trips sandgate's API
 	// asks of each warm claim, its route write included, made by a client that decides
 	// nothing. Every round of the serial scenarios, where it decides the ratio; the first of
-	// the bursts, to keep `make bench` within its hour; sustained-10's one run (the rate the
-	// machine carries; the faster ones are beyond it).
+	// the bursts, to keep `make bench` within its hour. A scenario with its own run measures
+	// it in every round when this is set: sustained-10 (the rate the machine carries; the
+	// faster ones are beyond it).
 	contractFloor int
 	// arrivals is how long a sustained scenario's claims arrive in all (split over its
 	// rounds); 0 means sustainedArrivals.
 	arrivals time.Duration
 	targets  report.Targets
-	// run, when set, measures the scenario its own way instead of in rounds of runRound: the
-	// long scenarios (sustained, scale) run once per invocation, with their floor in the same
-	// invocation. It returns the result (nil when the run failed), what failed, and an error
-	// only when ctx ends.
+	// run, when set, measures one round of the scenario its own way instead of runRound: the
+	// long scenarios (sustained, scale), with their floors in the same invocation; they run
+	// once unless rounds is set (sustained-10). It returns the result (nil when the run
+	// failed), what failed, and an error only when ctx ends.
 	run func(ctx context.Context, o Options, sc scenario, stdout, stderr io.Writer) (*report.Result, []string, error)
 }
 
