@@ -96,15 +96,28 @@ func (e *expectations) satisfied(owner types.NamespacedName) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	x := e.owners[owner]
-	if x == nil {
-		return true
+	return x == nil || e.lapseLocked(owner, x)
+}
+
+// inFlight reports whether owner wrote item and the cache has not shown it yet: a reconcile
+// that finds the object missing from the cache must not write it again (a create would be
+// answered 409 AlreadyExists). Past the TTL, owner's expectations lapse as in satisfied.
+func (e *expectations) inFlight(owner types.NamespacedName, item string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	x := e.owners[owner]
+	return x != nil && x.items.Has(item) && !e.lapseLocked(owner, x)
+}
+
+// lapseLocked drops owner's expectations x, and marks owner lapsed, when they are older than
+// the TTL; it reports whether they were. e.mu is held.
+func (e *expectations) lapseLocked(owner types.NamespacedName, x *expected) bool {
+	if e.clock.Since(x.since) <= expectationsTTL {
+		return false
 	}
-	if e.clock.Since(x.since) > expectationsTTL {
-		delete(e.owners, owner)
-		e.lapsed.Insert(owner)
-		return true
-	}
-	return false
+	delete(e.owners, owner)
+	e.lapsed.Insert(owner)
+	return true
 }
 
 // hasLapsed reports whether owner's expectations were dropped by the TTL, unmet, and no write

@@ -34,6 +34,7 @@ type Metrics struct {
 	reconcilesToReady prometheus.Histogram
 	wakeups           *prometheus.CounterVec
 	writes            *prometheus.CounterVec
+	createsInFlight   *prometheus.CounterVec
 
 	// Claims (see sandboxclaim_metrics.go).
 	claimStartup           *prometheus.HistogramVec
@@ -74,12 +75,16 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "sandgate_api_writes_total",
 			Help: "API writes of the operator's controllers by verb, resource and result (conflict is HTTP 409).",
 		}, []string{"verb", "resource", "result"}),
+		createsInFlight: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sandgate_sandbox_child_creates_in_flight_total",
+			Help: "Creates of a Sandbox's child not sent again, by kind: this process created it and the cache did not show it yet (each would have been answered 409 AlreadyExists).",
+		}, []string{"kind"}),
 		sinceNotReady: map[types.NamespacedName]reconcileCount{},
 	}
 	m.initClaimMetrics()
 	m.public = newPublicMetrics()
 	for _, c := range append([]prometheus.Collector{
-		m.reconciles, m.reconcilesToReady, m.wakeups, m.writes,
+		m.reconciles, m.reconcilesToReady, m.wakeups, m.writes, m.createsInFlight,
 		m.claimStartup, m.claimControllerStartup, m.warmHits, m.coldStarts, m.bindsLost, m.claimPhases, m.claimBookkeeping,
 	}, m.public.collectors()...) {
 		if err := reg.Register(c); err != nil {
@@ -144,6 +149,8 @@ func (m *Metrics) sumWrites(match func(verb, resource, result string) bool) floa
 func (m *Metrics) reconciled(controller string) { m.reconciles.WithLabelValues(controller).Inc() }
 
 func (m *Metrics) podEvent(decision string) { m.wakeups.WithLabelValues(decision).Inc() }
+
+func (m *Metrics) createInFlight(kind string) { m.createsInFlight.WithLabelValues(kind).Inc() }
 
 // sandboxReconciled counts one reconcile of a Sandbox; when it leaves the Sandbox Ready
 // after it was not, the count since it was last not Ready is observed.

@@ -673,13 +673,21 @@ func (r *sandboxReconciler) get(ctx context.Context, ns, name string, obj client
 }
 
 // create creates a child (controlled by its Sandbox), telling the watch that the create
-// event it will see is this one.
+// event it will see is this one. A child this process created whose create event has not
+// arrived yet is not sent again: create returns nil, as the child exists.
 func (r *sandboxReconciler) create(ctx context.Context, obj client.Object) error {
 	owner, ok := sandboxRequest(obj)
 	if !ok || obj.GetName() == "" {
 		// A generated name is known only once created: nothing to tell the watch in advance
 		// (its create event brings the Sandbox back like any other).
 		return r.Client.Create(ctx, obj)
+	}
+	if r.expected.inFlight(owner.NamespacedName, createOf(obj)) {
+		// An earlier reconcile created it and the cache does not show it yet: the Sandbox was
+		// woken meanwhile (a requeue, a label the binding wrote). A second create would be
+		// answered 409 AlreadyExists.
+		r.Metrics.createInFlight(kindOf(obj))
+		return nil
 	}
 	if r.expected.hasLapsed(owner.NamespacedName) && r.APIReader != nil {
 		// The cache is far behind this Sandbox's writes: the child may exist all the same. A

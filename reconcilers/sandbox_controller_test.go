@@ -644,40 +644,81 @@ func TestSuspendedWithAForeignPod(t *testing.T) {
 	}
 }
 
-// TestSandboxReadsBeforeCreatingWhenItsCacheLags: when the cache fell so far behind that the
-// Sandbox's expectations lapsed (the TTL dropped them unmet), a pod the cache does not show
-// is read from the API server before it is created: the pod this process created earlier
-// exists there, and no create is sent to be answered 409 AlreadyExists.
-func TestSandboxReadsBeforeCreatingWhenItsCacheLags(t *testing.T) {
+// TestSandboxCreatesItsPodOnceWhileItsCacheLags: a Sandbox woken again before the cache shows
+// the pod it created (a requeue, a label the binding wrote) does not create the pod again,
+// which the API server would answer 409 AlreadyExists. When the cache falls so far behind
+// that the expectations lapse (the TTL drops them unmet), a pod the cache does not show is
+// read from the API server before it is created: no create is sent for the pod that exists
+// there, and one is for a pod that is gone.
+func TestSandboxCreatesItsPodOnceWhileItsCacheLags(t *testing.T) {
 	sb := testSandbox()
-	cache := newFakeAPI(t, sb)                                    // does not show the pod yet
-	server := newFakeAPI(t, sb.DeepCopy(), sandboxPod(sb, false)) // has it
+	cache := newFakeAPI(t, sb)
+	server := newFakeAPI(t, sb.DeepCopy(), sandboxPod(sb, false)) // has the pod all along
 	clk := clocktesting.NewFakeClock(planNow)
 	r := newSandboxReconciler(t, cache, clk)
 	r.APIReader = server
-
-	// This process created the pod over a minute ago; the cache never showed it.
-	r.expected.expect(sandboxKey, createItem("Pod", "sb"))
-	clk.Step(expectationsTTL + time.Second)
-	if !r.expected.satisfied(sandboxKey) || !r.expected.hasLapsed(sandboxKey) {
-		t.Fatalf("expectations past their TTL: want them dropped and marked lapsed")
-	}
-
-	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: sandboxKey})
-	if err != nil {
-		t.Fatalf("Reconcile: %v", err)
-	}
-	for _, e := range cache.Journal() {
-		if strings.HasPrefix(e, "create Pod/") {
-			t.Errorf("sent %q although the API server has the pod", e)
+	reconcile := func(step string) ctrl.Result {
+		t.Helper()
+		res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: sandboxKey})
+		if err != nil {
+			t.Fatalf("%s: Reconcile: %v", step, err)
 		}
+		return res
 	}
-	if res.RequeueAfter == 0 {
+	podCreates := func() (n int) {
+		for _, e := range cache.Journal() {
+			if strings.HasPrefix(e, "create Pod/") {
+				n++
+			}
+		}
+		return n
+	}
+	// hidePod makes the cache not show the pod: its create event has not arrived.
+	hidePod := func() {
+		t.Helper()
+		if err := cache.Delete(context.Background(), sandboxPod(sb, false)); err != nil {
+			t.Fatalf("hiding the pod from the cache: %v", err)
+		}
+		cache.Journal()
+	}
+
+	reconcile("first reconcile")
+	if n := podCreates(); n != 1 {
+		t.Fatalf("first reconcile: %d pod creates, want 1", n)
+	}
+	hidePod()
+
+	// Woken again at once, and again a little later: the pod is in flight.
+	reconcile("second reconcile")
+	clk.Step(30 * time.Second)
+	if res := reconcile("third reconcile"); res.RequeueAfter == 0 {
+		t.Errorf("no requeue while the pod is in flight: the Sandbox must come back to report it")
+	}
+	if n := podCreates(); n != 0 {
+		t.Errorf("%d pod creates while the pod it created is in flight, want 0", n)
+	}
+
+	// Past the TTL the expectations lapse: the API server is asked, and it has the pod.
+	clk.Step(expectationsTTL)
+	if res := reconcile("reconcile past the TTL"); res.RequeueAfter == 0 {
 		t.Errorf("no requeue: the Sandbox must come back once its cache shows the pod")
 	}
+	if n := podCreates(); n != 0 {
+		t.Errorf("%d pod creates past the TTL although the API server has the pod, want 0", n)
+	}
+	if !r.expected.hasLapsed(sandboxKey) {
+		t.Errorf("expectations past their TTL: want them marked lapsed")
+	}
 
-	// Once a write of the Sandbox is expected again, the cache is trusted as before.
-	r.expected.expect(sandboxKey, createItem("Service", "sb"))
+	// The pod is gone from the API server too: it is created again, and the cache is
+	// trusted as before (the new create is expected).
+	if err := server.Delete(context.Background(), sandboxPod(sb, false)); err != nil {
+		t.Fatal(err)
+	}
+	reconcile("reconcile once the pod is gone")
+	if n := podCreates(); n != 1 {
+		t.Errorf("%d pod creates once the pod is gone, want 1", n)
+	}
 	if r.expected.hasLapsed(sandboxKey) {
 		t.Errorf("still lapsed after a new expected write")
 	}
