@@ -56,7 +56,7 @@ func runScale(ctx context.Context, o Options, sc scenario, stdout, stderr io.Wri
 
 	cfg := load.ScaleConfig{
 		NamespacePrefix: "scale", Namespaces: scaleNamespaces, PoolsPerNamespace: scalePoolsPerNamespace, Replicas: replicas,
-		PodSpec: load.DefaultPodSpec(), SerialClaims: scaleClaims, FloorClaims: scaleClaims,
+		PodSpec: load.DefaultPodSpec(), SerialClaims: scaleClaims, FloorClaims: scaleClaims, Restarts: scaleRestarts,
 		FillTimeout: scaleFillTimeout, Settle: 5 * time.Second, IdleWindow: scaleIdle, Timeout: o.Timeout, Progress: stderr,
 	}
 	if o.SkipFloor {

@@ -18,6 +18,9 @@ var (
 	// scaleClaims is how many serial claims each of the three measurements makes: at scale,
 	// at pool 50, and the floor at scale.
 	scaleClaims = 30
+	// scaleRestarts is how many times the operator is restarted, each time with a claim made
+	// right after; the figures are the median restart's.
+	scaleRestarts = 3
 	// scaleIdle is the idle window of the operator's CPU; scaleFillTimeout bounds the fill.
 	scaleIdle        = 30 * time.Second
 	scaleFillTimeout = 40 * time.Minute
@@ -30,6 +33,7 @@ func AddScaleFlags(fs *flag.FlagSet) {
 	fs.IntVar(&scaleNamespaces, "scale-namespaces", scaleNamespaces, "scale-20k: namespaces")
 	fs.IntVar(&scalePoolsPerNamespace, "scale-pools-per-namespace", scalePoolsPerNamespace, "scale-20k: templates and pools in each namespace")
 	fs.IntVar(&scaleClaims, "scale-claims", scaleClaims, "scale-20k: serial claims at scale, at pool 50 and in the floor")
+	fs.IntVar(&scaleRestarts, "scale-restarts", scaleRestarts, "scale-20k: operator restarts, each timed to its first claim; judged by the median (one restart's time moves by seconds from run to run)")
 	fs.DurationVar(&scaleIdle, "scale-idle", scaleIdle, "scale-20k: window over which the idle operator's CPU is measured")
 	fs.DurationVar(&scaleFillTimeout, "scale-fill-timeout", scaleFillTimeout, "scale-20k: how long the pools may take to fill")
 }
@@ -48,9 +52,12 @@ func scaleReplicas() (int32, error) {
 	if scaleClaims < 1 {
 		return 0, errors.New("--scale-claims must be at least 1")
 	}
+	if scaleRestarts < 1 {
+		return 0, errors.New("--scale-restarts must be at least 1")
+	}
 	replicas := scaleSandboxes / pools
 	if replicas < scaleClaims+1 {
-		return 0, fmt.Errorf("--scale-sandboxes %d gives pools of %d, fewer than --scale-claims %d plus the restart's claim: use fewer namespaces or pools",
+		return 0, fmt.Errorf("--scale-sandboxes %d gives pools of %d, fewer than --scale-claims %d plus a restart's claim: use fewer namespaces or pools",
 			scaleSandboxes, replicas, scaleClaims)
 	}
 	return int32(replicas), nil

@@ -42,6 +42,9 @@ type ScaleConfig struct {
 	// detached. 0 FloorClaims skips the floor.
 	SerialClaims int
 	FloorClaims  int
+	// Restarts is how many times the operator is restarted (at least once), each time timed
+	// to the first claim made right after it; the result is the median restart.
+	Restarts int
 	// FillTimeout bounds the wait for every pool to be full and Ready.
 	FillTimeout time.Duration
 	// Settle is the pause between the last pool full and the idle window, for the writes
@@ -159,12 +162,17 @@ func RunScale(ctx context.Context, restCfg *rest.Config, cfg ScaleConfig, probes
 	if err := r.serial(ctx, w, res); err != nil {
 		return nil, err
 	}
-	if err := r.waitForPool(ctx, cfg.Replicas, cfg.FillTimeout, "pool refilling before the restart"); err != nil {
-		return nil, fmt.Errorf("waiting for the pool to be full again: %w", err)
+	for i := range max(cfg.Restarts, 1) {
+		if err := r.waitForPool(ctx, cfg.Replicas, cfg.FillTimeout, "pool refilling before the restart"); err != nil {
+			return nil, fmt.Errorf("waiting for the pool to be full again: %w", err)
+		}
+		rs, err := r.restart(ctx, cfg, w, probes.RestartOperator, fmt.Sprintf("%s-%d", restartClaim, i+1))
+		if err != nil {
+			return nil, err
+		}
+		sc.Restarts = append(sc.Restarts, rs)
 	}
-	if err := r.restart(ctx, cfg, w, probes.RestartOperator, sc); err != nil {
-		return nil, err
-	}
+	sc.SetMedianRestart()
 	if cfg.FloorClaims > 0 {
 		floorNS, _, _ := scaleNames(cfg.NamespacePrefix, 1, 0)
 		floor, err := r.scaleFloor(ctx, cfg, floorNS)
@@ -415,23 +423,24 @@ func (r *runner) serial(ctx context.Context, w *ClaimWatcher, res *report.Result
 	return r.healthy()
 }
 
-// restartClaim is the name of the claim created right after the operator's restart.
+// restartClaim names the claims created right after the operator's restarts.
 const restartClaim = "claim-after-restart"
 
-// restart restarts the operator and times its first claim: created right after the new
-// process started, again and again while admission refuses it (no webhook server yet), then
-// watched to Ready.
+// restart restarts the operator and times its first claim, named name: created right after
+// the new process started, again and again while admission refuses it (no webhook server
+// yet), then watched to Ready.
 func (r *runner) restart(ctx context.Context, cfg ScaleConfig, w *ClaimWatcher,
-	restartOperator func(context.Context) (OperatorRestart, error), sc *report.Scale) error {
+	restartOperator func(context.Context) (OperatorRestart, error), name string) (report.Restart, error) {
+	var out report.Restart
 	if restartOperator == nil {
-		return errors.New("a scale run needs a way to restart the operator (ScaleProbes.RestartOperator)")
+		return out, errors.New("a scale run needs a way to restart the operator (ScaleProbes.RestartOperator)")
 	}
 	r.progressf("restart: stopping the operator (SIGTERM) and starting it again")
 	rs, err := restartOperator(ctx)
 	if err != nil {
-		return fmt.Errorf("restarting the operator: %w", err)
+		return out, fmt.Errorf("restarting the operator: %w", err)
 	}
-	sc.RestartStopSeconds = round2(rs.Stopped.Seconds())
+	out.StopSeconds = round2(rs.Stopped.Seconds())
 	readyAt := make(chan time.Time, 1)
 	readyErr := make(chan error, 1)
 	go func() {
@@ -442,38 +451,38 @@ func (r *runner) restart(ctx context.Context, cfg ScaleConfig, w *ClaimWatcher,
 
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	s := &sent{name: restartClaim}
+	s := &sent{name: name}
 	for {
-		sc.RestartClaimAttempts++
+		out.ClaimAttempts++
 		r.create(ctx, s)
 		if s.createErr == nil || apierrors.IsAlreadyExists(s.createErr) {
 			s.createErr = nil
 			break
 		}
 		if err := sleep(ctx, 20*time.Millisecond); err != nil {
-			return fmt.Errorf("creating a claim after the restart (%d attempts, last: %v): %w", sc.RestartClaimAttempts, s.createErr, err)
+			return out, fmt.Errorf("creating a claim after the restart (%d attempts, last: %v): %w", out.ClaimAttempts, s.createErr, err)
 		}
 	}
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		if obs, ok := w.Ready(s.name); ok {
-			sc.RestartToFirstClaimSeconds = round2(obs.ReadyAt.Sub(rs.StartedAt).Seconds())
+			out.ToFirstClaimSeconds = round2(obs.ReadyAt.Sub(rs.StartedAt).Seconds())
 			break
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the claim created after the restart was not Ready within %s", cfg.Timeout)
+			return out, fmt.Errorf("the claim created after the restart was not Ready within %s", cfg.Timeout)
 		case <-tick.C:
 		}
 	}
 	if err := <-readyErr; err != nil {
-		return fmt.Errorf("the restarted operator: %w", err)
+		return out, fmt.Errorf("the restarted operator: %w", err)
 	}
-	sc.RestartToReadySeconds = round2((<-readyAt).Sub(rs.StartedAt).Seconds())
+	out.ToReadySeconds = round2((<-readyAt).Sub(rs.StartedAt).Seconds())
 	r.progressf("restart: stopped in %.2f s; /readyz %.2f s and first claim Ready %.2f s after the start (%d create calls)",
-		sc.RestartStopSeconds, sc.RestartToReadySeconds, sc.RestartToFirstClaimSeconds, sc.RestartClaimAttempts)
-	return r.healthy()
+		out.StopSeconds, out.ToReadySeconds, out.ToFirstClaimSeconds, out.ClaimAttempts)
+	return out, r.healthy()
 }
 
 // scaleFloor detaches the operator and makes the floor's serial claims into the first pool

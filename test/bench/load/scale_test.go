@@ -28,7 +28,7 @@ func TestRunScaleMeasuresEveryFigure(t *testing.T) {
 	const serial = 3
 	cfg := load.ScaleConfig{
 		NamespacePrefix: "scale-test", Namespaces: 2, PoolsPerNamespace: 2, Replicas: 5,
-		PodSpec: load.DefaultPodSpec(), SerialClaims: serial, FloorClaims: serial,
+		PodSpec: load.DefaultPodSpec(), SerialClaims: serial, FloorClaims: serial, Restarts: 2,
 		FillTimeout: 3 * time.Minute, Settle: time.Second, IdleWindow: 2 * time.Second, Timeout: time.Minute,
 		Progress: progress(),
 	}
@@ -68,6 +68,14 @@ func TestRunScaleMeasuresEveryFigure(t *testing.T) {
 	if sc.RestartToFirstClaimSeconds <= 0 || sc.RestartToReadySeconds <= 0 || sc.RestartClaimAttempts < 1 {
 		t.Errorf("restart not timed: to ready %v s, to the first claim %v s, %d create calls",
 			sc.RestartToReadySeconds, sc.RestartToFirstClaimSeconds, sc.RestartClaimAttempts)
+	}
+	if len(sc.Restarts) != 2 {
+		t.Errorf("%d restarts timed, want 2: %+v", len(sc.Restarts), sc.Restarts)
+	}
+	for i, r := range sc.Restarts {
+		if r.ToFirstClaimSeconds <= 0 || r.ToReadySeconds <= 0 {
+			t.Errorf("restart %d not timed: %+v", i+1, r)
+		}
 	}
 	if f := res.Floor; f == nil || !f.OK() || f.Claims.WarmHits != serial || sc.FloorSerialP50Ms <= 0 || sc.P50RatioToFloor <= 0 {
 		t.Errorf("floor: %+v, p50 %v ms, ratio %v; want %d claims bound to warm members", f, sc.FloorSerialP50Ms, sc.P50RatioToFloor, serial)

@@ -1,6 +1,9 @@
 package report
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // writeLong writes the figures only the long scenarios have: a sustained run's warm share,
 // pool and latency over time beside its floor's, and the scale run's memory, idle CPU,
@@ -126,7 +129,7 @@ func writeScale(p func(string, ...any), results []*Result) {
 	p("Sandboxes in many pools and namespaces on one local control plane, with the operator's default")
 	p("settings. Memory per 1,000 Sandboxes is the operator's growth over what it takes with none.")
 	p("Targets: serial p50 at scale ÷ at a pool of 50 ≤ %g; first claim served ≤ %g s after an operator", ScaleP50RatioTarget, ScaleRestartToClaimSeconds)
-	p("restart.")
+	p("restart (the median of the restarts, each listed after it).")
 	p("")
 	p("| scenario | Sandboxes | namespaces × pools | fill (s) | fill rate (/s) | RSS (MiB) | heap in use (MiB) | RSS per 1,000 (MiB) | heap per 1,000 (MiB) | idle CPU, operator / API server | restart: ready / first claim (s) | serial p50 / p99 (ms) | floor p50 (ms) | ÷ pool 50 |")
 	p("|---|---:|---|---:|---:|---:|---:|---:|---:|---|---|---|---:|---:|")
@@ -135,7 +138,7 @@ func writeScale(p func(string, ...any), results []*Result) {
 		p("| %s | %d | %d × %d | %.0f | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f%% / %.1f%% | %.2f / %s | %.1f / %.1f | %.1f | %s |", r.Scenario,
 			s.Sandboxes, s.Namespaces, s.Pools/max(s.Namespaces, 1), s.FillSeconds, s.FillRate, s.OperatorRSSMiB, s.HeapInuseMiB,
 			s.MiBPer1000Sandboxes, s.HeapInuseMiBPer1000Sandboxes, s.IdleCPUCoresPercent, s.IdleAPIServerCPUCoresPercent,
-			s.RestartToReadySeconds, mark(fmt.Sprintf("%.1f", s.RestartToFirstClaimSeconds), s.RestartToFirstClaimSeconds, ScaleRestartToClaimSeconds),
+			s.RestartToReadySeconds, mark(fmt.Sprintf("%.1f", s.RestartToFirstClaimSeconds), s.RestartToFirstClaimSeconds, ScaleRestartToClaimSeconds)+restartCells(s.Restarts),
 			s.SerialP50Ms, s.SerialP99Ms, s.FloorSerialP50Ms, ratioMark(s.P50RatioToPool50, ScaleP50RatioTarget))
 	}
 	p("")
@@ -146,4 +149,17 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+// restartCells lists each restart's time to its first claim after the median's, as
+// " (9.8, 11.2, 10.4)"; "" for one restart.
+func restartCells(rs []Restart) string {
+	if len(rs) < 2 {
+		return ""
+	}
+	times := make([]string, len(rs))
+	for i, r := range rs {
+		times[i] = fmt.Sprintf("%.1f", r.ToFirstClaimSeconds)
+	}
+	return " (" + strings.Join(times, ", ") + ")"
 }

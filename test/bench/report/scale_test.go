@@ -61,3 +61,32 @@ func TestScaleTextSaysWhetherEachTargetWasMet(t *testing.T) {
 		}
 	}
 }
+
+// TestScaleIsJudgedOnTheMedianRestart: with several restarts, the restart figures (and so the
+// target) are the median restart's, whole (its /readyz time too), and the text lists each.
+func TestScaleIsJudgedOnTheMedianRestart(t *testing.T) {
+	s := &Scale{Restarts: []Restart{
+		{StopSeconds: 1.1, ToReadySeconds: 12.7, ToFirstClaimSeconds: 14.4, ClaimAttempts: 7},
+		{StopSeconds: 1.2, ToReadySeconds: 8.1, ToFirstClaimSeconds: 9.2, ClaimAttempts: 5},
+		{StopSeconds: 1.3, ToReadySeconds: 8.9, ToFirstClaimSeconds: 9.8, ClaimAttempts: 6},
+	}}
+	s.SetMedianRestart()
+	if s.RestartToFirstClaimSeconds != 9.8 || s.RestartToReadySeconds != 8.9 || s.RestartStopSeconds != 1.3 || s.RestartClaimAttempts != 6 {
+		t.Errorf("restart figures %v / %v / %v / %d, want the median restart's 9.8 / 8.9 / 1.3 / 6",
+			s.RestartToFirstClaimSeconds, s.RestartToReadySeconds, s.RestartStopSeconds, s.RestartClaimAttempts)
+	}
+	var b strings.Builder
+	if err := WriteScaleText(&b, s); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "restart (median of 3)") || !strings.Contains(b.String(), "each: 14.40, 9.20, 9.80 s") ||
+		!strings.Contains(b.String(), "target ≤ 10 s: met") {
+		t.Errorf("text does not give the median and each restart:\n%s", b.String())
+	}
+
+	two := &Scale{Restarts: []Restart{{ToFirstClaimSeconds: 11}, {ToFirstClaimSeconds: 9}}}
+	two.SetMedianRestart()
+	if two.RestartToFirstClaimSeconds != 11 {
+		t.Errorf("median of two restarts: %v, want the slower middle one, 11", two.RestartToFirstClaimSeconds)
+	}
+}
