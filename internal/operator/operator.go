@@ -89,12 +89,25 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 		return nil, err
 	}
 	timings := opts.LeaderElectionTimings
+	scheme := api.NewScheme()
 	cacheOpts := cacheOptions(opts)
 	cacheOpts.HTTPClient = watchClient
 	configNS := configNamespace(opts.ConfigNamespace)
 	configMapCache(&cacheOpts, configNS)
+	if fastSandboxWatch(cacheOpts) {
+		httpClient := watchClient
+		if httpClient == nil {
+			// The manager's own client: client-go shares one transport between alike configs.
+			if httpClient, err = rest.HTTPClientFor(cfg); err != nil {
+				return nil, fmt.Errorf("building the Sandbox informer's HTTP client: %w", err)
+			}
+		}
+		if cacheOpts.NewInformer, err = sandboxInformer(cfg, httpClient, scheme); err != nil {
+			return nil, err
+		}
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  api.NewScheme(),
+		Scheme:                  scheme,
 		Cache:                   cacheOpts,
 		NewClient:               reconcilers.NewClientFunc(metrics),
 		Metrics:                 metricsServerOptions(opts),
