@@ -31,7 +31,8 @@ import (
 // meanwhile (measured at 10 claims/s: pool ready 100 → 23 → 73, claim p99 870 ms). Claims
 // that outlast the bound are steady traffic, not a burst: from then on the pool replaces each
 // member as it leaves, until claims pause for the quiet period, when the next claims start a
-// deferral again. Restarting the deferral at every bound instead made a cycle of its own:
+// deferral again. So are claims that drain the pool to its low-water mark before the bound:
+// the low-water refill spends the deferral. Restarting the deferral at every bound instead made a cycle of its own:
 // drained for MaxDeferral, then the whole backlog at once (measured at 10 claims/s into a pool
 // of 50: ready members down to 2 every 10 s, claim p50 2.4 × the floor's, p99 3.4 ×, the
 // slow windows those of the refills).
@@ -126,6 +127,15 @@ func (r *warmPoolReconciler) paceCreates(pool types.NamespacedName, plan poolPla
 		r.deferredSince.Delete(pool)
 	case wait > 0 && since.IsZero():
 		r.deferredSince.Store(pool, now)
+	case wait == 0 && !since.IsZero() && r.Refill.MaxDeferral > 0 && now.Sub(since) < r.Refill.MaxDeferral:
+		// Claims keep coming and the pool fell to its low-water mark before the bound: steady
+		// traffic, as when a deferral outlasts its bound. The deferral is spent: from here on
+		// each member that leaves is replaced at once, until claims pause. Deferring again as
+		// soon as the refill lifted the pool above the mark drained it to the mark again and
+		// again, each time followed by a refill of three quarters of the pool at once (at 10
+		// claims/s into a pool of 50: at 4, 8 and 11 s, each slowing the claims of the next
+		// second to 450–850 ms, the slowest 3% of the run).
+		r.deferredSince.Store(pool, now.Add(-r.Refill.MaxDeferral))
 	}
 	// Past its bound, a deferral stays on record while claims keep coming: boundDeferral then
 	// lets every replacement out at once, one for each member that leaves.

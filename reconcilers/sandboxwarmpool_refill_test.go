@@ -180,3 +180,48 @@ func TestSteadyClaimsRefillOneForOneAfterMaxDeferral(t *testing.T) {
 		t.Errorf("refills at %v, want %v", created, want)
 	}
 }
+
+// TestLowWaterEndsADeferralUntilClaimsPause: claims keep coming and the pool falls to its
+// low-water mark before the deferral's bound: the refill goes out, and from then on the pool
+// replaces members as they leave, not deferring again once it is back above the mark (which
+// drained it to the mark again and again, each time refilled at once), until claims pause.
+func TestLowWaterEndsADeferralUntilClaimsPause(t *testing.T) {
+	r := &warmPoolReconciler{
+		Refill:   RefillPolicy{QuietPeriod: time.Second, LowWaterPercent: 25, MaxDeferral: 10 * time.Second},
+		WarmPool: WarmPoolPolicy{MaxBatchSize: 100},
+		activity: newPoolActivity(),
+		pacing:   newRefillPacing(),
+	}
+	pool := types.NamespacedName{Namespace: "ns", Name: "pool"}
+	members := func(ready int) []*agentsv1beta1.Sandbox {
+		var out []*agentsv1beta1.Sandbox
+		for i := range 10 {
+			out = append(out, poolMember(fmt.Sprintf("m%d", i), "h1", i < ready, "1"))
+		}
+		return out
+	}
+	var created []time.Duration
+	for step := time.Duration(0); step <= 9*time.Second; step += 500 * time.Millisecond {
+		now := planNow.Add(step)
+		if step <= 6*time.Second { // claims until 6s, then a pause
+			r.activity.touch(pool, now.Add(-10*time.Millisecond))
+		}
+		ready := 8 // above the mark (2.5 of 10) but at 2s, when it is 2
+		if step == 2*time.Second {
+			ready = 2
+		}
+		if n, _, _ := r.paceCreates(pool, poolPlan{create: 2, active: 10}, members(ready), 10, now); n > 0 {
+			created = append(created, step)
+		}
+	}
+	want := []time.Duration{
+		// Deferred until the mark at 2s, then one for one while the claims go on...
+		2 * time.Second, 2500 * time.Millisecond, 3 * time.Second, 3500 * time.Millisecond, 4 * time.Second,
+		4500 * time.Millisecond, 5 * time.Second, 5500 * time.Millisecond, 6 * time.Second, 6500 * time.Millisecond,
+		// ... and through the pause.
+		7 * time.Second, 7500 * time.Millisecond, 8 * time.Second, 8500 * time.Millisecond, 9 * time.Second,
+	}
+	if fmt.Sprint(created) != fmt.Sprint(want) {
+		t.Errorf("refills at %v, want %v", created, want)
+	}
+}
