@@ -141,14 +141,19 @@ func TestRefillRate(t *testing.T) {
 // Claims that outlast MaxDeferral are steady traffic: the pool refills then, and from then on
 // replaces members as they leave, until claims pause for the quiet period; the claims after the
 // pause are deferred again, from their first reconcile.
-func TestSteadyClaimsRefillOneForOneAfterMaxDeferral(t *testing.T) {
-	r := &warmPoolReconciler{
-		Refill:   RefillPolicy{QuietPeriod: time.Second, LowWaterPercent: 25, MaxDeferral: 3 * time.Second},
+// steadyRefill is a pool reconciler with a quiet period of 1s, a low-water mark of 25% and
+// deferrals bound at maxDeferral, and the pool it refills.
+func steadyRefill(maxDeferral time.Duration) (*warmPoolReconciler, types.NamespacedName) {
+	return &warmPoolReconciler{
+		Refill:   RefillPolicy{QuietPeriod: time.Second, LowWaterPercent: 25, MaxDeferral: maxDeferral},
 		WarmPool: WarmPoolPolicy{MaxBatchSize: 100},
 		activity: newPoolActivity(),
 		pacing:   newRefillPacing(),
-	}
-	pool := types.NamespacedName{Namespace: "ns", Name: "pool"}
+	}, types.NamespacedName{Namespace: "ns", Name: "pool"}
+}
+
+func TestSteadyClaimsRefillOneForOneAfterMaxDeferral(t *testing.T) {
+	r, pool := steadyRefill(3 * time.Second)
 	var members []*agentsv1beta1.Sandbox
 	for i := range 8 {
 		members = append(members, poolMember(fmt.Sprintf("m%d", i), "h1", true, "1"))
@@ -186,13 +191,7 @@ func TestSteadyClaimsRefillOneForOneAfterMaxDeferral(t *testing.T) {
 // replaces members as they leave, not deferring again once it is back above the mark (which
 // drained it to the mark again and again, each time refilled at once), until claims pause.
 func TestLowWaterEndsADeferralUntilClaimsPause(t *testing.T) {
-	r := &warmPoolReconciler{
-		Refill:   RefillPolicy{QuietPeriod: time.Second, LowWaterPercent: 25, MaxDeferral: 10 * time.Second},
-		WarmPool: WarmPoolPolicy{MaxBatchSize: 100},
-		activity: newPoolActivity(),
-		pacing:   newRefillPacing(),
-	}
-	pool := types.NamespacedName{Namespace: "ns", Name: "pool"}
+	r, pool := steadyRefill(10 * time.Second)
 	members := func(ready int) []*agentsv1beta1.Sandbox {
 		var out []*agentsv1beta1.Sandbox
 		for i := range 10 {

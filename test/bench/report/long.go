@@ -152,14 +152,10 @@ func yesNo(b bool) string {
 }
 
 // restartCells lists each restart's time to its first claim after the median's, as
-// " (9.8, 11.2, 10.4)"; "" for one restart.
+// " (14.4, 9.2, 9.8)"; "" for one restart.
 func restartCells(rs []Restart) string {
-	if len(rs) < 2 {
-		return ""
+	if t := restartTimes(rs, 1); t != nil {
+		return " (" + strings.Join(t, ", ") + ")"
 	}
-	times := make([]string, len(rs))
-	for i, r := range rs {
-		times[i] = fmt.Sprintf("%.1f", r.ToFirstClaimSeconds)
-	}
-	return " (" + strings.Join(times, ", ") + ")"
+	return ""
 }

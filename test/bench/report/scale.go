@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -158,15 +159,23 @@ func WriteScaleText(w io.Writer, s *Scale) error {
 	return nil
 }
 
-// restartList is "; each: 9.8, 11.2, 10.4 s" (time to the first claim, in order), or ""
-// for one restart.
-func restartList(rs []Restart) string {
+// restartTimes is each restart's time to its first claim, in order, with prec decimals; nil
+// for fewer than two restarts (the median is all there is).
+func restartTimes(rs []Restart, prec int) []string {
 	if len(rs) < 2 {
-		return ""
+		return nil
 	}
 	times := make([]string, len(rs))
 	for i, r := range rs {
-		times[i] = fmt.Sprintf("%.2f", r.ToFirstClaimSeconds)
+		times[i] = strconv.FormatFloat(r.ToFirstClaimSeconds, 'f', prec, 64)
 	}
-	return "; each: " + strings.Join(times, ", ") + " s"
+	return times
+}
+
+// restartList is "; each: 14.40, 9.20, 9.80 s", or "" for one restart.
+func restartList(rs []Restart) string {
+	if t := restartTimes(rs, 2); t != nil {
+		return "; each: " + strings.Join(t, ", ") + " s"
+	}
+	return ""
 }
