@@ -76,6 +76,7 @@ func operatorFigures(delta scrape.Snapshot, claims int) report.Operator {
 	out.WarmHits = delta.Sum("sandgate_claim_warm_hits_total", nil)
 	out.ColdStarts = delta.Sum("sandgate_claim_cold_starts_total", nil)
 	out.BindConflicts = scrape.Sorted(delta.GroupBy("sandgate_claim_bind_conflicts_total", nil, "reason"))
+	out.CreatesInFlight = scrape.Sorted(delta.GroupBy("sandgate_sandbox_child_creates_in_flight_total", nil, "kind"))
 	const startup = "agent_sandbox_claim_startup_latency_ms"
 	if n := delta.Sum(startup+"_count", nil); n > 0 {
 		out.StartupMeanMs = round2(delta.Sum(startup+"_sum", nil) / n)

@@ -93,6 +93,8 @@ sandgate_claim_cold_starts_total 1
 # TYPE sandgate_claim_bind_conflicts_total counter
 sandgate_claim_bind_conflicts_total{reason="conflict"} 1
 sandgate_claim_bind_conflicts_total{reason="denied"} 0
+# TYPE sandgate_sandbox_child_creates_in_flight_total counter
+sandgate_sandbox_child_creates_in_flight_total{kind="Pod"} 2
 # TYPE agent_sandbox_claim_startup_latency_ms histogram
 agent_sandbox_claim_startup_latency_ms_bucket{launch_type="warm",sandbox_template="t",le="100"} 6
 agent_sandbox_claim_startup_latency_ms_bucket{launch_type="warm",sandbox_template="t",le="250"} 9
@@ -137,6 +139,7 @@ sandgate_claim_phase_seconds_count{phase="admission_to_reconcile"} 0
 		WarmHits:                       9,
 		ColdStarts:                     1,
 		BindConflicts:                  []scrape.Count{{Key: "conflict", Count: 1}},
+		CreatesInFlight:                []scrape.Count{{Key: "Pod", Count: 2}},
 		StartupMeanMs:                  150,
 		StartupP50AtMostMs:             100,
 		StartupP99AtMostMs:             -1,

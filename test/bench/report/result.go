@@ -209,6 +209,10 @@ type Operator struct {
 	WarmHits      float64        `json:"warmHits"`
 	ColdStarts    float64        `json:"coldStarts"`
 	BindConflicts []scrape.Count `json:"bindConflicts"`
+	// CreatesInFlight (by kind) are the creates of a Sandbox's child the operator did not send
+	// again because the cache did not show its earlier create yet
+	// (sandgate_sandbox_child_creates_in_flight_total): each would have been a 409.
+	CreatesInFlight []scrape.Count `json:"createsInFlight,omitempty"`
 	// StartupP50AtMostMs and StartupP99AtMostMs bound the median and p99 of the operator's
 	// agent_sandbox_claim_startup_latency_ms (admission → its first Ready status write) by
 	// the histogram's buckets; 0 when not exported, -1 beyond the largest bucket.

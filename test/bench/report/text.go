@@ -100,6 +100,7 @@ func WriteText(w io.Writer, r *Result) error {
 			pf("  %s\t%.0f\n", row.Key, row.Count)
 		}
 		pf("operator's claim counters\t%.0f warm, %.0f cold; lost binds: %s\n", o.WarmHits, o.ColdStarts, keys(o.BindConflicts))
+		pf("child creates not sent again\t%s\t(in flight: the cache did not show the earlier create yet)\n", keys(o.CreatesInFlight))
 		if o.StartupMeanMs > 0 {
 			pf("operator's startup histogram (ms)\tmean %.1f, p50 %s, p99 %s\n", o.StartupMeanMs, atMost(o.StartupP50AtMostMs), atMost(o.StartupP99AtMostMs))
 		}
