@@ -240,10 +240,10 @@ func (f *jsonFrames) next() ([]byte, error) {
 			return frame, nil
 		}
 		if f.err != nil {
-			if f.scan.started {
-				return nil, io.ErrUnexpectedEOF
+			if f.err == io.EOF && f.scan.started {
+				return nil, io.ErrUnexpectedEOF // the stream ended inside a value
 			}
-			return nil, f.err
+			return nil, f.err // io.EOF between values; a failed read as it failed
 		}
 		if f.start > 0 { // keep the unreturned bytes at the front
 			n := copy(f.buf, f.buf[f.start:])

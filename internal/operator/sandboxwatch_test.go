@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -336,5 +337,26 @@ func TestSandboxWatchStreamsDecodeAsClientGoDoes(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestSandboxWatchPassesAFailedReadOn: a read that fails inside an event ends the watch with
+// that error, as client-go's framer does, not with an unexpected EOF: the watch's error
+// handling tells a broken connection from a stream that ended.
+func TestSandboxWatchPassesAFailedReadOn(t *testing.T) {
+	b, err := json.Marshal(poolMember(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream := []byte(`{"type":"ADDED","object":` + string(b)[:200])
+	codecs := serializer.NewCodecFactory(api.NewScheme())
+	plain := serializer.WithoutConversionCodecFactory{CodecFactory: codecs}
+	_, want := decodeAll(t, plain, stream, iotest.TimeoutReader)
+	_, got := decodeAll(t, sandboxWatchSerializer{plain}, stream, iotest.TimeoutReader)
+	if !errors.Is(want, iotest.ErrTimeout) {
+		t.Fatalf("client-go's decoding ended with %v, not the read's error: the test is not what it means", want)
+	}
+	if !errors.Is(got, iotest.ErrTimeout) {
+		t.Errorf("the watch ended with %v, want the failed read's %v", got, iotest.ErrTimeout)
 	}
 }
