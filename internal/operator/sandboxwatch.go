@@ -153,10 +153,7 @@ func (d watchEventDecoder) Decode(data []byte, defaults *schema.GroupVersionKind
 		if string(object) != "null" {
 			ev.Object.Raw = bytes.Clone(object)
 		}
-		gvk := watchEventGVK
-		return ev, &gvk, nil
-	}
-	if err := kjson.UnmarshalCaseSensitivePreserveInts(data, ev); err != nil {
+	} else if err := kjson.UnmarshalCaseSensitivePreserveInts(data, ev); err != nil {
 		return nil, nil, fmt.Errorf("decoding a watch event: %w", err)
 	}
 	gvk := watchEventGVK
@@ -274,7 +271,7 @@ func (s *valueScan) advance(data []byte) (begin, end int, ok bool) {
 		c := data[s.pos]
 		switch {
 		case !s.started:
-			if c == ' ' || c == '\t' || c == '\r' || c == '\n' {
+			if isSpace(c) {
 				continue
 			}
 			s.started, s.begin = true, s.pos
@@ -284,7 +281,7 @@ func (s *valueScan) advance(data []byte) (begin, end int, ok bool) {
 			}
 			s.depth = 1
 		case s.depth < 0:
-			if c == ' ' || c == '\t' || c == '\r' || c == '\n' {
+			if isSpace(c) {
 				return s.begin, s.pos, true
 			}
 		case s.inString:
@@ -365,11 +362,14 @@ func splitEvent(data []byte) (typ string, object []byte, ok bool) {
 }
 
 func skipSpace(data []byte, i int) int {
-	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\r' || data[i] == '\n') {
+	for i < len(data) && isSpace(data[i]) {
 		i++
 	}
 	return i
 }
+
+// isSpace reports whether c is JSON whitespace.
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
 
 // jsonValueEnd returns the index just past the JSON value that starts at data[i], or -1 when
 // it does not end within data. It checks structure only (strings, escapes, nesting).
@@ -396,8 +396,7 @@ func jsonValueEnd(data []byte, i int) int {
 		return -1
 	}
 	for j := i; j < len(data); j++ { // a number, true, false or null
-		switch data[j] {
-		case ',', '}', ']', ' ', '\t', '\r', '\n':
+		if c := data[j]; c == ',' || c == '}' || c == ']' || isSpace(c) {
 			return j
 		}
 	}
