@@ -32,10 +32,10 @@ import (
 // that outlast the bound are steady traffic, not a burst: from then on the pool replaces each
 // member as it leaves, until claims pause for the quiet period, when the next claims start a
 // deferral again. So are claims that drain the pool to its low-water mark before the bound:
-// the low-water refill spends the deferral. Restarting the deferral at every bound instead made a cycle of its own:
-// drained for MaxDeferral, then the whole backlog at once (measured at 10 claims/s into a pool
-// of 50: ready members down to 2 every 10 s, claim p50 2.4 × the floor's, p99 3.4 ×, the
-// slow windows those of the refills).
+// the low-water refill spends the deferral. Restarting the deferral at every bound instead
+// made a cycle of its own: drained for MaxDeferral, then the whole backlog at once (measured
+// at 10 claims/s into a pool of 50: ready members down to 2 every 10 s, claim p50 2.4 × the
+// floor's, p99 3.4 ×, the slow windows those of the refills).
 
 // Defaults of RefillPolicy, chosen for bursts: a burst's claims arrive milliseconds apart,
 // and a pool keeps a quarter of its members for claims that arrive late in it.
