@@ -271,6 +271,7 @@ func newSandboxReconciler(t testing.TB, a *fakeAPI, clk clock.PassiveClock) *san
 		PodProgressDelay: DefaultPodProgressDelay,
 		expected:         newExpectations(clk),
 		pods:             newPodMemories(),
+		podViews:         newPodMetadataViews(clk),
 	}
 }
 

@@ -35,6 +35,7 @@ type Metrics struct {
 	wakeups           *prometheus.CounterVec
 	writes            *prometheus.CounterVec
 	createsInFlight   *prometheus.CounterVec
+	staleViews        *prometheus.CounterVec
 
 	// Claims (see sandboxclaim_metrics.go).
 	claimStartup           *prometheus.HistogramVec
@@ -79,12 +80,16 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "sandgate_sandbox_child_creates_in_flight_total",
 			Help: "Creates of a Sandbox's child not sent again, by kind: this process created it and the cache did not show it yet (each would have been answered 409 AlreadyExists).",
 		}, []string{"kind"}),
+		staleViews: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sandgate_pod_metadata_stale_views_total",
+			Help: "Pod metadata writes not sent, by controller: its cache showed an older Sandbox than the one the pod's metadata was last written from.",
+		}, []string{"controller"}),
 		sinceNotReady: map[types.NamespacedName]reconcileCount{},
 	}
 	m.initClaimMetrics()
 	m.public = newPublicMetrics()
 	for _, c := range append([]prometheus.Collector{
-		m.reconciles, m.reconcilesToReady, m.wakeups, m.writes, m.createsInFlight,
+		m.reconciles, m.reconcilesToReady, m.wakeups, m.writes, m.createsInFlight, m.staleViews,
 		m.claimStartup, m.claimControllerStartup, m.warmHits, m.coldStarts, m.bindsLost, m.claimPhases, m.claimBookkeeping,
 	}, m.public.collectors()...) {
 		if err := reg.Register(c); err != nil {
@@ -151,6 +156,10 @@ func (m *Metrics) reconciled(controller string) { m.reconciles.WithLabelValues(c
 func (m *Metrics) podEvent(decision string) { m.wakeups.WithLabelValues(decision).Inc() }
 
 func (m *Metrics) createInFlight(kind string) { m.createsInFlight.WithLabelValues(kind).Inc() }
+
+func (m *Metrics) podMetadataStaleView(controller string) {
+	m.staleViews.WithLabelValues(controller).Inc()
+}
 
 // sandboxReconciled counts one reconcile of a Sandbox; when it leaves the Sandbox Ready
 // after it was not, the count since it was last not Ready is observed.

@@ -144,8 +144,15 @@ func (r *sandboxReconciler) ensurePod(ctx context.Context, sb *agentsv1beta1.San
 			*requeue = requeueWithin(*requeue, wait)
 			return pod, false, nil
 		}
-		if err := patchMetadata(ctx, r.Client, pod, p); err != nil {
+		outcome, err := r.podViews.syncPodMetadata(ctx, r.Client, sb, pod)
+		if err != nil {
 			return pod, false, fmt.Errorf("patching pod metadata: %w", err)
+		}
+		if outcome == podMetadataStaleView {
+			// The pod was written from a later Sandbox than this cache shows (the claim's
+			// route write after its bind): its watch brings the later one.
+			r.Metrics.podMetadataStaleView(sandboxControllerName)
+			*requeue = requeueWithin(*requeue, retryAfterCacheCatchesUp)
 		}
 	}
 	return pod, false, nil
@@ -219,6 +226,10 @@ func (r *sandboxReconciler) createPod(ctx context.Context, sb *agentsv1beta1.San
 	}
 	if err := ctrl.SetControllerReference(sb, pod, r.Client.Scheme()); err != nil {
 		return nil, fmt.Errorf("setting owner of pod: %w", err)
+	}
+	if rv := sb.ResourceVersion; rv != "" {
+		// Its metadata is from this view of the Sandbox (podmetadata.go).
+		pod.Annotations[annotationPodMetadataFrom] = rv
 	}
 	if err := r.create(ctx, pod); err != nil {
 		return nil, fmt.Errorf("creating pod: %w", err)

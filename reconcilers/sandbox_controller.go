@@ -74,6 +74,9 @@ type sandboxReconciler struct {
 	written ownStatuses[agentsv1beta1.SandboxStatus]
 	// activity says when claims last arrived; nil when no claim controller runs.
 	activity *poolActivity
+	// podViews keeps the writers of pod metadata from acting on an older view of the Sandbox
+	// than the pod's (podmetadata.go); shared with the claim controller.
+	podViews *podMetadataViews
 }
 
 // SetupWithManager registers the controller and its watches.
@@ -83,6 +86,9 @@ func (r *sandboxReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.O
 	}
 	r.expected = newExpectations(r.Clock)
 	r.pods = newPodMemories()
+	if r.podViews == nil {
+		r.podViews = newPodMetadataViews(r.Clock)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(sandboxControllerName).
 		WithOptions(opts).

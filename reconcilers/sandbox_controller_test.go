@@ -301,6 +301,8 @@ func TestSandboxReconcile(t *testing.T) {
 				if err != nil {
 					t.Fatalf("the pod: %v", err)
 				}
+				// Which view of the Sandbox the metadata is from: podmetadata_test.go.
+				delete(pod.Annotations, annotationPodMetadataFrom)
 				if diff := cmp.Diff(*tc.wantPod, metav1.ObjectMeta{Labels: pod.Labels, Annotations: pod.Annotations}); diff != "" {
 					t.Errorf("pod metadata (-want +got):\n%s", diff)
 				}

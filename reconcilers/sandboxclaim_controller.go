@@ -89,6 +89,9 @@ type claimReconciler struct {
 	expected *expectations
 	// activity tells the pool controller when claims last asked for its members.
 	activity *poolActivity
+	// podViews keeps the writers of pod metadata from acting on an older view of the Sandbox
+	// than the pod's (podmetadata.go); shared with the Sandbox controller.
+	podViews *podMetadataViews
 	// losses are the lost pods of bound Sandboxes, as the Sandbox watch delivered them, until
 	// the claim's status reports them (reportLoss).
 	losses *seenLosses
@@ -156,6 +159,9 @@ func (r *claimReconciler) init() {
 	r.bookkeepingWake = make(chan event.GenericEvent, bookkeepingWakeBuffer)
 	if r.activity == nil {
 		r.activity = newPoolActivity()
+	}
+	if r.podViews == nil {
+		r.podViews = newPodMetadataViews(r.Clock)
 	}
 }
 

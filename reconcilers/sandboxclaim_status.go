@@ -94,16 +94,20 @@ func (r *claimReconciler) report(ctx context.Context, claim *extv1beta1.SandboxC
 		notYet()
 		return 0, fmt.Errorf("reading the sandbox's pod: %w", err)
 	}
-	p := podMetadataPatch(sb, pod)
-	if p.empty() {
-		return 0, nil
-	}
 	start := r.Clock.Now()
-	if err := patchMetadata(ctx, r.Client, pod, p); err != nil {
+	switch outcome, err := r.podViews.syncPodMetadata(ctx, r.Client, sb, pod); {
+	case err != nil:
 		notYet()
 		return 0, fmt.Errorf("labelling the sandbox's pod for its claim: %w", err)
+	case outcome == podMetadataStaleView:
+		// sb (from the cache) is older than the Sandbox the pod was last labelled from: what
+		// the pod shows is not known to route this claim until the cache catches up.
+		r.Metrics.podMetadataStaleView(claimControllerName)
+		notYet()
+		return retryAfterCacheCatchesUp, nil
+	case outcome == podMetadataWritten:
+		r.Metrics.claimPhase(PhaseRoute, r.Clock.Since(start))
 	}
-	r.Metrics.claimPhase(PhaseRoute, r.Clock.Since(start))
 	return 0, nil
 }
 

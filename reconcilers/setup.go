@@ -115,6 +115,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 		BookkeepingDelay: cfg.Refill.QuietPeriod,
 		APIReader:        mgr.GetAPIReader(),
 		activity:         activity,
+		podViews:         newPodMetadataViews(cfg.Clock),
 	}
 	if cfg.ScopedChildCaches {
 		sandboxes.uncachedChildren = mgr.GetAPIReader()
@@ -126,14 +127,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 		return fmt.Errorf("setting up the sandbox controller: %w", err)
 	}
 	if cfg.Extensions {
-		return setupExtensions(mgr, cfg, activity)
+		return setupExtensions(mgr, cfg, activity, sandboxes.podViews)
 	}
 	return nil
 }
 
 // setupExtensions registers the SandboxTemplate, SandboxWarmPool and SandboxClaim
 // controllers.
-func setupExtensions(mgr ctrl.Manager, cfg Config, activity *poolActivity) error {
+func setupExtensions(mgr ctrl.Manager, cfg Config, activity *poolActivity, podViews *podMetadataViews) error {
 	options := func(workers int) controller.Options {
 		return queueOptions(controller.Options{MaxConcurrentReconciles: max(workers, 1), SkipNameValidation: &cfg.SkipNameValidation})
 	}
@@ -176,6 +177,7 @@ func setupExtensions(mgr ctrl.Manager, cfg Config, activity *poolActivity) error
 		LabelDomainsChanged: cfg.ClaimLabelDomainsChanged,
 		Tracer:              cfg.Tracer,
 		activity:            activity,
+		podViews:            podViews,
 	}
 	if err := claims.SetupWithManager(mgr, options(cfg.ClaimWorkers)); err != nil {
 		return fmt.Errorf("setting up the claim controller: %w", err)
