@@ -60,6 +60,18 @@ func publicChartFlags(t *testing.T, chart string) map[string]string {
 	return flags
 }
 
+// publicValuesAsShipped returns the public chart's values.yaml as it is, with the image.tag it
+// requires (and leaves empty) set.
+func publicValuesAsShipped(t *testing.T) map[string]any {
+	t.Helper()
+	var values map[string]any
+	if err := yaml.Unmarshal(readFile(t, filepath.Join(publicChart(t), "values.yaml")), &values); err != nil {
+		t.Fatal(err)
+	}
+	set(values, "image.tag", "v0.5.6")
+	return values
+}
+
 var (
 	// A commented option beside the keys of its mapping: "  # name: value".
 	commentedOption = regexp.MustCompile(`^(\s+)# ([A-Za-z][A-Za-z0-9]*: .*)$`)

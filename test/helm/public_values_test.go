@@ -257,12 +257,7 @@ func TestPublicChartValuesInstall(t *testing.T) {
 // security contexts keep the restricted ones the namespace enforces, and its image is replaced
 // by sandgate's; NOTES.txt says both.
 func TestPublicChartDefaultsInstall(t *testing.T) {
-	var values map[string]any
-	if err := yaml.Unmarshal(readFile(t, filepath.Join(publicChart(t), "values.yaml")), &values); err != nil {
-		t.Fatal(err)
-	}
-	set(values, "image.tag", "v0.5.6")
-	objs, notes := renderWithNotes(t, values)
+	objs, notes := renderWithNotes(t, publicValuesAsShipped(t))
 	defaults := renderChart(t, nil)
 
 	dep, want := only(t, objs, "Deployment"), only(t, defaults, "Deployment")
