@@ -47,8 +47,9 @@ const (
 // cert-manager's CRDs and controllers (test/tools/cert-manager, built by `make tools`), and
 // checks that every object of the release exists, that cert-manager issues the serving
 // certificate the chart asks for and injects its CA into every webhook configuration and CRD,
-// that an upgrade turning v1alpha1 off stops serving it and keeps the injected CA, and that
-// uninstalling removes everything but the CRDs.
+// that an upgrade turning v1alpha1 off stops serving it and keeps the injected CA, that
+// uninstalling removes everything but the CRDs, and that the public chart's values.yaml then
+// installs it again (installPublicValues).
 //
 // Staying on loopback. The chart installs admission webhook configurations and CRD conversion
 // webhooks that call the webhook Service, and kube-apiserver calls a Service by dialling its
@@ -214,6 +215,64 @@ func TestChartInstallsUpgradesAndUninstalls(t *testing.T) {
 		case live != nil:
 			t.Errorf("%s is left after uninstall", Key(o))
 		}
+	}
+
+	// A cluster the public chart ran has its CRDs, not these: the kept ones go before the
+	// public values install the chart. (Reinstalled over in another namespace, they kept the
+	// old CA in their conversion caBundle here: cert-manager's injector tried them before the
+	// new Secret existed and did not come back to them within the test's minute.)
+	for _, crd := range Find(upgraded, "CustomResourceDefinition") {
+		deleteAndWait(t, g, ctx, dyn, mapper, crd)
+	}
+	installPublicValues(t, g, ctx, helm, dyn, mapper, root)
+}
+
+func deleteAndWait(t *testing.T, g Gomega, ctx context.Context, dyn dynamic.Interface, mapper meta.RESTMapper, o *unstructured.Unstructured) {
+	t.Helper()
+	gvk := o.GroupVersionKind()
+	m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		t.Fatalf("mapping %s: %v", gvk, err)
+	}
+	if err := dyn.Resource(m.Resource).Delete(ctx, o.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatalf("deleting %s: %v", Key(o), err)
+	}
+	g.Eventually(func(g Gomega) {
+		g.Expect(get(t, ctx, dyn, mapper, o)).To(BeNil())
+	}).Should(Succeed(), "%s is deleted", Key(o))
+}
+
+// installPublicValues installs the chart again with the public chart's values.yaml as shipped
+// (docs/helm.md, "A values file of the public chart"): every object is created in the public chart's namespace and under its Service names, the
+// serving certificate is issued for the public webhook Service and its CA injected, and the
+// release's notes list the values sandgate does not honour. It uninstalls the release again.
+func installPublicValues(t *testing.T, g Gomega, ctx context.Context, helm Helm, dyn dynamic.Interface, mapper meta.RESTMapper, root string) {
+	t.Helper()
+	rel, err := helm.Install(ctx, root, publicValuesAsShipped(t))
+	if err != nil {
+		t.Fatalf("installing with the public chart's values: %v", err)
+	}
+	installed, err := Decode([]byte(rel.Manifest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range installed {
+		live := get(t, ctx, dyn, mapper, o)
+		if live == nil {
+			t.Errorf("with the public values: %s was not created", Key(o))
+			continue
+		}
+		if got := live.GetAnnotations()["meta.helm.sh/release-name"]; got != ReleaseName {
+			t.Errorf("with the public values: %s release-name annotation %q, want %q", Key(o), got, ReleaseName)
+		}
+	}
+	if svc := only(t, installed, "Service", "agent-sandbox-webhook-service"); svc.GetNamespace() != "agent-sandbox-system" {
+		t.Errorf("the webhook Service is in %s, want the public values' agent-sandbox-system", svc.GetNamespace())
+	}
+	expectIssuedAndInjected(t, g, ctx, dyn, mapper, installed)
+	expectWarnings(t, rel.Info.Notes, []string{"containerSecurityContext", "image.repository", "podSecurityContext"})
+	if _, err := helm.Uninstall(); err != nil {
+		t.Fatal(err)
 	}
 }
 

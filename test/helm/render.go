@@ -93,9 +93,16 @@ func RenderChart(root string, values map[string]any) ([]*unstructured.Unstructur
 
 // RenderChartAt renders the chart directory or archive at path as RenderChart does.
 func RenderChartAt(path string, values map[string]any) ([]*unstructured.Unstructured, error) {
+	objs, _, err := RenderChartWithNotes(path, values)
+	return objs, err
+}
+
+// RenderChartWithNotes renders the chart directory or archive at path as RenderChart does and
+// also returns its rendered NOTES.txt, what `helm install` prints.
+func RenderChartWithNotes(path string, values map[string]any) ([]*unstructured.Unstructured, string, error) {
 	ch, err := load(path)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	cfg := action.NewConfiguration()
 	install := action.NewInstall(cfg)
@@ -105,16 +112,20 @@ func RenderChartAt(path string, values map[string]any) ([]*unstructured.Unstruct
 	install.Replace = true // no release store to check the name against
 	rel, err := install.Run(ch, values)
 	if err != nil {
-		return nil, fmt.Errorf("rendering the chart: %w", err)
+		return nil, "", fmt.Errorf("rendering the chart: %w", err)
 	}
 	r, err := asRelease(rel)
 	if err != nil {
-		return nil, fmt.Errorf("rendering the chart: %w", err)
+		return nil, "", fmt.Errorf("rendering the chart: %w", err)
 	}
 	if len(r.Hooks) > 0 {
-		return nil, fmt.Errorf("rendering the chart: %d hooks, want none (config/default has no equivalent)", len(r.Hooks))
+		return nil, "", fmt.Errorf("rendering the chart: %d hooks, want none (config/default has no equivalent)", len(r.Hooks))
 	}
-	return Decode([]byte(r.Manifest))
+	objs, err := Decode([]byte(r.Manifest))
+	if err != nil {
+		return nil, "", err
+	}
+	return objs, r.Info.Notes, nil
 }
 
 // Kustomize renders config/<dir> as `kubectl kustomize` does.

@@ -404,7 +404,7 @@ func TestPrometheusRuleKnowsTheLatencyBuckets(t *testing.T) {
 func TestValuesReachTheDeployment(t *testing.T) {
 	objs := renderChart(t, map[string]any{
 		"image":        map[string]any{"repository": "registry.example/sandgate", "tag": "v1.2.3", "pullPolicy": "IfNotPresent"},
-		"replicaCount": 3,
+		"replicaCount": 1, // leader election off needs a single replica
 		"controller": map[string]any{
 			"leaderElect":                   false,
 			"extensions":                    false,
@@ -423,8 +423,8 @@ func TestValuesReachTheDeployment(t *testing.T) {
 		"nodeSelector":   map[string]any{"pool": "system"},
 	})
 	dep := only(t, objs, "Deployment")
-	if got, _, _ := unstructured.NestedInt64(dep.Object, "spec", "replicas"); got != 3 {
-		t.Errorf("replicas %d, want 3", got)
+	if got, _, _ := unstructured.NestedInt64(dep.Object, "spec", "replicas"); got != 1 {
+		t.Errorf("replicas %d, want 1", got)
 	}
 	c := container(t, dep)
 	if c["image"] != "registry.example/sandgate:v1.2.3" || c["imagePullPolicy"] != "IfNotPresent" {

@@ -65,12 +65,65 @@ app.kubernetes.io/version: {{ include "sandgate.imageTag" . | trunc 63 | quote }
 {{ include "sandgate.helmLabels" . }}
 {{- end }}
 
+{{/*
+publicImage is "true" when image.repository names the public agent-sandbox controller's image
+(registry.k8s.io/agent-sandbox/agent-sandbox-controller or a mirror of it), as a values file
+written for the public chart does: that binary takes none of sandgate's flags and serves none
+of its webhooks, so the chart runs sandgate's own image instead and NOTES.txt says so.
+*/}}
+{{- define "sandgate.publicImage" -}}
+{{- $repo := .Values.image.repository }}
+{{- if or (eq $repo "agent-sandbox-controller") (hasSuffix "/agent-sandbox-controller" $repo) }}true{{ end }}
+{{- end }}
+
+{{/* values.yaml's image.repository; test/helm checks that the two agree. */}}
+{{- define "sandgate.defaultRepository" -}}
+ghcr.io/sandgate-dev/sandgate
+{{- end }}
+
 {{- define "sandgate.imageTag" -}}
+{{- if include "sandgate.publicImage" . }}
+{{- .Chart.AppVersion }}
+{{- else }}
 {{- default .Chart.AppVersion .Values.image.tag }}
+{{- end }}
 {{- end }}
 
 {{- define "sandgate.image" -}}
-{{- printf "%s:%s" .Values.image.repository (include "sandgate.imageTag" .) }}
+{{- $repo := .Values.image.repository }}
+{{- if include "sandgate.publicImage" . }}
+{{- $repo = include "sandgate.defaultRepository" . }}
+{{- end }}
+{{- printf "%s:%s" $repo (include "sandgate.imageTag" .) }}
+{{- end }}
+
+{{/*
+The restricted Pod Security Standard's security contexts, as values.yaml's defaults have them
+(test/helm checks that they agree). A null podSecurityContext or containerSecurityContext, the
+public chart's default, removes the value altogether (Helm deletes a key set to null); the
+manager's pods would then be refused by the namespace the chart creates, so these apply
+instead and NOTES.txt says so. An object merges over values.yaml's defaults, as Helm merges.
+*/}}
+{{- define "sandgate.podSecurityContext" -}}
+{{- if hasKey .Values "podSecurityContext" }}
+{{- toYaml .Values.podSecurityContext }}
+{{- else }}
+runAsNonRoot: true
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+{{- end }}
+
+{{- define "sandgate.containerSecurityContext" -}}
+{{- if hasKey .Values "containerSecurityContext" }}
+{{- toYaml .Values.containerSecurityContext }}
+{{- else }}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+capabilities:
+  drop:
+  - ALL
+{{- end }}
 {{- end }}
 
 {{/*
@@ -153,6 +206,25 @@ in values (the public chart's names where the flag means the same), then extraAr
   (list "sandboxConcurrentWorkers" "sandbox-concurrent-workers")
   (list "sandboxClaimConcurrentWorkers" "sandbox-claim-concurrent-workers")
   (list "sandboxWarmPoolConcurrentWorkers" "sandbox-warm-pool-concurrent-workers")
+  (list "sandboxTemplateConcurrentWorkers" "sandbox-template-concurrent-workers")
+  (list "apiConnections" "api-connections")
+  (list "separateWatchConnection" "separate-watch-connection")
+  (list "cacheLabelSelectors" "cache-label-selectors")
+  (list "enableTracing" "enable-tracing")
+  (list "enablePprof" "enable-pprof")
+  (list "enablePprofDebug" "enable-pprof-debug")
+  (list "pprofBlockProfileRate" "pprof-block-profile-rate")
+  (list "pprofMutexProfileFraction" "pprof-mutex-profile-fraction")
+  (list "disableSandboxEvents" "disable-sandbox-events")
+  (list "disableClaimEvents" "disable-claim-events")
+  (list "disableClaimObservabilityAnnotations" "disable-claim-observability-annotations")
+  (list "sandboxWriteBehindWindow" "sandbox-write-behind-window")
+  (list "enableWarmPoolEviction" "enable-warm-pool-eviction")
+  (list "sandboxWarmPoolMaxBatchSize" "sandbox-warm-pool-max-batch-size")
+  (list "sandboxWarmPoolMaxRefillRate" "sandbox-warm-pool-max-refill-rate")
+  (list "sandboxWarmPoolReplenishDelay" "sandbox-warm-pool-replenish-delay")
+  (list "sandboxWarmPoolReadinessGracePeriod" "sandbox-warm-pool-readiness-grace-period")
+  (list "sandboxWarmPoolUnschedulableRecheckInterval" "sandbox-warm-pool-unschedulable-recheck-interval")
   (list "coldStartGrace" "cold-start-grace")
   (list "poolRefillQuietPeriod" "pool-refill-quiet-period")
   (list "poolRefillLowWaterPercent" "pool-refill-low-water-percent")
@@ -167,11 +239,42 @@ in values (the public chart's names where the flag means the same), then extraAr
 {{- $v := index $c $key }}
 {{- if kindIs "slice" $v }}
 {{- $v = join "," $v }}
+{{- else if and (kindIs "float64" $v) (eq $v (floor $v)) }}
+{{- /* Values files give every number as a float64, which prints 1000000 as 1e+06: the
+flag parsing of an integer flag refuses that. */}}
+{{- $v = int64 $v }}
 {{- end }}
 - {{ printf "--%s=%v" (index . 1) $v | quote }}
 {{- end }}
 {{- end }}
 {{- range $c.extraArgs }}
 - {{ . | quote }}
+{{- end }}
+{{- end }}
+
+{{/*
+publicValueWarnings lists the values of the public agent-sandbox chart this chart accepts
+without honouring them, one "- <value>: <why>" line each, for NOTES.txt (docs/helm.md has the
+whole mapping). Values sandgate honours render nothing here.
+*/}}
+{{- define "sandgate.publicValueWarnings" -}}
+{{- $c := .Values.controller }}
+{{- if include "sandgate.publicImage" . }}
+- image.repository: {{ .Values.image.repository }} is the public controller's image, which takes none of sandgate's flags; the manager runs {{ include "sandgate.image" . }} instead{{ with .Values.image.tag }} (image.tag {{ . }} is ignored with it){{ end }}
+{{- end }}
+{{- with .Values.nameOverride }}
+- nameOverride: {{ . }} names nothing here: the pods' labels and selectors are fixed, so that an upgrade never changes a selector; fullnameOverride sets the objects' names
+{{- end }}
+{{- if not (hasKey .Values "podSecurityContext") }}
+- podSecurityContext: null does not remove it: the manager's pods keep the restricted one, which the chart's namespace enforces
+{{- end }}
+{{- if not (hasKey .Values "containerSecurityContext") }}
+- containerSecurityContext: null does not remove it: the manager's container keeps the restricted one, which the chart's namespace enforces
+{{- end }}
+{{- if and (hasKey $c "sandboxWriteBehindWindow") (not (regexMatch "^(0+(\\.0*)?(ns|us|µs|ms|s|m|h)?)+$" (toString $c.sandboxWriteBehindWindow))) }}
+- controller.sandboxWriteBehindWindow: no effect: sandgate's Sandbox controller already defers its bookkeeping writes until claims pause (controller.poolRefillQuietPeriod)
+{{- end }}
+{{- if and (hasKey $c "disableClaimObservabilityAnnotations") $c.disableClaimObservabilityAnnotations }}
+- controller.disableClaimObservabilityAnnotations: no effect: claims still carry the observability annotations, which admission stamps in the create request at no write of the operator's (the write the flag saves)
 {{- end }}
 {{- end }}
