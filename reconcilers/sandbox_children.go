@@ -221,7 +221,7 @@ func (r *sandboxReconciler) createPod(ctx context.Context, sb *agentsv1beta1.San
 		return nil, fmt.Errorf("setting owner of pod: %w", err)
 	}
 	if err := r.create(ctx, pod); err != nil {
-		return nil, fmt.Errorf("creating pod: %w", err)
+		return nil, fmt.Errorf("%w: %w", errPodCreate, err)
 	}
 	ctrl.LoggerFrom(ctx).V(1).Info("created pod", "pod", klog.KObj(pod))
 	return pod, nil

@@ -125,6 +125,16 @@ const (
 	MessagePodDoesNotExist       = "Pod does not exist"
 	MessageSandboxSuspended      = "Sandbox is suspended"
 	MessageSandboxSuspending     = "Sandbox is suspending"
+	// MessagePodReadyNoIPs: the pod is Ready but reports no IP yet (Ready stays False).
+	MessagePodReadyNoIPs = "Pod is Ready but has no podIPs yet"
+	// MessagePodSucceeded and MessagePodFailed are the Ready and Finished messages of a pod
+	// that ended.
+	MessagePodSucceeded = "Pod completed successfully"
+	MessagePodFailed    = "Pod failed"
+	// MessageServiceExistsSuffix and MessageServiceMissingSuffix follow the pod's part of
+	// the Ready message when the Sandbox has, or asks for, a Service.
+	MessageServiceExistsSuffix  = "; Service Exists"
+	MessageServiceMissingSuffix = "; Service does not exist"
 )
 
 // reservedDomains are the domains whose keys the operator alone writes.
