@@ -48,8 +48,8 @@ func TestCreateToReadyWithService(t *testing.T) {
 		g.Expect(sb.Status.PodIPs[0]).NotTo(BeEmpty())
 		g.Expect(sb.Status.NodeName).To(HavePrefix("kwok-node-"))
 		g.Expect(sb.Status.NodeName).To(Equal(pod.Spec.NodeName))
-		// The public name hash and the Sandbox's UID, which no colliding name's pod carries.
-		g.Expect(sb.Status.Selector).To(Equal(agentsv1beta1.LabelSandboxNameHash + "=" + hash + "," + agentsv1beta1.LabelSandboxUID + "=" + string(sb.UID)))
+		// The public value, exactly: the name hash alone (the Service below adds the UID).
+		g.Expect(sb.Status.Selector).To(Equal(agentsv1beta1.LabelSandboxNameHash + "=" + hash))
 		g.Expect(sb.Status.Service).To(Equal("web"))
 		g.Expect(sb.Status.ServiceFQDN).To(Equal("web." + e.ns + ".svc.cluster.local"))
 		expectCondition(g, sb, agentsv1beta1.ConditionPodScheduled, wantCondition{Status: metav1.ConditionTrue, Reason: "PodScheduled"})
@@ -263,7 +263,12 @@ func TestFinishedPod(t *testing.T) {
 			e.eventually(func(g Gomega) {
 				sb := e.sandbox(g, "job")
 				expectCondition(g, sb, agentsv1beta1.ConditionFinished, wantCondition{Status: metav1.ConditionTrue, Reason: reason})
-				expectCondition(g, sb, agentsv1beta1.ConditionReady, wantCondition{metav1.ConditionFalse, reason, "Pod exists with phase: " + string(phase)})
+				msg := agentsv1beta1.MessagePodSucceeded
+				if phase == corev1.PodFailed {
+					msg = agentsv1beta1.MessagePodFailed
+				}
+				expectCondition(g, sb, agentsv1beta1.ConditionFinished, wantCondition{metav1.ConditionTrue, reason, msg})
+				expectCondition(g, sb, agentsv1beta1.ConditionReady, wantCondition{metav1.ConditionFalse, reason, msg})
 			})
 			e.consistently(func(g Gomega) {
 				g.Expect(e.pod(g, "job").UID).To(Equal(pod.UID), "a finished pod is kept, not replaced")
