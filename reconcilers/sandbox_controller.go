@@ -34,7 +34,7 @@ const (
 	messagePodNotOwnedSusp   = "Refused to delete pod because it is not owned by this sandbox"
 	messageNotSuspended      = "Sandbox is not suspended"
 	messagePodNotOwnedFmt    = "Pod %s exists and is not controlled by the Sandbox"
-	messageMultiplePodsFmt   = "Sandbox controls %d pods: %s"
+	messageMultiplePodsFmt   = "multiple Pods (%d) are controlled by this Sandbox; refusing to choose or create a Pod"
 	messageSuspensionUnknown = "Pod state is unknown. Sandbox suspension cannot be confirmed"
 	messageSchedulingUnknown = "Pod state is unknown. Pod scheduling cannot be determined"
 	messageNotScheduledYet   = "Pod has not reported a PodScheduled condition yet"
@@ -294,9 +294,13 @@ func (r *sandboxReconciler) multiplePods(sb *agentsv1beta1.Sandbox, pods []corev
 	for _, p := range pods {
 		names = append(names, p.Name)
 	}
-	msg := fmt.Sprintf(messageMultiplePodsFmt, len(pods), strings.Join(names, ", "))
+	// The public controller's message; the event names the pods too.
+	msg := fmt.Sprintf(messageMultiplePodsFmt, len(pods))
 	if c := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.ConditionReady); c == nil || c.Reason != agentsv1beta1.ReasonMultiplePods {
-		*events = append(*events, func() { r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, eventMultiplePods, "Reconcile", msg) })
+		note := msg + ": " + strings.Join(names, ", ")
+		*events = append(*events, func() {
+			r.record(sb, lifecycleEvent{corev1.EventTypeWarning, eventMultiplePods, "Reconciling", note})
+		})
 	}
 	r.setCondition(sb, agentsv1beta1.ConditionReady, metav1.ConditionFalse, agentsv1beta1.ReasonMultiplePods, msg)
 }

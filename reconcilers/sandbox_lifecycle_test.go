@@ -33,7 +33,7 @@ func TestTransitionEvents(t *testing.T) {
 		"Ready becomes True": {status(notSuspended, notReady), status(notSuspended, ready),
 			[]lifecycleEvent{{corev1.EventTypeNormal, "SandboxReady", "Ready", "Sandbox is ready: pod sb is Ready"}}},
 		"Ready stays True (a pod status step after Ready)": {status(notSuspended, ready), status(notSuspended, podScheduled, ready), nil},
-		"Ready goes False": {status(notSuspended, ready), status(notSuspended, notReady), nil},
+		"Ready goes False":                {status(notSuspended, ready), status(notSuspended, notReady), nil},
 		"suspending is not suspended yet": {status(notSuspended, ready), status(terminating, notReady), nil},
 		"Suspended becomes True": {status(terminating, notReady), status(suspended, notReady),
 			[]lifecycleEvent{{corev1.EventTypeNormal, "SandboxSuspended", "Suspend", "Sandbox is suspended: pod sb deleted"}}},

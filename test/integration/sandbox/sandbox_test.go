@@ -373,7 +373,8 @@ func TestMultiplePods(t *testing.T) {
 
 	e.eventually(func(g Gomega) {
 		sb := e.sandbox(g, "twin")
-		expectCondition(g, sb, agentsv1beta1.ConditionReady, wantCondition{Status: metav1.ConditionFalse, Reason: agentsv1beta1.ReasonMultiplePods})
+		expectCondition(g, sb, agentsv1beta1.ConditionReady, wantCondition{metav1.ConditionFalse, agentsv1beta1.ReasonMultiplePods,
+			"multiple Pods (2) are controlled by this Sandbox; refusing to choose or create a Pod"})
 		var events eventsv1.EventList
 		g.Expect(e.Client.List(e.ctx(), &events, client.InNamespace(e.ns))).To(Succeed())
 		g.Expect(events.Items).To(ContainElement(And(
