@@ -150,26 +150,36 @@ func (r *sandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return requeueWithin(result, r.PodProgressDelay), nil
 	}
 
-	if wrote, werr := patchStatus(ctx, r.Client, old, sb, func(s *agentsv1beta1.Sandbox) any { return s.Status }); werr != nil {
-		// The events say what the status would have: the next reconcile finds the same
-		// transition and sends them then, once.
-		err = errors.Join(err, fmt.Errorf("patching sandbox status: %w", werr))
-	} else if wrote {
-		r.written.record(sb, sb.Status.DeepCopy())
-		// The public lifecycle events of the transitions this write recorded: decided on the
-		// status before and after it, so each is sent once, however many reconciles the
-		// pod's start-up steps cause.
-		for _, ev := range transitionEvents(&old.Status, &sb.Status, podNameFor(sb)) {
-			events = append(events, func() { r.record(sb, ev) })
-		}
-		for _, e := range events {
-			e()
-		}
-		r.Metrics.sandboxReconciled(sb, wasReady, meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.ConditionReady))
-		return quiet(result, err)
+	wrote, werr := r.writeStatus(ctx, old, sb, events)
+	isReady := wasReady // as far as anyone can read
+	if wrote {
+		isReady = meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.ConditionReady)
 	}
-	r.Metrics.sandboxReconciled(sb, wasReady, wasReady)
-	return quiet(result, err)
+	r.Metrics.sandboxReconciled(sb, wasReady, isReady)
+	return quiet(result, errors.Join(err, werr))
+}
+
+// writeStatus writes sb's status if it changed from old's, then sends events and the public
+// lifecycle events of the transitions the write recorded: decided on the status before and
+// after it, so each is sent once, however many reconciles the pod's start-up steps cause. A
+// write that fails sends nothing: the next reconcile finds the same transitions and sends
+// them then, once.
+func (r *sandboxReconciler) writeStatus(ctx context.Context, old, sb *agentsv1beta1.Sandbox, events []func()) (bool, error) {
+	wrote, err := patchStatus(ctx, r.Client, old, sb, func(s *agentsv1beta1.Sandbox) any { return s.Status })
+	if err != nil {
+		return false, fmt.Errorf("patching sandbox status: %w", err)
+	}
+	if !wrote {
+		return false, nil
+	}
+	r.written.record(sb, sb.Status.DeepCopy())
+	for _, e := range events {
+		e()
+	}
+	for _, ev := range transitionEvents(&old.Status, &sb.Status, podNameFor(sb)) {
+		r.record(sb, ev)
+	}
+	return true, nil
 }
 
 // reconcile does the work and records the outcome in sb.Status; the caller writes it, then

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	agentsv1alpha1 "github.com/sandgate-dev/sandgate/api/v1alpha1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/internal/operator"
 	"github.com/sandgate-dev/sandgate/test/builders"
@@ -75,6 +77,11 @@ func TestCreateToReadyWithService(t *testing.T) {
 		}
 		g.Expect(ports).To(ConsistOf("http 8080/TCP", "p-9000-udp 9000/UDP"))
 	})
+	// The deprecated version's /scale publishes status.selector (kubectl scale, autoscalers):
+	// the public value there too, as the API server converts and serves it.
+	scale := &autoscalingv1.Scale{}
+	e.g.Expect(e.Client.SubResource("scale").Get(e.ctx(), &agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "web"}}, scale)).To(Succeed())
+	e.g.Expect(scale.Status.Selector).To(Equal(agentsv1beta1.LabelSandboxNameHash + "=" + agentsv1beta1.NameHash("web")))
 }
 
 func TestVolumeClaimTemplatesAndUnschedulablePod(t *testing.T) {
