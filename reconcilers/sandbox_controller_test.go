@@ -248,6 +248,7 @@ func TestSandboxReconcile(t *testing.T) {
 			sandbox:     testSandbox(suspended),
 			pod:         func(sb *agentsv1beta1.Sandbox) *corev1.Pod { return sandboxPod(sb, true) },
 			wantJournal: []string{"delete Pod/sb", "patch Sandbox/sb/status"},
+			wantEvents:  []string{"event Normal SandboxSuspended Sandbox/sb"},
 			wantStatus: agentsv1beta1.SandboxStatus{
 				// The pod terminates gracefully: until it is gone it keeps its IPs and node.
 				Selector: sandboxSelector, PodIPs: []string{"10.0.0.5"}, NodeName: "node-1",
@@ -258,7 +259,7 @@ func TestSandboxReconcile(t *testing.T) {
 				},
 			},
 			// The pod is gone: Suspended=True, the next case.
-			wantNext: []string{"patch Sandbox/sb/status", "event Normal SandboxSuspended Sandbox/sb"},
+			wantNext: []string{"patch Sandbox/sb/status"},
 		},
 		"suspended and the pod gone: Suspended=True, no pod created": {
 			sandbox:     testSandbox(suspended),

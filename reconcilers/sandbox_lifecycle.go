@@ -37,7 +37,7 @@ const (
 	messagePodCreatedFmt      = "Created pod %s"
 	messagePodCreateFailedFmt = "Failed to create pod %s: %v"
 	messageSandboxReadyFmt    = "Sandbox is ready: pod %s is Ready"
-	messageSandboxSuspendFmt  = "Sandbox is suspended: pod %s deleted"
+	messageSandboxSuspendFmt  = "Sandbox suspended by its operatingMode: pod %s is deleted"
 	messagePodSucceededFmt    = "Pod %s completed successfully"
 	messagePodFailedFmt       = "Pod %s failed"
 )
@@ -62,14 +62,16 @@ func createFailed(err error) bool {
 }
 
 // transitionEvents are the lifecycle events of the transitions from the status old to cur:
-// Ready becoming True, Suspended becoming True, Finished becoming True (or changing its
-// reason). podName names the pod in the notes.
+// Ready becoming True, Ready's reason becoming SandboxSuspended (the operating mode asked for
+// the suspension: the pod is being deleted, or is gone), Finished becoming True (or changing
+// its reason). Their reasons are the public ones, which are the Ready reasons of those states.
+// podName names the pod in the notes.
 func transitionEvents(old, cur *agentsv1beta1.SandboxStatus, podName string) []lifecycleEvent {
 	var out []lifecycleEvent
 	if became(old, cur, agentsv1beta1.ConditionReady) {
 		out = append(out, lifecycleEvent{corev1.EventTypeNormal, eventSandboxReady, actionReady, fmt.Sprintf(messageSandboxReadyFmt, podName)})
 	}
-	if became(old, cur, agentsv1beta1.ConditionSuspended) {
+	if readyReasonBecame(old, cur, agentsv1beta1.ReasonSandboxSuspended) {
 		out = append(out, lifecycleEvent{corev1.EventTypeNormal, eventSandboxSuspended, actionSuspend, fmt.Sprintf(messageSandboxSuspendFmt, podName)})
 	}
 	if became(old, cur, agentsv1beta1.ConditionFinished) {
@@ -81,6 +83,13 @@ func transitionEvents(old, cur *agentsv1beta1.SandboxStatus, podName string) []l
 		}
 	}
 	return out
+}
+
+// readyReasonBecame says whether Ready's reason is reason in cur and was not in old.
+func readyReasonBecame(old, cur *agentsv1beta1.SandboxStatus, reason string) bool {
+	now := meta.FindStatusCondition(cur.Conditions, agentsv1beta1.ConditionReady)
+	before := meta.FindStatusCondition(old.Conditions, agentsv1beta1.ConditionReady)
+	return now != nil && now.Reason == reason && (before == nil || before.Reason != reason)
 }
 
 // became says whether condition typ is True in cur and was not True, with the same reason,

@@ -23,6 +23,8 @@ func TestTransitionEvents(t *testing.T) {
 	notReady := condition(agentsv1beta1.ConditionReady, metav1.ConditionFalse, agentsv1beta1.ReasonDependenciesNotReady, agentsv1beta1.MessagePodRunningNotReady)
 	suspended := condition(agentsv1beta1.ConditionSuspended, metav1.ConditionTrue, agentsv1beta1.ReasonPodTerminated, messagePodTerminated)
 	terminating := condition(agentsv1beta1.ConditionSuspended, metav1.ConditionFalse, agentsv1beta1.ReasonPodTerminating, messagePodTerminating)
+	suspending := condition(agentsv1beta1.ConditionReady, metav1.ConditionFalse, agentsv1beta1.ReasonSandboxSuspended, agentsv1beta1.MessageSandboxSuspending)
+	suspendedReady := condition(agentsv1beta1.ConditionReady, metav1.ConditionFalse, agentsv1beta1.ReasonSandboxSuspended, agentsv1beta1.MessageSandboxSuspended)
 	succeeded := condition(agentsv1beta1.ConditionFinished, metav1.ConditionTrue, agentsv1beta1.ReasonPodSucceeded, agentsv1beta1.MessagePodSucceeded)
 	failed := condition(agentsv1beta1.ConditionFinished, metav1.ConditionTrue, agentsv1beta1.ReasonPodFailed, agentsv1beta1.MessagePodFailed)
 	cases := map[string]struct {
@@ -33,11 +35,13 @@ func TestTransitionEvents(t *testing.T) {
 		"Ready becomes True": {status(notSuspended, notReady), status(notSuspended, ready),
 			[]lifecycleEvent{{corev1.EventTypeNormal, "SandboxReady", "Ready", "Sandbox is ready: pod sb is Ready"}}},
 		"Ready stays True (a pod status step after Ready)": {status(notSuspended, ready), status(notSuspended, podScheduled, ready), nil},
-		"Ready goes False":                {status(notSuspended, ready), status(notSuspended, notReady), nil},
-		"suspending is not suspended yet": {status(notSuspended, ready), status(terminating, notReady), nil},
-		"Suspended becomes True": {status(terminating, notReady), status(suspended, notReady),
-			[]lifecycleEvent{{corev1.EventTypeNormal, "SandboxSuspended", "Suspend", "Sandbox is suspended: pod sb deleted"}}},
-		"Suspended stays True": {status(suspended, notReady), status(suspended, notReady), nil},
+		"Ready goes False": {status(notSuspended, ready), status(notSuspended, notReady), nil},
+		"the suspension starts": {status(notSuspended, ready), status(terminating, suspending),
+			[]lifecycleEvent{{corev1.EventTypeNormal, "SandboxSuspended", "Suspend", "Sandbox suspended by its operatingMode: pod sb is deleted"}}},
+		"the pod is gone": {status(terminating, suspending), status(suspended, suspendedReady), nil},
+		"created suspended": {status(), status(suspended, suspendedReady),
+			[]lifecycleEvent{{corev1.EventTypeNormal, "SandboxSuspended", "Suspend", "Sandbox suspended by its operatingMode: pod sb is deleted"}}},
+		"still suspended": {status(suspended, suspendedReady), status(suspended, suspendedReady), nil},
 		"the pod succeeded": {status(notSuspended, ready), status(notSuspended, notReady, succeeded),
 			[]lifecycleEvent{{corev1.EventTypeNormal, "PodSucceeded", "PodExit", "Pod sb completed successfully"}}},
 		"the pod failed": {status(notSuspended, ready), status(notSuspended, notReady, failed),
