@@ -232,7 +232,7 @@ func (r *sandboxReconciler) createPod(ctx context.Context, sb *agentsv1beta1.San
 		pod.Annotations[annotationPodMetadataFrom] = rv
 	}
 	if err := r.create(ctx, pod); err != nil {
-		return nil, fmt.Errorf("creating pod: %w", err)
+		return nil, fmt.Errorf("%w: %w", errPodCreate, err)
 	}
 	ctrl.LoggerFrom(ctx).V(1).Info("created pod", "pod", klog.KObj(pod))
 	return pod, nil
@@ -280,7 +280,7 @@ type propagatedKeys struct {
 
 // desiredPodMetadata is what the pod's metadata must hold: the podTemplate's labels and
 // annotations without reserved keys, the pool's eviction mark (evictionMarked), the identity
-// labels (the Sandbox's UID, which its Service and status.selector select on; the template's,
+// labels (the Sandbox's UID, which its Service selects on; the template's,
 // from the spec the operator built), the public name hash, and the Sandbox labels pods carry.
 // keys is the encoded propagatedKeys of the template's part and the mark; "" when there are
 // none, and then the pod carries no record.

@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -35,9 +34,15 @@ const (
 	messagePodNotOwnedSusp   = "Refused to delete pod because it is not owned by this sandbox"
 	messageNotSuspended      = "Sandbox is not suspended"
 	messagePodNotOwnedFmt    = "Pod %s exists and is not controlled by the Sandbox"
-	messageMultiplePodsFmt   = "Sandbox controls %d pods: %s"
-	messageServiceMissingFmt = "Pod is Ready; Service %s does not exist"
-	eventMultiplePods        = "MultiplePods"
+	messageMultiplePodsFmt   = "multiple Pods (%d) are controlled by this Sandbox; refusing to choose or create a Pod"
+	messageSuspensionUnknown = "Pod state is unknown. Sandbox suspension cannot be confirmed"
+	messageSchedulingUnknown = "Pod state is unknown. Pod scheduling cannot be determined"
+	messageNotScheduledYet   = "Pod has not reported a PodScheduled condition yet"
+	// reasonPodSchedulingUnknown (PodScheduled=Unknown) is the public controller's.
+	reasonPodSchedulingUnknown = "PodSchedulingUnknown"
+	// messageReconcilerErrorPrefix starts a ReconcilerError message, as the public one does.
+	messageReconcilerErrorPrefix = "Error seen: "
+	eventMultiplePods            = "MultiplePods"
 	// eventChildNameTaken: an object the Sandbox did not build holds a child's name.
 	eventChildNameTaken = "ChildNameTaken"
 	eventSandboxExpired = "SandboxExpired"
@@ -131,11 +136,17 @@ func (r *sandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	wasReady := meta.IsStatusConditionTrue(old.Status.Conditions, agentsv1beta1.ConditionReady)
 
 	var events []func()
-	result, podCreated, err := r.reconcile(ctx, sb, &events)
+	result, created, err := r.reconcile(ctx, sb, &events)
 	if errors.Is(err, errSandboxDeleted) {
 		return ctrl.Result{}, nil
 	}
-	if podCreated && err == nil {
+	// The pod's create is the write this event reports, and it succeeded: sent now, whatever
+	// becomes of the status. A create skipped because an earlier one is still in flight
+	// (no UID: nothing was sent) reports nothing.
+	if created != nil && created.UID != "" {
+		r.record(sb, podCreatedEvent(created))
+	}
+	if created != nil && err == nil {
 		// The pod was created just now and its first status update (scheduled, running,
 		// ready) follows within milliseconds and wakes the Sandbox, whose status is written
 		// then. Writing "pod pending" first would cost a write of the whole Sandbox, per
@@ -145,44 +156,59 @@ func (r *sandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return requeueWithin(result, r.PodProgressDelay), nil
 	}
 
-	if wrote, werr := patchStatus(ctx, r.Client, old, sb, func(s *agentsv1beta1.Sandbox) any { return s.Status }); werr != nil {
-		// The events say what the status would have: the next reconcile finds the same
-		// transition and sends them then, once.
-		err = errors.Join(err, fmt.Errorf("patching sandbox status: %w", werr))
-	} else if wrote {
-		r.written.record(sb, sb.Status.DeepCopy())
-		for _, e := range events {
-			e()
-		}
-		r.Metrics.sandboxReconciled(sb, wasReady, meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.ConditionReady))
-		return quiet(result, err)
+	wrote, werr := r.writeStatus(ctx, old, sb, events)
+	isReady := wasReady // as far as anyone can read
+	if wrote {
+		isReady = meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.ConditionReady)
 	}
-	r.Metrics.sandboxReconciled(sb, wasReady, wasReady)
-	return quiet(result, err)
+	r.Metrics.sandboxReconciled(sb, wasReady, isReady)
+	return quiet(result, errors.Join(err, werr))
+}
+
+// writeStatus writes sb's status if it changed from old's, then sends events and the public
+// lifecycle events of the transitions the write recorded: decided on the status before and
+// after it, so each is sent once, however many reconciles the pod's start-up steps cause. A
+// write that fails sends nothing: the next reconcile finds the same transitions and sends
+// them then, once.
+func (r *sandboxReconciler) writeStatus(ctx context.Context, old, sb *agentsv1beta1.Sandbox, events []func()) (bool, error) {
+	wrote, err := patchStatus(ctx, r.Client, old, sb, func(s *agentsv1beta1.Sandbox) any { return s.Status })
+	if err != nil {
+		return false, fmt.Errorf("patching sandbox status: %w", err)
+	}
+	if !wrote {
+		return false, nil
+	}
+	r.written.record(sb, sb.Status.DeepCopy())
+	for _, e := range events {
+		e()
+	}
+	for _, ev := range transitionEvents(&old.Status, &sb.Status, podNameFor(sb)) {
+		r.record(sb, ev)
+	}
+	return true, nil
 }
 
 // reconcile does the work and records the outcome in sb.Status; the caller writes it, then
-// sends the events queued in events. It reports whether it created the pod.
-func (r *sandboxReconciler) reconcile(ctx context.Context, sb *agentsv1beta1.Sandbox, events *[]func()) (ctrl.Result, bool, error) {
+// sends the events queued in events. It returns the pod it created, if it created one.
+func (r *sandboxReconciler) reconcile(ctx context.Context, sb *agentsv1beta1.Sandbox, events *[]func()) (ctrl.Result, *corev1.Pod, error) {
 	now := r.Clock.Now()
 	prev := reportedStateOf(sb)
-	sb.Status.Selector = labels.SelectorFromSet(podSelector(sb)).String()
 
 	var requeue ctrl.Result
 	if expiry := sb.Spec.ShutdownTime; expiry != nil {
 		if !now.Before(expiry.Time) {
-			return ctrl.Result{}, false, r.expire(ctx, sb, events)
+			return ctrl.Result{}, nil, r.expire(ctx, sb, events)
 		}
 		requeue.RequeueAfter = expiry.Sub(now)
 	}
 
 	owned, err := r.ownedPods(ctx, sb)
 	if err != nil {
-		return requeue, false, r.failed(sb, err)
+		return requeue, nil, r.failed(sb, err)
 	}
 	if len(owned) > 1 {
 		r.multiplePods(sb, owned, events)
-		return requeue, false, nil
+		return requeue, nil, nil
 	}
 
 	svc, svcErr := r.ensureService(ctx, sb)
@@ -203,17 +229,29 @@ func (r *sandboxReconciler) reconcile(ctx context.Context, sb *agentsv1beta1.San
 			}
 		}
 	}
-	r.setStatus(sb, pod, svc)
+	r.setStatus(sb, pod, svc, pod == nil && (podErr != nil || pvcErr != nil))
 	if loss != nil {
 		r.reportLoss(sb, loss, pod, fresh, events)
 	}
 	if own := ownPod(sb, pod); own != nil && meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.ConditionReady) {
 		r.pods.update(client.ObjectKeyFromObject(sb), func(m *podMemory) { m.reported = own.UID })
 	}
-	if err := errors.Join(svcErr, pvcErr, podErr); err != nil {
-		return requeue, podCreated, r.failed(sb, err)
+	if createFailed(podErr) {
+		// Queued like the status it explains: sent with the write that records the failure,
+		// so a create failing the same way again is not reported again.
+		msg := fmt.Sprintf(messagePodCreateFailedFmt, podNameFor(sb), strings.TrimPrefix(podErr.Error(), errPodCreate.Error()+": "))
+		*events = append(*events, func() {
+			r.record(sb, lifecycleEvent{corev1.EventTypeWarning, eventSandboxPodCreateFailed, actionPodCreation, msg})
+		})
 	}
-	return requeue, podCreated, nil
+	var created *corev1.Pod
+	if podCreated {
+		created = pod
+	}
+	if err := errors.Join(svcErr, pvcErr, podErr); err != nil {
+		return requeue, created, r.failed(sb, err)
+	}
+	return requeue, created, nil
 }
 
 // expire ends a Sandbox whose shutdownTime has passed: pod and Service go, then the Sandbox
@@ -259,7 +297,7 @@ func (r *sandboxReconciler) expire(ctx context.Context, sb *agentsv1beta1.Sandbo
 	if prev == nil || prev.Reason != agentsv1beta1.ReasonSandboxExpired {
 		at := sb.Spec.ShutdownTime.UTC().Format(time.RFC3339)
 		*events = append(*events, func() {
-			r.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, eventSandboxExpired, "Expire", "Sandbox expired at %s; pod and Service deleted", at)
+			r.Recorder.Eventf(sb, nil, corev1.EventTypeNormal, eventSandboxExpired, actionExpiry, "Sandbox expired at %s; pod and Service deleted", at)
 		})
 	}
 	return nil
@@ -272,9 +310,13 @@ func (r *sandboxReconciler) multiplePods(sb *agentsv1beta1.Sandbox, pods []corev
 	for _, p := range pods {
 		names = append(names, p.Name)
 	}
-	msg := fmt.Sprintf(messageMultiplePodsFmt, len(pods), strings.Join(names, ", "))
+	// The public controller's message; the event names the pods too.
+	msg := fmt.Sprintf(messageMultiplePodsFmt, len(pods))
 	if c := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.ConditionReady); c == nil || c.Reason != agentsv1beta1.ReasonMultiplePods {
-		*events = append(*events, func() { r.Recorder.Eventf(sb, nil, corev1.EventTypeWarning, eventMultiplePods, "Reconcile", msg) })
+		note := msg + ": " + strings.Join(names, ", ")
+		*events = append(*events, func() {
+			r.record(sb, lifecycleEvent{corev1.EventTypeWarning, eventMultiplePods, "Reconciling", note})
+		})
 	}
 	r.setCondition(sb, agentsv1beta1.ConditionReady, metav1.ConditionFalse, agentsv1beta1.ReasonMultiplePods, msg)
 }
@@ -287,7 +329,7 @@ func (r *sandboxReconciler) failed(sb *agentsv1beta1.Sandbox, err error) error {
 	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	reason, msg := agentsv1beta1.ReasonReconcilerError, err.Error()
+	reason, msg := agentsv1beta1.ReasonReconcilerError, messageReconcilerErrorPrefix+err.Error()
 	if loss := recordedLoss(meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.ConditionReady)); loss != nil {
 		reason, msg = agentsv1beta1.ReasonPodLost, loss.message(err.Error())
 	}
@@ -295,16 +337,25 @@ func (r *sandboxReconciler) failed(sb *agentsv1beta1.Sandbox, err error) error {
 	return err
 }
 
-// setStatus derives the status from the pod and Service the Sandbox has now.
-func (r *sandboxReconciler) setStatus(sb *agentsv1beta1.Sandbox, pod *corev1.Pod, svc *corev1.Service) {
+// setStatus derives the status from the pod and Service the Sandbox has now. unknown says
+// the pod could not be looked up: no pod does not mean there is none.
+func (r *sandboxReconciler) setStatus(sb *agentsv1beta1.Sandbox, pod *corev1.Pod, svc *corev1.Service, unknown bool) {
 	st := &sb.Status
 	st.Service, st.ServiceFQDN = "", ""
 	if svc != nil {
 		st.Service = svc.Name
 		st.ServiceFQDN = fmt.Sprintf("%s.%s.svc.%s", svc.Name, svc.Namespace, r.ClusterDomain)
 	}
+	// status.selector is the public controller's, the name hash alone, written once the
+	// Sandbox has a pod (its own or one holding its name) and kept from then on. It is
+	// published for clients (and a Sandbox written by an older sandgate, with the UID in
+	// it, is given the public value); nothing the operator decides reads it: the Service
+	// selects by podSelector, which adds the Sandbox's UID.
+	if pod != nil || st.Selector != "" {
+		st.Selector = publicSelector(sb)
+	}
 	st.PodIPs, st.NodeName = nil, ""
-	if pod != nil {
+	if pod != nil && isControlledBy(pod, sb) {
 		for _, ip := range pod.Status.PodIPs {
 			st.PodIPs = append(st.PodIPs, ip.IP)
 		}
@@ -314,8 +365,8 @@ func (r *sandboxReconciler) setStatus(sb *agentsv1beta1.Sandbox, pod *corev1.Pod
 		st.NodeName = pod.Spec.NodeName
 	}
 
-	r.setSuspended(sb, pod)
-	r.setPodScheduled(sb, pod)
+	r.setSuspended(sb, pod, unknown)
+	r.setPodScheduled(sb, pod, unknown)
 
 	ready, reason, msg := readiness(sb, pod, svc)
 	status := metav1.ConditionFalse
@@ -325,17 +376,24 @@ func (r *sandboxReconciler) setStatus(sb *agentsv1beta1.Sandbox, pod *corev1.Pod
 	r.setCondition(sb, agentsv1beta1.ConditionReady, status, reason, msg)
 
 	switch {
-	case pod != nil && pod.Status.Phase == corev1.PodSucceeded:
-		r.setCondition(sb, agentsv1beta1.ConditionFinished, metav1.ConditionTrue, agentsv1beta1.ReasonPodSucceeded, fmt.Sprintf(agentsv1beta1.MessagePodExistsWithPhaseFmt, pod.Status.Phase))
-	case pod != nil && pod.Status.Phase == corev1.PodFailed && !disrupted(pod):
+	case pod != nil && isControlledBy(pod, sb) && pod.Status.Phase == corev1.PodSucceeded:
+		r.setCondition(sb, agentsv1beta1.ConditionFinished, metav1.ConditionTrue, agentsv1beta1.ReasonPodSucceeded, agentsv1beta1.MessagePodSucceeded)
+	case pod != nil && isControlledBy(pod, sb) && pod.Status.Phase == corev1.PodFailed && !disrupted(pod):
 		// A pod the node took away did not finish: it is a lost pod (sandbox_podloss.go).
-		r.setCondition(sb, agentsv1beta1.ConditionFinished, metav1.ConditionTrue, agentsv1beta1.ReasonPodFailed, fmt.Sprintf(agentsv1beta1.MessagePodExistsWithPhaseFmt, pod.Status.Phase))
+		r.setCondition(sb, agentsv1beta1.ConditionFinished, metav1.ConditionTrue, agentsv1beta1.ReasonPodFailed, agentsv1beta1.MessagePodFailed)
 	default:
 		meta.RemoveStatusCondition(&st.Conditions, agentsv1beta1.ConditionFinished)
 	}
 }
 
-// readiness is the Ready condition for the pod and Service at hand.
+// publicSelector is status.selector as the public API has it: the pod's name hash label.
+func publicSelector(sb *agentsv1beta1.Sandbox) string {
+	return agentsv1beta1.LabelSandboxNameHash + "=" + agentsv1beta1.NameHash(sb.Name)
+}
+
+// readiness is the Ready condition for the pod and Service at hand, with the public
+// controller's messages: what the pod says, then "; Service Exists" or "; Service does not
+// exist" where the Sandbox has (or wants) a Service.
 func readiness(sb *agentsv1beta1.Sandbox, pod *corev1.Pod, svc *corev1.Service) (bool, string, string) {
 	if sb.Spec.OperatingMode == agentsv1beta1.OperatingModeSuspended {
 		if pod != nil {
@@ -343,35 +401,47 @@ func readiness(sb *agentsv1beta1.Sandbox, pod *corev1.Pod, svc *corev1.Service) 
 		}
 		return false, agentsv1beta1.ReasonSandboxSuspended, agentsv1beta1.MessageSandboxSuspended
 	}
-	if pod == nil {
-		return false, agentsv1beta1.ReasonDependenciesNotReady, agentsv1beta1.MessagePodDoesNotExist
+	ok, msg := false, agentsv1beta1.MessagePodDoesNotExist
+	if pod != nil {
+		switch pod.Status.Phase {
+		case corev1.PodSucceeded:
+			return false, agentsv1beta1.ReasonPodSucceeded, agentsv1beta1.MessagePodSucceeded
+		case corev1.PodFailed:
+			return false, agentsv1beta1.ReasonPodFailed, agentsv1beta1.MessagePodFailed
+		case corev1.PodRunning:
+			switch {
+			case !pod.DeletionTimestamp.IsZero() || !podReady(pod):
+				msg = agentsv1beta1.MessagePodRunningNotReady
+			case len(pod.Status.PodIPs) == 0 && pod.Status.PodIP == "":
+				msg = agentsv1beta1.MessagePodReadyNoIPs
+			default:
+				ok, msg = true, agentsv1beta1.MessagePodReady
+			}
+		default:
+			msg = fmt.Sprintf(agentsv1beta1.MessagePodExistsWithPhaseFmt, pod.Status.Phase)
+		}
 	}
-	phaseMsg := fmt.Sprintf(agentsv1beta1.MessagePodExistsWithPhaseFmt, pod.Status.Phase)
-	switch pod.Status.Phase {
-	case corev1.PodSucceeded:
-		return false, agentsv1beta1.ReasonPodSucceeded, phaseMsg
-	case corev1.PodFailed:
-		return false, agentsv1beta1.ReasonPodFailed, phaseMsg
-	case corev1.PodRunning:
-	default:
-		return false, agentsv1beta1.ReasonDependenciesNotReady, phaseMsg
+	// Without service set, a Service the Sandbox has still counts, as the public controller
+	// counts it.
+	switch {
+	case svc != nil:
+		msg += agentsv1beta1.MessageServiceExistsSuffix
+	case wantsService(sb):
+		msg += agentsv1beta1.MessageServiceMissingSuffix
+		ok = false
 	}
-	if !pod.DeletionTimestamp.IsZero() || !podReady(pod) || (len(pod.Status.PodIPs) == 0 && pod.Status.PodIP == "") {
-		return false, agentsv1beta1.ReasonDependenciesNotReady, agentsv1beta1.MessagePodRunningNotReady
+	if !ok {
+		return false, agentsv1beta1.ReasonDependenciesNotReady, msg
 	}
-	if svc != nil {
-		return true, agentsv1beta1.ReasonDependenciesReady, agentsv1beta1.MessagePodReadyServiceExists
-	}
-	if wantsService(sb) {
-		return false, agentsv1beta1.ReasonDependenciesNotReady, fmt.Sprintf(messageServiceMissingFmt, sb.Name)
-	}
-	return true, agentsv1beta1.ReasonDependenciesReady, agentsv1beta1.MessagePodReady
+	return true, agentsv1beta1.ReasonDependenciesReady, msg
 }
 
-func (r *sandboxReconciler) setSuspended(sb *agentsv1beta1.Sandbox, pod *corev1.Pod) {
+func (r *sandboxReconciler) setSuspended(sb *agentsv1beta1.Sandbox, pod *corev1.Pod, unknown bool) {
 	status, reason, msg := metav1.ConditionFalse, agentsv1beta1.ReasonNotSuspended, messageNotSuspended
 	if sb.Spec.OperatingMode == agentsv1beta1.OperatingModeSuspended {
 		switch {
+		case unknown:
+			status, reason, msg = metav1.ConditionUnknown, agentsv1beta1.ReasonPodStateUnknown, messageSuspensionUnknown
 		case pod == nil:
 			status, reason, msg = metav1.ConditionTrue, agentsv1beta1.ReasonPodTerminated, messagePodTerminated
 		case !isControlledBy(pod, sb):
@@ -383,22 +453,33 @@ func (r *sandboxReconciler) setSuspended(sb *agentsv1beta1.Sandbox, pod *corev1.
 	r.setCondition(sb, agentsv1beta1.ConditionSuspended, status, reason, msg)
 }
 
-// setPodScheduled mirrors the PodScheduled condition of the Sandbox's own pod; without one (or
-// with only someone else's pod of that name) it is absent.
-func (r *sandboxReconciler) setPodScheduled(sb *agentsv1beta1.Sandbox, pod *corev1.Pod) {
-	if pod != nil && isControlledBy(pod, sb) {
-		for _, c := range pod.Status.Conditions {
-			if c.Type == corev1.PodScheduled {
-				reason := c.Reason
-				if reason == "" {
-					reason = string(corev1.PodScheduled)
-				}
-				r.setCondition(sb, agentsv1beta1.ConditionPodScheduled, metav1.ConditionStatus(c.Status), reason, c.Message)
-				return
+// setPodScheduled mirrors the PodScheduled condition of the Sandbox's own pod (Unknown while
+// the pod has none yet, or while the pod could not be looked up); without a pod (or with
+// only someone else's pod of that name) it is absent.
+func (r *sandboxReconciler) setPodScheduled(sb *agentsv1beta1.Sandbox, pod *corev1.Pod, unknown bool) {
+	switch {
+	case unknown:
+		r.setCondition(sb, agentsv1beta1.ConditionPodScheduled, metav1.ConditionUnknown, reasonPodSchedulingUnknown, messageSchedulingUnknown)
+		return
+	case pod == nil || !isControlledBy(pod, sb):
+		meta.RemoveStatusCondition(&sb.Status.Conditions, agentsv1beta1.ConditionPodScheduled)
+		return
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled {
+			reason := c.Reason
+			switch {
+			case reason != "":
+			case c.Status == corev1.ConditionTrue:
+				reason = string(corev1.PodScheduled)
+			default:
+				reason = reasonPodSchedulingUnknown
 			}
+			r.setCondition(sb, agentsv1beta1.ConditionPodScheduled, metav1.ConditionStatus(c.Status), reason, c.Message)
+			return
 		}
 	}
-	meta.RemoveStatusCondition(&sb.Status.Conditions, agentsv1beta1.ConditionPodScheduled)
+	r.setCondition(sb, agentsv1beta1.ConditionPodScheduled, metav1.ConditionUnknown, reasonPodSchedulingUnknown, messageNotScheduledYet)
 }
 
 // setCondition sets one of the Sandbox's conditions (see the package's setCondition).

@@ -3,7 +3,6 @@ package reconcilers
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -89,7 +88,9 @@ func condition(typ string, status metav1.ConditionStatus, reason, msg string) me
 }
 
 var (
-	sandboxSelector = agentsv1beta1.LabelSandboxNameHash + "=" + agentsv1beta1.NameHash("sb") + "," + agentsv1beta1.LabelSandboxUID + "=sb-uid"
+	// sandboxSelector is the public status.selector: the name hash alone (the Service adds the
+	// UID: TestDesiredServiceSelectsByUID).
+	sandboxSelector = agentsv1beta1.LabelSandboxNameHash + "=" + agentsv1beta1.NameHash("sb")
 	notSuspended    = condition(agentsv1beta1.ConditionSuspended, metav1.ConditionFalse, agentsv1beta1.ReasonNotSuspended, messageNotSuspended)
 	podScheduled    = condition(agentsv1beta1.ConditionPodScheduled, metav1.ConditionTrue, string(corev1.PodScheduled), "")
 	sortConditions  = cmpopts.SortSlices(func(a, b metav1.Condition) bool { return a.Type < b.Type })
@@ -111,7 +112,8 @@ func reconcileSandbox(t *testing.T, r *sandboxReconciler) ctrl.Result {
 
 // TestSandboxReconcile: the pod is created from the podTemplate with the labels a pod carries,
 // the Sandbox's Ready mirrors the pod's, suspension deletes the pod; each in one reconcile,
-// whose writes are exactly the ones listed, and a second reconcile writes nothing.
+// whose writes and public lifecycle events are exactly the ones listed, and a second
+// reconcile writes (and reports) nothing.
 func TestSandboxReconcile(t *testing.T) {
 	suspended := func(w *builders.SandboxWrapper) { w.OperatingMode(agentsv1beta1.OperatingModeSuspended) }
 	tests := map[string]struct {
@@ -121,6 +123,7 @@ func TestSandboxReconcile(t *testing.T) {
 		wantPod     *metav1.ObjectMeta
 		wantResult  ctrl.Result
 		wantJournal []string
+		wantEvents  []string
 		wantStatus  agentsv1beta1.SandboxStatus
 		// wantNext are the writes of a second reconcile: none unless the first changed the
 		// world the status reports.
@@ -139,6 +142,7 @@ func TestSandboxReconcile(t *testing.T) {
 			},
 			wantResult:  ctrl.Result{RequeueAfter: DefaultPodProgressDelay},
 			wantJournal: []string{"create Pod/sb", "patch Sandbox/sb"},
+			wantEvents:  []string{"event Normal SandboxPodCreated Sandbox/sb"},
 		},
 		"a ready pod: Ready=True with its IPs and node": {
 			sandbox: testSandbox(),
@@ -153,6 +157,7 @@ func TestSandboxReconcile(t *testing.T) {
 				Annotations: map[string]string{"note": "x", annotationPropagatedKeys: `{"labels":["app"],"annotations":["note"]}`},
 			},
 			wantJournal: []string{"patch Sandbox/sb/status"},
+			wantEvents:  []string{"event Normal SandboxReady Sandbox/sb"},
 			wantStatus: agentsv1beta1.SandboxStatus{
 				Selector: sandboxSelector, PodIPs: []string{"10.0.0.5"}, NodeName: "node-1",
 				Conditions: []metav1.Condition{
@@ -202,6 +207,7 @@ func TestSandboxReconcile(t *testing.T) {
 				Annotations: map[string]string{"note": "x", annotationPropagatedKeys: `{"labels":["app"],"annotations":["note"]}`},
 			},
 			wantJournal: []string{"patch Pod/sb", "patch Sandbox/sb/status"},
+			wantEvents:  []string{"event Normal SandboxReady Sandbox/sb"},
 			wantStatus: agentsv1beta1.SandboxStatus{
 				Selector: sandboxSelector, PodIPs: []string{"10.0.0.5"}, NodeName: "node-1",
 				Conditions: []metav1.Condition{
@@ -229,6 +235,7 @@ func TestSandboxReconcile(t *testing.T) {
 				Annotations: map[string]string{"note": "x", annotationPropagatedKeys: `{"labels":["app"],"annotations":["note"]}`},
 			},
 			wantJournal: []string{"patch Pod/sb", "patch Sandbox/sb", "patch Sandbox/sb/status"},
+			wantEvents:  []string{"event Normal SandboxReady Sandbox/sb"},
 			wantStatus: agentsv1beta1.SandboxStatus{
 				Selector: sandboxSelector, PodIPs: []string{"10.0.0.5"}, NodeName: "node-1",
 				Conditions: []metav1.Condition{
@@ -241,6 +248,7 @@ func TestSandboxReconcile(t *testing.T) {
 			sandbox:     testSandbox(suspended),
 			pod:         func(sb *agentsv1beta1.Sandbox) *corev1.Pod { return sandboxPod(sb, true) },
 			wantJournal: []string{"delete Pod/sb", "patch Sandbox/sb/status"},
+			wantEvents:  []string{"event Normal SandboxSuspended Sandbox/sb"},
 			wantStatus: agentsv1beta1.SandboxStatus{
 				// The pod terminates gracefully: until it is gone it keeps its IPs and node.
 				Selector: sandboxSelector, PodIPs: []string{"10.0.0.5"}, NodeName: "node-1",
@@ -250,13 +258,15 @@ func TestSandboxReconcile(t *testing.T) {
 					condition(agentsv1beta1.ConditionReady, metav1.ConditionFalse, agentsv1beta1.ReasonSandboxSuspended, agentsv1beta1.MessageSandboxSuspending),
 				},
 			},
-			wantNext: []string{"patch Sandbox/sb/status"}, // the pod is gone: Suspended=True, the next case
+			// The pod is gone: Suspended=True, the next case.
+			wantNext: []string{"patch Sandbox/sb/status"},
 		},
 		"suspended and the pod gone: Suspended=True, no pod created": {
 			sandbox:     testSandbox(suspended),
 			wantJournal: []string{"patch Sandbox/sb/status"},
+			wantEvents:  []string{"event Normal SandboxSuspended Sandbox/sb"},
 			wantStatus: agentsv1beta1.SandboxStatus{
-				Selector: sandboxSelector,
+				// Never had a pod: no selector yet, as the public controller writes it.
 				Conditions: []metav1.Condition{
 					condition(agentsv1beta1.ConditionSuspended, metav1.ConditionTrue, agentsv1beta1.ReasonPodTerminated, messagePodTerminated),
 					condition(agentsv1beta1.ConditionReady, metav1.ConditionFalse, agentsv1beta1.ReasonSandboxSuspended, agentsv1beta1.MessageSandboxSuspended),
@@ -280,7 +290,7 @@ func TestSandboxReconcile(t *testing.T) {
 			if diff := cmp.Diff(tc.wantJournal, writesOf(journal)); diff != "" {
 				t.Errorf("writes (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff([]string(nil), eventsOf(journal)); diff != "" {
+			if diff := cmp.Diff(tc.wantEvents, eventsOf(journal)); diff != "" {
 				t.Errorf("events (-want +got):\n%s", diff)
 			}
 			got := &agentsv1beta1.Sandbox{}
@@ -334,10 +344,10 @@ func TestSandboxReconcile(t *testing.T) {
 func TestSandboxReconcileExpiry(t *testing.T) {
 	expired := condition(agentsv1beta1.ConditionReady, metav1.ConditionFalse, agentsv1beta1.ReasonSandboxExpired, messageSandboxExpired)
 	expired.LastTransitionTime = metav1.NewTime(planNow.Add(time.Hour))
-	succeeded := fmt.Sprintf(agentsv1beta1.MessagePodExistsWithPhaseFmt, corev1.PodSucceeded)
 	tests := map[string]struct {
 		policy       agentsv1beta1.ShutdownPolicy
 		podSucceeded bool
+		wantBefore   []string
 		wantWrites   []string
 		wantEvents   []string
 		wantDeleted  bool
@@ -345,11 +355,13 @@ func TestSandboxReconcileExpiry(t *testing.T) {
 	}{
 		"Delete: pod, Service and Sandbox deleted": {
 			policy:      agentsv1beta1.ShutdownPolicyDelete,
+			wantBefore:  []string{"patch Sandbox/sb/status", "event Normal SandboxReady Sandbox/sb"},
 			wantWrites:  []string{"delete Pod/sb", "delete Service/sb", "delete Sandbox/sb"},
 			wantDeleted: true,
 		},
 		"Retain: pod and Service deleted, the Sandbox kept Ready=False SandboxExpired": {
 			policy:     agentsv1beta1.ShutdownPolicyRetain,
+			wantBefore: []string{"patch Sandbox/sb/status", "event Normal SandboxReady Sandbox/sb"},
 			wantWrites: []string{"delete Pod/sb", "delete Service/sb", "patch Sandbox/sb/status"},
 			wantEvents: []string{"event Normal SandboxExpired Sandbox/sb"},
 			wantStatus: agentsv1beta1.SandboxStatus{Conditions: []metav1.Condition{notSuspended, expired}},
@@ -357,13 +369,14 @@ func TestSandboxReconcileExpiry(t *testing.T) {
 		"Retain keeps how the pod ended": {
 			policy:       agentsv1beta1.ShutdownPolicyRetain,
 			podSucceeded: true,
+			wantBefore:   []string{"patch Sandbox/sb/status", "event Normal PodSucceeded Sandbox/sb"},
 			wantWrites:   []string{"delete Pod/sb", "delete Service/sb", "patch Sandbox/sb/status"},
 			wantEvents:   []string{"event Normal SandboxExpired Sandbox/sb"},
 			wantStatus: agentsv1beta1.SandboxStatus{Conditions: []metav1.Condition{
 				notSuspended,
 				// Ready was False already (PodSucceeded): its transition time stays.
 				condition(agentsv1beta1.ConditionReady, metav1.ConditionFalse, agentsv1beta1.ReasonSandboxExpired, messageSandboxExpired),
-				condition(agentsv1beta1.ConditionFinished, metav1.ConditionTrue, agentsv1beta1.ReasonPodSucceeded, succeeded),
+				condition(agentsv1beta1.ConditionFinished, metav1.ConditionTrue, agentsv1beta1.ReasonPodSucceeded, agentsv1beta1.MessagePodSucceeded),
 			}},
 		},
 	}
@@ -383,7 +396,7 @@ func TestSandboxReconcileExpiry(t *testing.T) {
 			if diff := cmp.Diff(ctrl.Result{RequeueAfter: time.Hour}, reconcileSandbox(t, r)); diff != "" {
 				t.Errorf("before expiry: result (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff([]string{"patch Sandbox/sb/status"}, a.Journal()); diff != "" {
+			if diff := cmp.Diff(tc.wantBefore, a.Journal()); diff != "" {
 				t.Errorf("before expiry: writes and events (-want +got):\n%s", diff)
 			}
 
@@ -572,6 +585,8 @@ func TestSandboxStatusFromACacheBehindItsOwnWrite(t *testing.T) {
 	}
 }
 
+// TestReadiness: Ready and its message as the public controller computes them (its messages
+// are compared by clients and by the public project's own end-to-end tests).
 func TestReadiness(t *testing.T) {
 	running := func(ready bool, ip string) *corev1.Pod {
 		p := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodRunning}}
@@ -601,14 +616,20 @@ func TestReadiness(t *testing.T) {
 		"no pod":            {sandbox(), nil, nil, want{false, agentsv1beta1.ReasonDependenciesNotReady, "Pod does not exist"}},
 		"pending":           {sandbox(), &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending}}, nil, want{false, agentsv1beta1.ReasonDependenciesNotReady, "Pod exists with phase: Pending"}},
 		"running not ready": {sandbox(), running(false, "10.0.0.1"), nil, want{false, agentsv1beta1.ReasonDependenciesNotReady, "Pod is Running but not Ready"}},
-		"ready without ip":  {sandbox(), running(true, ""), nil, want{false, agentsv1beta1.ReasonDependenciesNotReady, "Pod is Running but not Ready"}},
+		"ready without ip":  {sandbox(), running(true, ""), nil, want{false, agentsv1beta1.ReasonDependenciesNotReady, "Pod is Ready but has no podIPs yet"}},
 		"ready":             {sandbox(), running(true, "10.0.0.1"), nil, want{true, agentsv1beta1.ReasonDependenciesReady, "Pod is Ready"}},
 		"ready with service": {withService, running(true, "10.0.0.1"), svc,
 			want{true, agentsv1beta1.ReasonDependenciesReady, "Pod is Ready; Service Exists"}},
 		"ready, service missing": {withService, running(true, "10.0.0.1"), nil,
-			want{false, agentsv1beta1.ReasonDependenciesNotReady, "Pod is Ready; Service sb does not exist"}},
-		"succeeded":  {sandbox(), &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodSucceeded}}, nil, want{false, agentsv1beta1.ReasonPodSucceeded, "Pod exists with phase: Succeeded"}},
-		"failed":     {sandbox(), &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed}}, nil, want{false, agentsv1beta1.ReasonPodFailed, "Pod exists with phase: Failed"}},
+			want{false, agentsv1beta1.ReasonDependenciesNotReady, "Pod is Ready; Service does not exist"}},
+		"pending, with its service": {withService, &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending}}, svc,
+			want{false, agentsv1beta1.ReasonDependenciesNotReady, "Pod exists with phase: Pending; Service Exists"}},
+		"no pod, service missing": {withService, nil, nil,
+			want{false, agentsv1beta1.ReasonDependenciesNotReady, "Pod does not exist; Service does not exist"}},
+		"ready, service not asked for but kept": {sandbox(), running(true, "10.0.0.1"), svc,
+			want{true, agentsv1beta1.ReasonDependenciesReady, "Pod is Ready; Service Exists"}},
+		"succeeded":  {sandbox(), &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodSucceeded}}, nil, want{false, agentsv1beta1.ReasonPodSucceeded, "Pod completed successfully"}},
+		"failed":     {sandbox(), &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed}}, nil, want{false, agentsv1beta1.ReasonPodFailed, "Pod failed"}},
 		"suspending": {suspended, running(true, "10.0.0.1"), nil, want{false, agentsv1beta1.ReasonSandboxSuspended, "Sandbox is suspending"}},
 		"suspended":  {suspended, nil, nil, want{false, agentsv1beta1.ReasonSandboxSuspended, "Sandbox is suspended"}},
 	}
@@ -632,7 +653,7 @@ func TestSuspendedWithAForeignPod(t *testing.T) {
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIPs: []corev1.PodIP{{IP: "10.0.0.9"}}, Conditions: []corev1.PodCondition{
 			{Type: corev1.PodReady, Status: corev1.ConditionTrue}, {Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}},
 	}
-	r.setStatus(sb, foreign, nil)
+	r.setStatus(sb, foreign, nil, false)
 	got := map[string][3]string{}
 	for _, c := range sb.Status.Conditions {
 		got[c.Type] = [3]string{string(c.Status), c.Reason, c.Message}

@@ -192,17 +192,17 @@ func TestLostPodIsWrittenBeforeItsReplacement(t *testing.T) {
 			}
 
 			reconcileSandbox(t, r)
-			if diff := cmp.Diff([]string{"create Pod/sb"}, a.Journal()); diff != "" {
+			if diff := cmp.Diff([]string{"create Pod/sb", "event Normal SandboxPodCreated Sandbox/sb"}, a.Journal()); diff != "" {
 				t.Errorf("the next reconcile: writes and events (-want +got):\n%s", diff)
 			}
 			wantReady(t, a, metav1.ConditionFalse, agentsv1beta1.ReasonPodLost, tc.wantLost)
 
 			makeReady(t, a)
 			reconcileSandbox(t, r)
-			if diff := cmp.Diff([]string{"patch Sandbox/sb/status", "event Warning PodLost Sandbox/sb"}, a.Journal()); diff != "" {
+			if diff := cmp.Diff([]string{"patch Sandbox/sb/status", "event Warning PodLost Sandbox/sb", "event Normal SandboxReady Sandbox/sb"}, a.Journal()); diff != "" {
 				t.Errorf("the replacement Ready: writes and events (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff([]string{tc.wantEvent}, a.Notes()); diff != "" {
+			if diff := cmp.Diff([]string{"Created pod sb", tc.wantEvent, "Sandbox is ready: pod sb is Ready"}, a.Notes()); diff != "" {
 				t.Errorf("event notes (-want +got):\n%s", diff)
 			}
 			wantReady(t, a, metav1.ConditionTrue, agentsv1beta1.ReasonDependenciesReady, agentsv1beta1.MessagePodReady)
@@ -234,7 +234,7 @@ func TestSlowReplacementIsNamedWhileNotReady(t *testing.T) {
 
 	makeReady(t, a)
 	reconcileSandbox(t, r)
-	if diff := cmp.Diff([]string{"patch Sandbox/sb/status"}, a.Journal()); diff != "" {
+	if diff := cmp.Diff([]string{"patch Sandbox/sb/status", "event Normal SandboxReady Sandbox/sb"}, a.Journal()); diff != "" {
 		t.Errorf("the replacement Ready: writes and events (-want +got):\n%s", diff)
 	}
 	wantReady(t, a, metav1.ConditionTrue, agentsv1beta1.ReasonDependenciesReady, agentsv1beta1.MessagePodReady)
@@ -291,7 +291,7 @@ func TestPodOfAnotherUID(t *testing.T) {
 
 			makeReady(t, a)
 			reconcileSandbox(t, r)
-			if diff := cmp.Diff([]string{"patch Sandbox/sb/status"}, a.Journal()); diff != "" {
+			if diff := cmp.Diff([]string{"patch Sandbox/sb/status", "event Normal SandboxReady Sandbox/sb"}, a.Journal()); diff != "" {
 				t.Errorf("Ready again: writes and events (-want +got):\n%s", diff)
 			}
 			wantReady(t, a, metav1.ConditionTrue, agentsv1beta1.ReasonDependenciesReady, agentsv1beta1.MessagePodReady)
@@ -325,7 +325,7 @@ func TestEvictedPodIsReplaced(t *testing.T) {
 			t.Errorf("after the loss is written: writes and events (-want +got):\n%s", diff)
 		}
 		reconcileSandbox(t, r)
-		if diff := cmp.Diff([]string{"create Pod/sb"}, a.Journal()); diff != "" {
+		if diff := cmp.Diff([]string{"create Pod/sb", "event Normal SandboxPodCreated Sandbox/sb"}, a.Journal()); diff != "" {
 			t.Errorf("once it is gone: writes and events (-want +got):\n%s", diff)
 		}
 	})
@@ -360,7 +360,7 @@ func TestLossWithAFailingReplacement(t *testing.T) {
 	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: sandboxKey}); err == nil {
 		t.Fatal("Reconcile: no error for a failed create")
 	}
-	if diff := cmp.Diff([]string{"create Pod/sb (forbidden)", "patch Sandbox/sb/status"}, a.Journal()); diff != "" {
+	if diff := cmp.Diff([]string{"create Pod/sb (forbidden)", "patch Sandbox/sb/status", "event Warning SandboxPodCreateFailed Sandbox/sb"}, a.Journal()); diff != "" {
 		t.Errorf("writes and events (-want +got):\n%s", diff)
 	}
 	wantReady(t, a, metav1.ConditionFalse, agentsv1beta1.ReasonPodLost,
@@ -370,7 +370,12 @@ func TestLossWithAFailingReplacement(t *testing.T) {
 	makeReady(t, a)
 	reconcileSandbox(t, r)
 	// The refused create took uid-1.
-	if diff := cmp.Diff([]string{"Pod sb (uid pod-uid) was deleted; replaced by pod sb (uid uid-2); its processes and memory are gone"}, a.Notes()); diff != "" {
+	if diff := cmp.Diff([]string{
+		`Failed to create pod sb: pods "sb" is forbidden: exceeded quota`,
+		"Created pod sb",
+		"Pod sb (uid pod-uid) was deleted; replaced by pod sb (uid uid-2); its processes and memory are gone",
+		"Sandbox is ready: pod sb is Ready",
+	}, a.Notes()); diff != "" {
 		t.Errorf("event notes (-want +got):\n%s", diff)
 	}
 	wantReady(t, a, metav1.ConditionTrue, agentsv1beta1.ReasonDependenciesReady, agentsv1beta1.MessagePodReady)
@@ -418,7 +423,7 @@ func TestNotALoss(t *testing.T) {
 					t.Fatalf("the status moved on: %+v", ready)
 				}
 			},
-			wantWrites: []string{"create Pod/sb"},
+			wantWrites: []string{"create Pod/sb", "event Normal SandboxPodCreated Sandbox/sb"},
 			wantReason: agentsv1beta1.ReasonDependenciesReady, // as the status last said
 		},
 		"shut down at its shutdownTime": {
@@ -446,7 +451,7 @@ func TestNotALoss(t *testing.T) {
 			then: func(t *testing.T, a *fakeAPI, _ *sandboxReconciler) {
 				deletePod(t, a)
 			},
-			wantWrites: []string{"create Pod/sb"},
+			wantWrites: []string{"create Pod/sb", "event Normal SandboxPodCreated Sandbox/sb"},
 			wantReason: agentsv1beta1.ReasonDependenciesNotReady,
 		},
 	}

@@ -9,8 +9,8 @@ const (
 	// ExtensionsDomain is the reserved key prefix of the extensions group.
 	ExtensionsDomain = "extensions.agents.x-k8s.io/"
 
-	// LabelSandboxNameHash (Pod, Service, PVCs) is NameHash of the sandbox name; it is the
-	// Service selector and status.selector.
+	// LabelSandboxNameHash (Pod, Service, PVCs) is NameHash of the sandbox name; it is
+	// status.selector (the public value) and, with LabelSandboxUID, the Service selector.
 	LabelSandboxNameHash = Domain + "sandbox-name-hash"
 	// AnnotationPodName (Sandbox) names the sandbox's pod.
 	AnnotationPodName = Domain + "pod-name"
@@ -49,7 +49,7 @@ const (
 
 // Keys of sandgate's own, under SandgateDomain. They are identity: the operator writes them,
 // admission refuses them from anyone else, and every traffic or isolation decision (Service
-// and NetworkPolicy selectors, status.selector, which child a Sandbox runs) is made on them,
+// and NetworkPolicy selectors, which child a Sandbox runs) is made on them,
 // never on the 32-bit name hashes of the public keys above, which stay for clients that read
 // them.
 const (
@@ -57,8 +57,8 @@ const (
 	SandgateDomain = "sandgate.dev/"
 
 	// LabelSandboxUID (Pod, Service, PVC) is the UID of the Sandbox the operator built the child
-	// for: a Sandbox runs only children carrying its own UID, and its Service and
-	// status.selector select on it.
+	// for: a Sandbox runs only children carrying its own UID, and its Service selects on it
+	// (status.selector stays the public name hash alone, which nothing decides on).
 	LabelSandboxUID = SandgateDomain + "sandbox-uid"
 	// LabelTemplateUID (pod template of what a template builds, and so the pods) is the UID of
 	// the SandboxTemplate the pod was built from: the template's managed NetworkPolicy selects
@@ -125,6 +125,16 @@ const (
 	MessagePodDoesNotExist       = "Pod does not exist"
 	MessageSandboxSuspended      = "Sandbox is suspended"
 	MessageSandboxSuspending     = "Sandbox is suspending"
+	// MessagePodReadyNoIPs: the pod is Ready but reports no IP yet (Ready stays False).
+	MessagePodReadyNoIPs = "Pod is Ready but has no podIPs yet"
+	// MessagePodSucceeded and MessagePodFailed are the Ready and Finished messages of a pod
+	// that ended.
+	MessagePodSucceeded = "Pod completed successfully"
+	MessagePodFailed    = "Pod failed"
+	// MessageServiceExistsSuffix and MessageServiceMissingSuffix follow the pod's part of
+	// the Ready message when the Sandbox has, or asks for, a Service.
+	MessageServiceExistsSuffix  = "; Service Exists"
+	MessageServiceMissingSuffix = "; Service does not exist"
 )
 
 // reservedDomains are the domains whose keys the operator alone writes.

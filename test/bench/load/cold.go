@@ -35,7 +35,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -133,10 +132,7 @@ func coldPod(sb *agentsv1beta1.Sandbox) *corev1.Pod {
 // coldSandboxStatus is the status sandgate writes on sb once its pod is Ready.
 func coldSandboxStatus(sb *agentsv1beta1.Sandbox, pod *corev1.Pod, now time.Time) agentsv1beta1.SandboxStatus {
 	st := agentsv1beta1.SandboxStatus{
-		Selector: labels.SelectorFromSet(map[string]string{
-			agentsv1beta1.LabelSandboxNameHash: agentsv1beta1.NameHash(sb.Name),
-			agentsv1beta1.LabelSandboxUID:      string(sb.UID),
-		}).String(),
+		Selector: agentsv1beta1.LabelSandboxNameHash + "=" + agentsv1beta1.NameHash(sb.Name),
 		NodeName: pod.Spec.NodeName,
 	}
 	for _, ip := range pod.Status.PodIPs {

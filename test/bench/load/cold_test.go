@@ -92,7 +92,7 @@ func TestColdPodIsSandgatesPod(t *testing.T) {
 	if diff := cmp.Diff(bp.PodTemplate.Spec, pod.Spec); diff != "" {
 		t.Errorf("pod spec is not the blueprint's (-want +got):\n%s", diff)
 	}
-	// Every label the Sandbox's status.selector names is on the pod.
+	// Every label the Sandbox's status.selector and its Service select on is on the pod.
 	st := coldSandboxStatus(sb, readyPod(), time.Now())
 	for _, k := range []string{agentsv1beta1.LabelSandboxNameHash, agentsv1beta1.LabelSandboxUID} {
 		if _, ok := pod.Labels[k]; !ok {
@@ -122,7 +122,7 @@ func TestColdSandboxStatusIsSandgatesReadyStatus(t *testing.T) {
 	got := coldSandboxStatus(sb, readyPod(), now)
 	at := metav1.NewTime(now)
 	want := agentsv1beta1.SandboxStatus{
-		Selector: agentsv1beta1.LabelSandboxNameHash + "=" + agentsv1beta1.NameHash("claim-000-0000") + "," + agentsv1beta1.LabelSandboxUID + "=sandbox-uid",
+		Selector: agentsv1beta1.LabelSandboxNameHash + "=" + agentsv1beta1.NameHash("claim-000-0000"),
 		PodIPs:   []string{"10.244.0.9"},
 		NodeName: "node-0",
 		Conditions: []metav1.Condition{

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	agentsv1alpha1 "github.com/sandgate-dev/sandgate/api/v1alpha1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/internal/operator"
 	"github.com/sandgate-dev/sandgate/test/builders"
@@ -48,8 +50,8 @@ func TestCreateToReadyWithService(t *testing.T) {
 		g.Expect(sb.Status.PodIPs[0]).NotTo(BeEmpty())
 		g.Expect(sb.Status.NodeName).To(HavePrefix("kwok-node-"))
 		g.Expect(sb.Status.NodeName).To(Equal(pod.Spec.NodeName))
-		// The public name hash and the Sandbox's UID, which no colliding name's pod carries.
-		g.Expect(sb.Status.Selector).To(Equal(agentsv1beta1.LabelSandboxNameHash + "=" + hash + "," + agentsv1beta1.LabelSandboxUID + "=" + string(sb.UID)))
+		// The public value, exactly: the name hash alone (the Service below adds the UID).
+		g.Expect(sb.Status.Selector).To(Equal(agentsv1beta1.LabelSandboxNameHash + "=" + hash))
 		g.Expect(sb.Status.Service).To(Equal("web"))
 		g.Expect(sb.Status.ServiceFQDN).To(Equal("web." + e.ns + ".svc.cluster.local"))
 		expectCondition(g, sb, agentsv1beta1.ConditionPodScheduled, wantCondition{Status: metav1.ConditionTrue, Reason: "PodScheduled"})
@@ -75,6 +77,11 @@ func TestCreateToReadyWithService(t *testing.T) {
 		}
 		g.Expect(ports).To(ConsistOf("http 8080/TCP", "p-9000-udp 9000/UDP"))
 	})
+	// The deprecated version's /scale publishes status.selector (kubectl scale, autoscalers):
+	// the public value there too, as the API server converts and serves it.
+	scale := &autoscalingv1.Scale{}
+	e.g.Expect(e.Client.SubResource("scale").Get(e.ctx(), &agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "web"}}, scale)).To(Succeed())
+	e.g.Expect(scale.Status.Selector).To(Equal(agentsv1beta1.LabelSandboxNameHash + "=" + agentsv1beta1.NameHash("web")))
 }
 
 func TestVolumeClaimTemplatesAndUnschedulablePod(t *testing.T) {
@@ -263,7 +270,12 @@ func TestFinishedPod(t *testing.T) {
 			e.eventually(func(g Gomega) {
 				sb := e.sandbox(g, "job")
 				expectCondition(g, sb, agentsv1beta1.ConditionFinished, wantCondition{Status: metav1.ConditionTrue, Reason: reason})
-				expectCondition(g, sb, agentsv1beta1.ConditionReady, wantCondition{metav1.ConditionFalse, reason, "Pod exists with phase: " + string(phase)})
+				msg := agentsv1beta1.MessagePodSucceeded
+				if phase == corev1.PodFailed {
+					msg = agentsv1beta1.MessagePodFailed
+				}
+				expectCondition(g, sb, agentsv1beta1.ConditionFinished, wantCondition{metav1.ConditionTrue, reason, msg})
+				expectCondition(g, sb, agentsv1beta1.ConditionReady, wantCondition{metav1.ConditionFalse, reason, msg})
 			})
 			e.consistently(func(g Gomega) {
 				g.Expect(e.pod(g, "job").UID).To(Equal(pod.UID), "a finished pod is kept, not replaced")
@@ -368,7 +380,8 @@ func TestMultiplePods(t *testing.T) {
 
 	e.eventually(func(g Gomega) {
 		sb := e.sandbox(g, "twin")
-		expectCondition(g, sb, agentsv1beta1.ConditionReady, wantCondition{Status: metav1.ConditionFalse, Reason: agentsv1beta1.ReasonMultiplePods})
+		expectCondition(g, sb, agentsv1beta1.ConditionReady, wantCondition{metav1.ConditionFalse, agentsv1beta1.ReasonMultiplePods,
+			"multiple Pods (2) are controlled by this Sandbox; refusing to choose or create a Pod"})
 		var events eventsv1.EventList
 		g.Expect(e.Client.List(e.ctx(), &events, client.InNamespace(e.ns))).To(Succeed())
 		g.Expect(events.Items).To(ContainElement(And(
