@@ -51,13 +51,15 @@ type Request struct {
 // IP in a loopback range, it listens on <pod IP>:Port and answers the runtime endpoints the
 // public SDK calls through the sandbox-router — POST /execute, POST /upload, GET
 // /download/<path>, GET /list/<path>, GET /exists/<path> — with replies that name the pod and
-// the claim UID the pod's labels hold when the request arrives. It executes nothing: execute
-// returns a Reply as JSON in stdout, and files live in memory, per pod.
+// the claim UID the pod's labels hold when the request arrives (read from the API server). It
+// executes nothing: execute returns a Reply as JSON in stdout, and files live in memory, per
+// pod.
 type Runtime struct {
 	// Port is the container port the SDK and the router address (X-Sandbox-Port).
 	Port int
 
 	pods cache.SharedIndexInformer
+	cs   kubernetes.Interface
 
 	mu       sync.Mutex
 	servers  map[string]*podServer // by pod UID
@@ -79,7 +81,7 @@ func StartRuntime(ctx context.Context, cs kubernetes.Interface, port int) (*Runt
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.LabelSelector = labelSandboxNameHash
 	}))
-	r := &Runtime{Port: port, pods: factory.Core().V1().Pods().Informer(), servers: map[string]*podServer{}}
+	r := &Runtime{Port: port, pods: factory.Core().V1().Pods().Informer(), cs: cs, servers: map[string]*podServer{}}
 	if _, err := r.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { r.sync(obj) },
 		UpdateFunc: func(_, obj any) { r.sync(obj) },
@@ -147,14 +149,16 @@ func (r *Runtime) sync(obj any) {
 		// of this pod tries again.
 		return
 	}
-	key := pod.Namespace + "/" + pod.Name
+	ns, name := pod.Namespace, pod.Name
 	s := &podServer{ip: pod.Status.PodIP, ln: ln, files: map[string][]byte{}, uid: uid, lookup: func() (*corev1.Pod, bool) {
-		obj, exists, err := r.pods.GetStore().GetByKey(key)
-		if err != nil || !exists {
-			return nil, false
-		}
-		p, ok := obj.(*corev1.Pod)
-		return p, ok && string(p.UID) == uid
+		// The pod as the API server has it when the request arrives, not as this informer
+		// last saw it: a client that saw its claim Ready must find every write made before
+		// that Ready, and an informer a few events behind would report a route write as
+		// missing that the API server holds (or hide one that was undone).
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		p, err := r.cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		return p, err == nil && string(p.UID) == uid
 	}}
 	s.srv = &http.Server{Handler: r.handler(s), ReadHeaderTimeout: 10 * time.Second}
 	r.servers[uid] = s

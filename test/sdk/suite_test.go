@@ -25,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/agent-sandbox/clients/go/sandbox"
 	"sigs.k8s.io/agent-sandbox/sandbox-router/authz"
@@ -107,7 +108,11 @@ func setupWith(t *testing.T, mode routerMode, configure func(*operator.Options))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	cs, err := cluster.Clientset()
+	// The stand-in reads each request's pod from the API server: a burst's hundred requests
+	// at once must not queue behind client-go's default limit of 5 per second.
+	runtimeCfg := rest.CopyConfig(cluster.Config)
+	runtimeCfg.QPS, runtimeCfg.Burst = 1000, 1000
+	cs, err := kubernetes.NewForConfig(runtimeCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
