@@ -97,6 +97,8 @@ type claimReconciler struct {
 	// LabelDomains and LabelDomainsChanged: see Config.ClaimLabelDomains.
 	LabelDomains        *policy.LabelDomains
 	LabelDomainsChanged <-chan event.GenericEvent
+	// AnnotationDomains: see Config.ClaimAnnotationDomains.
+	AnnotationDomains []string
 	// Tracer traces binds and readiness (sandboxclaim_tracing.go); nil is tracing off.
 	Tracer *tracing.Tracer
 	// bookkeepingWake wakes bound claims whose bookkeeping waited for their pool's claims to

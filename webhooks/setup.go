@@ -75,6 +75,9 @@ type Options struct {
 	// LabelDomains is the claims' label allowlist, shared with the claim controller; nil is
 	// the public default (policy.DefaultClaimLabelDomains).
 	LabelDomains *policy.LabelDomains
+	// AnnotationDomains is the claims' annotation allowlist; empty is the default
+	// (policy.DefaultClaimAnnotationDomains).
+	AnnotationDomains []string
 }
 
 // Setup registers every webhook with the manager's webhook server (the conversion webhook at
@@ -86,7 +89,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	authority := Authority{OperatorUser: opts.OperatorUser, PlatformGroups: opts.PlatformGroups}
 	claims := &ClaimWebhook{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), OperatorUser: opts.OperatorUser, Authority: authority, Now: opts.Now, Tracer: opts.Tracer,
-		LabelDomains: opts.LabelDomains}
+		LabelDomains: opts.LabelDomains, AnnotationDomains: opts.AnnotationDomains}
 	guard := &BindingGuard{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), OperatorUser: opts.OperatorUser,
 		Authority: authority, Authorizer: mgr.GetClient(), Tracer: opts.Tracer}
 	for _, err := range []error{
