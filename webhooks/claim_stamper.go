@@ -103,12 +103,14 @@ func (w *ClaimWebhook) Default(ctx context.Context, c *extv1beta1.SandboxClaim) 
 		now = w.Now
 	}
 	at := now().UTC().Format(time.RFC3339Nano)
+	// The first-observed times are admission's, whatever the client sent: the platform's
+	// startup metrics are read from them (a value the client picked would be the client's
+	// word in a platform-wide histogram), and only the operator may change them later
+	// (ValidateClaimUpdate). The public project's tooling measures startup from
+	// controller-first-observed-at; a claim being created has not been observed by any
+	// controller before, it is first observed here, and stamping it now costs no write.
 	c.Annotations[agentsv1beta1.AnnotationWebhookFirstObservedAt] = at
-	// The public project's tooling measures startup from controller-first-observed-at; the
-	// claim is first observed here, and stamping it now costs no write of its own.
-	if _, ok := c.Annotations[agentsv1beta1.AnnotationControllerFirstObservedAt]; !ok {
-		c.Annotations[agentsv1beta1.AnnotationControllerFirstObservedAt] = at
-	}
+	c.Annotations[agentsv1beta1.AnnotationControllerFirstObservedAt] = at
 	if tmpl != nil {
 		c.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash] = hash
 	}

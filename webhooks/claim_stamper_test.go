@@ -51,6 +51,12 @@ func TestClaimStamping(t *testing.T) {
 			wantAnnotations: map[string]string{agentsv1beta1.AnnotationWebhookFirstObservedAt: observed, agentsv1beta1.AnnotationControllerFirstObservedAt: observed, agentsv1beta1.AnnotationCreator: "jane@example.com"}},
 		{name: "stamp that cannot be checked", claim: builders.MakeClaim("c", "ns", "orphan").Annotation(agentsv1beta1.AnnotationSandboxTemplateHash, hash).Obj(),
 			op: admissionv1.Create, wantCode: 422},
+		{name: "first-observed times the client supplied are admission's", claim: builders.MakeClaim("c", "ns", "nopool").
+			Annotation(agentsv1beta1.AnnotationWebhookFirstObservedAt, "0001-01-01T00:00:00Z").
+			Annotation(agentsv1beta1.AnnotationControllerFirstObservedAt, "0001-01-01T00:00:00Z").
+			Annotation(agentsv1beta1.AnnotationClientFirstRequestedAt, "0001-01-01T00:00:00Z").Obj(), op: admissionv1.Create, wantCode: 200,
+			wantAnnotations: map[string]string{agentsv1beta1.AnnotationWebhookFirstObservedAt: observed, agentsv1beta1.AnnotationControllerFirstObservedAt: observed,
+				agentsv1beta1.AnnotationClientFirstRequestedAt: "0001-01-01T00:00:00Z", agentsv1beta1.AnnotationCreator: "jane@example.com"}},
 		{name: "update leaves annotations alone", claim: builders.MakeClaim("c", "ns", "pool").Annotation("a", "b").Obj(), op: admissionv1.Update, wantCode: 200,
 			wantAnnotations: map[string]string{"a": "b"}},
 	} {
