@@ -9,6 +9,9 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/internal/operator"
@@ -89,6 +92,18 @@ func TestAttackClaimTimestampsStayOutOfPlatformMetrics(t *testing.T) {
 	n, sum = histogram(families, "agent_sandbox_claim_startup_latency_ms")
 	e.g.Expect(n).To(Equal(uint64(3)))
 	e.g.Expect(sum).To(BeNumerically("<", 3*bound), "claim startup latency sum (ms)")
+
+	// A claim's owner with update rights (the editor role) cannot rewrite admission's times
+	// either: only the operator may.
+	eve := cluster.Tenant(t, e.Client, e.ns, "eve")
+	e.g.Expect(eve.Create(e.ctx(), builders.MakeClaim("eves", e.ns, "pool").Obj())).To(Succeed())
+	for _, key := range []string{agentsv1beta1.AnnotationWebhookFirstObservedAt, agentsv1beta1.AnnotationControllerFirstObservedAt} {
+		c := e.claim(e.g, "eves")
+		err := eve.Patch(e.ctx(), c, client.RawPatch(types.MergePatchType,
+			[]byte(`{"metadata":{"annotations":{"`+key+`":"0001-01-01T00:00:00Z"}}}`)))
+		e.g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "owner rewriting %s: want 422, got %v", key, err)
+		e.g.Expect(err).To(MatchError(ContainSubstring("metadata.annotations[" + key + "]")))
+	}
 	for _, fam := range families {
 		if fam.GetName() == "sandgate_claim_phase_seconds" {
 			for _, m := range fam.GetMetric() {
