@@ -113,8 +113,8 @@ func (m *Metrics) claimCreated(claim *extv1beta1.SandboxClaim, template, launchT
 
 // claimReadyPublic observes, when a claim first becomes Ready, the public latencies that
 // hang on its Sandbox and its client: from the client's request (the
-// client-first-requested-at annotation the SDKs set; skipped when absent, unparsable or in
-// the future), and the Sandbox's creation to its Ready transition. launchType and template
+// client-first-requested-at annotation the SDKs set; skipped when absent, unparsable, more
+// than MaxClaimTimestampSkew from the claim's creation (claimTimestamp) or after now), and the Sandbox's creation to its Ready transition. launchType and template
 // label them; sb is the claim's Sandbox, nil when the cache does not show it.
 func (m *Metrics) claimReadyPublic(claim *extv1beta1.SandboxClaim, sb *agentsv1beta1.Sandbox, launchType, template string, now time.Time) {
 	if sb != nil {
@@ -131,7 +131,7 @@ func (m *Metrics) claimReadyPublic(claim *extv1beta1.SandboxClaim, sb *agentsv1b
 	if template == "" {
 		template = unknownTemplate
 	}
-	if at, err := time.Parse(time.RFC3339Nano, claim.Annotations[agentsv1beta1.AnnotationClientFirstRequestedAt]); err == nil {
+	if at, ok := claimTimestamp(claim, agentsv1beta1.AnnotationClientFirstRequestedAt); ok {
 		if d := now.Sub(at); d >= 0 {
 			m.public.clientStartup.WithLabelValues(launchType, template).Observe(float64(d.Milliseconds()))
 		}

@@ -82,7 +82,8 @@ func TestPublicSeriesDefinitions(t *testing.T) {
 	if err := reg.Register(NewSandboxCollector(newClientBuilder(t).WithObjects(sb).Build(), logr.Discard())); err != nil {
 		t.Fatal(err)
 	}
-	claim := builders.MakeClaim("c", "ns", "pool").Annotation(agentsv1beta1.AnnotationClientFirstRequestedAt, time.Unix(99, 0).Format(time.RFC3339Nano)).Obj()
+	claim := builders.MakeClaim("c", "ns", "pool").Created(time.Unix(99, 0)).
+		Annotation(agentsv1beta1.AnnotationClientFirstRequestedAt, time.Unix(99, 0).Format(time.RFC3339Nano)).Obj()
 	d := time.Second
 	m.claimReady(agentsv1beta1.LaunchTypeWarm, "tmpl", &d, d)
 	m.claimReadyPublic(claim, sb, agentsv1beta1.LaunchTypeWarm, "tmpl", time.Unix(102, 0))
@@ -127,7 +128,9 @@ func TestClaimCreationTotal(t *testing.T) {
 
 // The client latency runs from the SDK's client-first-requested-at to Ready; the creation
 // latency from the Sandbox's creation to its Ready transition. Unknown launch types and
-// templates come from the Sandbox, as the public controller takes them.
+// templates come from the Sandbox, as the public controller takes them. The client's
+// annotation is the tenant's word: read only within MaxClaimTimestampSkew of the claim's
+// creation, so that no claim adds a bogus observation to the platform's histogram.
 func TestClaimReadyPublicLatencies(t *testing.T) {
 	requested := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	now := requested.Add(1500 * time.Millisecond)
@@ -135,6 +138,8 @@ func TestClaimReadyPublicLatencies(t *testing.T) {
 	sb.Labels = map[string]string{agentsv1beta1.LabelLaunchType: agentsv1beta1.LaunchTypeWarm}
 	for name, tc := range map[string]struct {
 		annotation     string
+		created        time.Time // the claim's creationTimestamp; zero is requested
+		noCreation     bool
 		sb             *agentsv1beta1.Sandbox
 		launch, tmpl   string
 		wantClient     map[[2]string]float64 // labels → sum
@@ -159,9 +164,18 @@ func TestClaimReadyPublicLatencies(t *testing.T) {
 			wantClient:  map[[2]string]float64{{"unknown", "__unknown__"}: 1500},
 			wantClientN: 1,
 		},
-		"no annotation":         {sb: sb, launch: "warm", tmpl: "t", wantCreation: map[[3]string]float64{{"ns", "warm", "t"}: 1000}, wantCreationsN: 1},
-		"unparsable annotation": {annotation: "yesterday", launch: "warm", tmpl: "t"},
-		"client clock ahead":    {annotation: now.Add(time.Second).Format(time.RFC3339Nano), launch: "warm", tmpl: "t"},
+		"no annotation":                  {sb: sb, launch: "warm", tmpl: "t", wantCreation: map[[3]string]float64{{"ns", "warm", "t"}: 1000}, wantCreationsN: 1},
+		"unparsable annotation":          {annotation: "yesterday", launch: "warm", tmpl: "t"},
+		"client clock ahead":             {annotation: now.Add(time.Second).Format(time.RFC3339Nano), launch: "warm", tmpl: "t"},
+		"year 1, a 292-year observation": {annotation: time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC).Format(time.RFC3339Nano), launch: "warm", tmpl: "t"},
+		"more than the skew before the claim's creation": {
+			annotation: requested.Add(-MaxClaimTimestampSkew - time.Millisecond).Format(time.RFC3339Nano), launch: "warm", tmpl: "t"},
+		"within the skew before the claim's creation": {
+			annotation: requested.Add(-30 * time.Second).Format(time.RFC3339Nano), launch: "warm", tmpl: "t",
+			wantClient: map[[2]string]float64{{"warm", "t"}: 31500}, wantClientN: 1},
+		"more than the skew after the claim's creation": {
+			annotation: requested.Format(time.RFC3339Nano), created: requested.Add(-MaxClaimTimestampSkew - time.Second), launch: "warm", tmpl: "t"},
+		"a claim without creationTimestamp is not measured": {annotation: requested.Format(time.RFC3339Nano), noCreation: true, launch: "warm", tmpl: "t"},
 		"sandbox not ready": {
 			annotation: requested.Format(time.RFC3339Nano), sb: builders.MakeSandbox("x", "ns").Obj(), launch: "cold", tmpl: "t",
 			wantClient: map[[2]string]float64{{"cold", "t"}: 1500}, wantClientN: 1,
@@ -173,6 +187,12 @@ func TestClaimReadyPublicLatencies(t *testing.T) {
 				t.Fatal(err)
 			}
 			w := builders.MakeClaim("c", "ns", "pool")
+			switch {
+			case !tc.created.IsZero():
+				w.Created(tc.created)
+			case !tc.noCreation:
+				w.Created(requested)
+			}
 			if tc.annotation != "" {
 				w.Annotation(agentsv1beta1.AnnotationClientFirstRequestedAt, tc.annotation)
 			}

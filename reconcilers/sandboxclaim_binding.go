@@ -92,10 +92,12 @@ func (r *claimReconciler) serve(ctx context.Context, s *claimStep) (ctrl.Result,
 	}
 	// What admission checked, again: a claim admitted before a rule existed, or while the
 	// template was missing, is not served against the rules.
-	// The label allowlist is the one in effect now, as the public controller checks it.
+	// The label and annotation allowlists are the ones in effect now, as the public
+	// controller checks its label allowlist.
 	mdPath := field.NewPath("spec", "additionalPodMetadata")
 	errs := policy.ValidateClaimPodMetadata(&claim.Spec.AdditionalPodMetadata, mdPath)
 	errs = append(errs, policy.ValidateClaimLabelDomains(claim.Spec.AdditionalPodMetadata.Labels, mdPath.Child("labels"), r.LabelDomains.Get())...)
+	errs = append(errs, policy.ValidateClaimAnnotationDomains(claim.Spec.AdditionalPodMetadata.Annotations, mdPath.Child("annotations"), r.AnnotationDomains)...)
 	if len(errs) > 0 {
 		r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonInvalidMetadata, errs.ToAggregate().Error())
 		return ctrl.Result{}, nil

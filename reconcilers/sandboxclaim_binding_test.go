@@ -380,6 +380,49 @@ func TestClaimServeAppliesTheLabelAllowlist(t *testing.T) {
 	}
 }
 
+// A claim admitted before the annotation allowlist is not served with a pod annotation
+// outside it (a service mesh's, a CNI's, a runtime's): Ready=False InvalidMetadata naming the
+// annotation and the flag the platform sets; under a list that allows it, it is served.
+func TestClaimServeAppliesTheAnnotationAllowlist(t *testing.T) {
+	tests := map[string]struct {
+		domains    []string
+		annotation string
+		wantReason string
+		wantMsg    string
+	}{
+		"the default domain": {annotation: "sandbox.users.io/note", wantReason: extv1beta1.ReasonSandboxNotReady},
+		"a service mesh's opt-out": {annotation: "sidecar.istio.io/inject", wantReason: extv1beta1.ReasonInvalidMetadata,
+			wantMsg: `spec.additionalPodMetadata.annotations[sidecar.istio.io/inject]: Forbidden: annotation domain "sidecar.istio.io" is not in the allowlist; allowed domains (and their subdomains): sandbox.users.io (the platform sets them with --claim-allowed-annotation-domains)`},
+		"a runtime option without a domain": {annotation: "run.oci.keep_original_groups", wantReason: extv1beta1.ReasonInvalidMetadata,
+			wantMsg: "spec.additionalPodMetadata.annotations[run.oci.keep_original_groups]: Forbidden: a claim's pod annotations need a domain prefix"},
+		"allowed by a configured list": {domains: []string{"example.com"}, annotation: "team.example.com/owner",
+			wantReason: extv1beta1.ReasonSandboxNotReady},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			tmpl := testTemplate()
+			pool := builders.MakePool("pool", "ns", tmpl.Name).Replicas(0).UID("pool-uid").Obj()
+			claim := testClaim(tmpl, func(w *builders.ClaimWrapper) { w.PodAnnotation(tc.annotation, "false") })
+			a := newFakeAPI(t, tmpl, pool, claim)
+			clk := clocktesting.NewFakeClock(planNow)
+			r := newClaimReconciler(t, a, clk)
+			r.AnnotationDomains = tc.domains
+
+			reconcileClaim(t, r)
+			clk.Step(interimReportDelay) // a served claim's cold Sandbox is reported then
+			reconcileClaim(t, r)
+
+			ready := meta.FindStatusCondition(getClaim(t, a).Status.Conditions, agentsv1beta1.ConditionReady)
+			if ready == nil || ready.Reason != tc.wantReason || !strings.Contains(ready.Message, tc.wantMsg) {
+				t.Fatalf("Ready = %+v, want reason %s saying %q", ready, tc.wantReason, tc.wantMsg)
+			}
+			if served := len(claimSandboxes(t, a, claim.UID)) == 1; served != (tc.wantReason == extv1beta1.ReasonSandboxNotReady) {
+				t.Errorf("claim served: %t, want %t", served, !served)
+			}
+		})
+	}
+}
+
 // A change of the label allowlist wakes exactly the unbound claims refused for their pod
 // metadata: served claims are not judged again, other waiting claims do not care.
 func TestClaimsRefusedForMetadataWakeOnAllowlistChange(t *testing.T) {

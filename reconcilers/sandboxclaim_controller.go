@@ -100,6 +100,8 @@ type claimReconciler struct {
 	// LabelDomains and LabelDomainsChanged: see Config.ClaimLabelDomains.
 	LabelDomains        *policy.LabelDomains
 	LabelDomainsChanged <-chan event.GenericEvent
+	// AnnotationDomains: see Config.ClaimAnnotationDomains.
+	AnnotationDomains []string
 	// Tracer traces binds and readiness (sandboxclaim_tracing.go); nil is tracing off.
 	Tracer *tracing.Tracer
 	// bookkeepingWake wakes bound claims whose bookkeeping waited for their pool's claims to
@@ -264,7 +266,7 @@ func (r *claimReconciler) memory(claim *extv1beta1.SandboxClaim) *claimMemory {
 		m = &claimMemory{uid: claim.UID, firstSeen: r.Clock.Now()}
 		r.claims[nn] = m
 		r.expected.forget(nn) // an earlier claim's of the same name
-		if at, err := time.Parse(time.RFC3339Nano, claim.Annotations[agentsv1beta1.AnnotationWebhookFirstObservedAt]); err == nil {
+		if at, ok := claimTimestamp(claim, agentsv1beta1.AnnotationWebhookFirstObservedAt); ok {
 			r.Metrics.claimPhase(PhaseAdmissionToReconcile, m.firstSeen.Sub(at))
 		}
 	}

@@ -27,7 +27,7 @@ func (r *claimReconciler) observeStartup(ctx context.Context, s *claimStep) {
 	}
 	template := s.mem.template
 	var fromWebhook *time.Duration
-	if at, err := time.Parse(time.RFC3339Nano, s.claim.Annotations[agentsv1beta1.AnnotationWebhookFirstObservedAt]); err == nil {
+	if at, ok := claimTimestamp(s.claim, agentsv1beta1.AnnotationWebhookFirstObservedAt); ok {
 		d := now.Sub(at)
 		fromWebhook = &d
 	}

@@ -79,6 +79,10 @@ type Config struct {
 	// list changed, wakes the unbound claims refused for their metadata.
 	ClaimLabelDomains        *policy.LabelDomains
 	ClaimLabelDomainsChanged <-chan event.GenericEvent
+	// ClaimAnnotationDomains is the allowlist of the annotation domains a claim's
+	// additionalPodMetadata may use, the one admission applies; empty is
+	// policy.DefaultClaimAnnotationDomains.
+	ClaimAnnotationDomains []string
 }
 
 // Setup registers the cache indexes (package indexes) and the controllers with mgr.
@@ -175,6 +179,7 @@ func setupExtensions(mgr ctrl.Manager, cfg Config, activity *poolActivity, podVi
 		RefuseRestamp:       cfg.RefuseRestamp,
 		LabelDomains:        cfg.ClaimLabelDomains,
 		LabelDomainsChanged: cfg.ClaimLabelDomainsChanged,
+		AnnotationDomains:   cfg.ClaimAnnotationDomains,
 		Tracer:              cfg.Tracer,
 		activity:            activity,
 		podViews:            podViews,

@@ -47,6 +47,10 @@ type ClaimWebhook struct {
 	// LabelDomains is the allowlist of the label domains a claim's additionalPodMetadata may
 	// use (the operator keeps it in step with its ConfigMap); nil is the public default.
 	LabelDomains *policy.LabelDomains
+	// AnnotationDomains is the allowlist of the annotation domains a claim's
+	// additionalPodMetadata may use (--claim-allowed-annotation-domains); empty is
+	// policy.DefaultClaimAnnotationDomains.
+	AnnotationDomains []string
 }
 
 var (
@@ -99,12 +103,14 @@ func (w *ClaimWebhook) Default(ctx context.Context, c *extv1beta1.SandboxClaim) 
 		now = w.Now
 	}
 	at := now().UTC().Format(time.RFC3339Nano)
+	// The first-observed times are admission's, whatever the client sent: the platform's
+	// startup metrics are read from them (a value the client picked would be the client's
+	// word in a platform-wide histogram), and only the operator may change them later
+	// (ValidateClaimUpdate). The public project's tooling measures startup from
+	// controller-first-observed-at; a claim being created has not been observed by any
+	// controller before, it is first observed here, and stamping it now costs no write.
 	c.Annotations[agentsv1beta1.AnnotationWebhookFirstObservedAt] = at
-	// The public project's tooling measures startup from controller-first-observed-at; the
-	// claim is first observed here, and stamping it now costs no write of its own.
-	if _, ok := c.Annotations[agentsv1beta1.AnnotationControllerFirstObservedAt]; !ok {
-		c.Annotations[agentsv1beta1.AnnotationControllerFirstObservedAt] = at
-	}
+	c.Annotations[agentsv1beta1.AnnotationControllerFirstObservedAt] = at
 	if tmpl != nil {
 		c.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash] = hash
 	}
@@ -117,7 +123,7 @@ func (w *ClaimWebhook) Default(ctx context.Context, c *extv1beta1.SandboxClaim) 
 // It returns the template (nil when the pool or the template does not exist yet: the claim
 // is admitted unstamped) and its hash, or a 422 naming every problem.
 func (w *ClaimWebhook) checkNew(ctx context.Context, ns string, c *extv1beta1.SandboxClaim) (*extv1beta1.SandboxTemplate, string, error) {
-	errs := append(ValidateClaim(c), w.validateLabelDomains(c)...)
+	errs := append(ValidateClaim(c), w.validateMetadataDomains(c)...)
 	stampPath := field.NewPath("metadata", "annotations").Key(agentsv1beta1.AnnotationSandboxTemplateHash)
 	supplied, hasStamp := c.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash]
 	tmpl, why, err := w.templateOf(ctx, ns, c.Spec.WarmPoolRef.Name, supplied)
@@ -147,11 +153,12 @@ func (w *ClaimWebhook) checkNew(ctx context.Context, ns string, c *extv1beta1.Sa
 	return tmpl, hash, nil
 }
 
-// validateLabelDomains checks the labels of the claim's additionalPodMetadata against the
-// allowlist in effect: an in-memory list, no API read.
-func (w *ClaimWebhook) validateLabelDomains(c *extv1beta1.SandboxClaim) field.ErrorList {
-	return policy.ValidateClaimLabelDomains(c.Spec.AdditionalPodMetadata.Labels,
-		field.NewPath("spec", "additionalPodMetadata", "labels"), w.LabelDomains.Get())
+// validateMetadataDomains checks the labels and annotations of the claim's
+// additionalPodMetadata against the allowlists in effect: in-memory lists, no API read.
+func (w *ClaimWebhook) validateMetadataDomains(c *extv1beta1.SandboxClaim) field.ErrorList {
+	md, mdPath := c.Spec.AdditionalPodMetadata, field.NewPath("spec", "additionalPodMetadata")
+	return append(policy.ValidateClaimLabelDomains(md.Labels, mdPath.Child("labels"), w.LabelDomains.Get()),
+		policy.ValidateClaimAnnotationDomains(md.Annotations, mdPath.Child("annotations"), w.AnnotationDomains)...)
 }
 
 // templateOf reads the claim's pool and its template. A missing pool or template is not an
@@ -224,8 +231,8 @@ func (w *ClaimWebhook) ValidateUpdate(ctx context.Context, oldClaim, newClaim *e
 	if u := userInfo(ctx); !equality.Semantic.DeepEqual(oldClaim.Spec, newClaim.Spec) && !w.authority().mayActFor(u, creatorOf(oldClaim.Annotations)) {
 		return nil, w.notYours(newClaim, u, "change")
 	}
-	errs := RatchetUpdate(append(ValidateClaim(newClaim), w.validateLabelDomains(newClaim)...),
-		append(ValidateClaim(oldClaim), w.validateLabelDomains(oldClaim)...))
+	errs := RatchetUpdate(append(ValidateClaim(newClaim), w.validateMetadataDomains(newClaim)...),
+		append(ValidateClaim(oldClaim), w.validateMetadataDomains(oldClaim)...))
 	errs = append(errs, ValidateClaimUpdate(newClaim, oldClaim, isOperator(ctx, w.OperatorUser))...)
 	if len(errs) == 0 && !equality.Semantic.DeepEqual(oldClaim.Spec, newClaim.Spec) && policy.AddsToTemplate(newClaim) {
 		tmpl, _, err := w.templateOf(ctx, newClaim.Namespace, newClaim.Spec.WarmPoolRef.Name, "")

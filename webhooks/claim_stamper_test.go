@@ -51,6 +51,12 @@ func TestClaimStamping(t *testing.T) {
 			wantAnnotations: map[string]string{agentsv1beta1.AnnotationWebhookFirstObservedAt: observed, agentsv1beta1.AnnotationControllerFirstObservedAt: observed, agentsv1beta1.AnnotationCreator: "jane@example.com"}},
 		{name: "stamp that cannot be checked", claim: builders.MakeClaim("c", "ns", "orphan").Annotation(agentsv1beta1.AnnotationSandboxTemplateHash, hash).Obj(),
 			op: admissionv1.Create, wantCode: 422},
+		{name: "first-observed times the client supplied are admission's", claim: builders.MakeClaim("c", "ns", "nopool").
+			Annotation(agentsv1beta1.AnnotationWebhookFirstObservedAt, "0001-01-01T00:00:00Z").
+			Annotation(agentsv1beta1.AnnotationControllerFirstObservedAt, "0001-01-01T00:00:00Z").
+			Annotation(agentsv1beta1.AnnotationClientFirstRequestedAt, "0001-01-01T00:00:00Z").Obj(), op: admissionv1.Create, wantCode: 200,
+			wantAnnotations: map[string]string{agentsv1beta1.AnnotationWebhookFirstObservedAt: observed, agentsv1beta1.AnnotationControllerFirstObservedAt: observed,
+				agentsv1beta1.AnnotationClientFirstRequestedAt: "0001-01-01T00:00:00Z", agentsv1beta1.AnnotationCreator: "jane@example.com"}},
 		{name: "update leaves annotations alone", claim: builders.MakeClaim("c", "ns", "pool").Annotation("a", "b").Obj(), op: admissionv1.Update, wantCode: 200,
 			wantAnnotations: map[string]string{"a": "b"}},
 	} {
@@ -167,7 +173,6 @@ func TestClaimLabelAllowlist(t *testing.T) {
 		"a configured list replaces the default": {domains: custom, claim: labelled("pool", "sandbox.users.io/team"),
 			wantCauses: []policycases.FieldError{{Type: field.ErrorTypeForbidden, Field: "spec.additionalPodMetadata.labels[sandbox.users.io/team]"}},
 			wantMsg:    "acme.example"},
-		"annotations are not allowlisted": {claim: builders.MakeClaim("c", "ns", "pool").PodAnnotation("note", "n").Obj()},
 	} {
 		t.Run(name, func(t *testing.T) {
 			w := &webhooks.ClaimWebhook{Cache: reader, APIReader: reader, OperatorUser: operatorUser, LabelDomains: tc.domains}
@@ -194,6 +199,78 @@ func TestClaimLabelAllowlist(t *testing.T) {
 		_, err := w.ValidateUpdate(request(someUser, admissionv1.Update), old, added)
 		if diff := cmp.Diff([]policycases.FieldError{{Type: field.ErrorTypeForbidden, Field: "spec.additionalPodMetadata.labels[example.com/new]"}}, causes(err)); diff != "" {
 			t.Errorf("an update adding a label (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// A claim's pod annotations must be under the annotation allowlist
+// (--claim-allowed-annotation-domains, default sandbox.users.io): a service mesh's opt-out,
+// a CNI's extra networks, a runtime option without a domain are refused at creation with 422
+// naming the annotation, the allowed domains and the flag; the runtime prefixes stay refused
+// under any list; an update is refused only for an annotation it adds.
+func TestClaimAnnotationAllowlist(t *testing.T) {
+	reader := fakeClient(builders.MakeTemplate("tmpl", "ns").Obj(), builders.MakePool("pool", "ns", "tmpl").Obj())
+	annotated := func(pool string, keys ...string) *extv1beta1.SandboxClaim {
+		w := builders.MakeClaim("c", "ns", pool)
+		for _, k := range keys {
+			w.PodAnnotation(k, "v")
+		}
+		return w.Obj()
+	}
+	forbidden := func(keys ...string) []policycases.FieldError {
+		var out []policycases.FieldError
+		for _, k := range keys {
+			out = append(out, policycases.FieldError{Type: field.ErrorTypeForbidden, Field: "spec.additionalPodMetadata.annotations[" + k + "]"})
+		}
+		return out
+	}
+	for name, tc := range map[string]struct {
+		domains    []string
+		claim      *extv1beta1.SandboxClaim
+		wantCauses []policycases.FieldError
+		wantMsg    string
+	}{
+		"the default domain and its subdomains": {claim: annotated("pool", "sandbox.users.io/note", "ml.sandbox.users.io/gpu")},
+		"the autoscaler's eviction hint, as the public controller allows it": {
+			claim: annotated("pool", "cluster-autoscaler.kubernetes.io/safe-to-evict")},
+		"service mesh opt-outs": {
+			claim:      annotated("pool", "sidecar.istio.io/inject", "traffic.sidecar.istio.io/excludeOutboundIPRanges", "linkerd.io/inject"),
+			wantCauses: forbidden("linkerd.io/inject", "sidecar.istio.io/inject", "traffic.sidecar.istio.io/excludeOutboundIPRanges"),
+			wantMsg:    "allowed domains (and their subdomains): sandbox.users.io (the platform sets them with --claim-allowed-annotation-domains)"},
+		"extra networks, also while the pool does not exist": {claim: annotated("nopool", "k8s.v1.cni.cncf.io/networks"),
+			wantCauses: forbidden("k8s.v1.cni.cncf.io/networks"), wantMsg: `annotation domain "k8s.v1.cni.cncf.io" is not in the allowlist`},
+		"crun's options, which carry no domain": {claim: annotated("pool", "run.oci.keep_original_groups"),
+			wantCauses: forbidden("run.oci.keep_original_groups"), wantMsg: "need a domain prefix"},
+		"a configured list replaces the default": {domains: []string{"acme.example"}, claim: annotated("pool", "acme.example/owner", "sandbox.users.io/note"),
+			wantCauses: forbidden("sandbox.users.io/note"), wantMsg: "acme.example"},
+		"the runtime prefixes stay refused under any list": {domains: []string{"io.containerd.example"},
+			claim: annotated("pool", "io.containerd.example/x"), wantCauses: forbidden("io.containerd.example/x"), wantMsg: "container runtimes"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := &webhooks.ClaimWebhook{Cache: reader, APIReader: reader, OperatorUser: operatorUser, AnnotationDomains: tc.domains}
+			err := w.Default(request(someUser, admissionv1.Create), tc.claim.DeepCopy())
+			if diff := cmp.Diff(tc.wantCauses, causes(err)); diff != "" {
+				t.Fatalf("refused fields (-want +got):\n%s\nerror: %v", diff, err)
+			}
+			if err != nil && (code(err) != 422 || !strings.Contains(err.Error(), tc.wantMsg)) {
+				t.Errorf("error %d %q, want 422 saying %q", code(err), err, tc.wantMsg)
+			}
+		})
+	}
+
+	t.Run("an update is refused for the annotations it adds only", func(t *testing.T) {
+		w := &webhooks.ClaimWebhook{Cache: reader, APIReader: reader, OperatorUser: operatorUser}
+		old := annotated("pool", "note") // admitted before the allowlist
+		kept := old.DeepCopy()
+		kept.Spec.Lifecycle = &extv1beta1.Lifecycle{ShutdownPolicy: extv1beta1.ClaimShutdownPolicyDelete}
+		if _, err := w.ValidateUpdate(request(someUser, admissionv1.Update), old, kept); err != nil {
+			t.Errorf("an update keeping an annotation admitted before: %v", err)
+		}
+		added := old.DeepCopy()
+		added.Spec.AdditionalPodMetadata.Annotations["sidecar.istio.io/inject"] = "false"
+		_, err := w.ValidateUpdate(request(someUser, admissionv1.Update), old, added)
+		if diff := cmp.Diff(forbidden("sidecar.istio.io/inject"), causes(err)); diff != "" {
+			t.Errorf("an update adding an annotation (-want +got):\n%s", diff)
 		}
 	})
 }

@@ -28,10 +28,11 @@ const DefaultOperatorUser = "system:serviceaccount:sandgate-system:sandgate-cont
 //
 // A claim's CREATE costs one round trip: the stamping webhook checks the new claim as it stamps
 // it (ClaimWebhook.Default), and is reinvoked if a later mutating webhook changes the claim.
-// The claim validator is called for updates of the spec, the stamp or the creator, and for
-// deletions by anyone but the claim's recorded creator: a claim's other labels and
-// annotations (the operator's sandbox-name bookkeeping, a user's label) are nothing it
-// checks, and a creator deleting their own claim is admitted without a round trip.
+// The claim validator is called for updates of the spec or of an annotation admission
+// records (the stamp, the creator, the first-observed times), and for deletions by anyone but
+// the claim's recorded creator: a claim's other labels and annotations (the operator's
+// sandbox-name bookkeeping, a user's label) are nothing it checks, and a creator deleting
+// their own claim is admitted without a round trip.
 //
 // The binding guard (which also validates Sandboxes) is called only for writes it can refuse:
 // creates; updates that change the spec, the owner references, or any label or annotation
@@ -46,7 +47,7 @@ const DefaultOperatorUser = "system:serviceaccount:sandgate-system:sandgate-cont
 // trip for nothing.
 //
 // +kubebuilder:webhook:path=/mutate-extensions-agents-x-k8s-io-v1beta1-sandboxclaim,mutating=true,failurePolicy=fail,sideEffects=None,groups=extensions.agents.x-k8s.io,resources=sandboxclaims,verbs=create,versions=v1beta1,name=stamp.sandboxclaims.extensions.agents.x-k8s.io,matchPolicy=Equivalent,reinvocationPolicy=IfNeeded,admissionReviewVersions=v1,timeoutSeconds=10
-// +kubebuilder:webhook:path=/validate-extensions-agents-x-k8s-io-v1beta1-sandboxclaim,mutating=false,failurePolicy=fail,sideEffects=None,groups=extensions.agents.x-k8s.io,resources=sandboxclaims,verbs=update;delete,versions=v1beta1,name=validate.sandboxclaims.extensions.agents.x-k8s.io,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"spec-stamp-creator-or-someone-elses-delete","expression":"request.operation == 'DELETE' ? (has(oldObject.metadata.annotations) && 'sandgate.dev/creator' in oldObject.metadata.annotations && oldObject.metadata.annotations['sandgate.dev/creator'] != request.userInfo.username) : (object.spec != oldObject.spec || (has(object.metadata.annotations) && 'agents.x-k8s.io/sandbox-template-hash' in object.metadata.annotations ? object.metadata.annotations['agents.x-k8s.io/sandbox-template-hash'] : '') != (has(oldObject.metadata.annotations) && 'agents.x-k8s.io/sandbox-template-hash' in oldObject.metadata.annotations ? oldObject.metadata.annotations['agents.x-k8s.io/sandbox-template-hash'] : '') || (has(object.metadata.annotations) && 'sandgate.dev/creator' in object.metadata.annotations ? object.metadata.annotations['sandgate.dev/creator'] : '') != (has(oldObject.metadata.annotations) && 'sandgate.dev/creator' in oldObject.metadata.annotations ? oldObject.metadata.annotations['sandgate.dev/creator'] : ''))"}]}`
+// +kubebuilder:webhook:path=/validate-extensions-agents-x-k8s-io-v1beta1-sandboxclaim,mutating=false,failurePolicy=fail,sideEffects=None,groups=extensions.agents.x-k8s.io,resources=sandboxclaims,verbs=update;delete,versions=v1beta1,name=validate.sandboxclaims.extensions.agents.x-k8s.io,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"spec-admission-annotations-or-someone-elses-delete","expression":"request.operation == 'DELETE' ? (has(oldObject.metadata.annotations) && 'sandgate.dev/creator' in oldObject.metadata.annotations && oldObject.metadata.annotations['sandgate.dev/creator'] != request.userInfo.username) : (object.spec != oldObject.spec || ['agents.x-k8s.io/sandbox-template-hash', 'sandgate.dev/creator', 'agents.x-k8s.io/webhook-first-observed-at', 'agents.x-k8s.io/controller-first-observed-at'].exists(k, (has(object.metadata.annotations) && k in object.metadata.annotations ? object.metadata.annotations[k] : '') != (has(oldObject.metadata.annotations) && k in oldObject.metadata.annotations ? oldObject.metadata.annotations[k] : '')))"}]}`
 // +kubebuilder:webhook:path=/mutate-agents-x-k8s-io-v1beta1-sandbox,mutating=true,failurePolicy=fail,sideEffects=None,groups=agents.x-k8s.io,resources=sandboxes,verbs=create,versions=v1beta1,name=default.sandboxes.agents.x-k8s.io,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"defaults-missing","expression":"!has(object.spec.shutdownPolicy) || !has(object.spec.operatingMode) || !has(object.metadata.annotations) || !('agents.x-k8s.io/pod-name' in object.metadata.annotations)"}]}`
 // +kubebuilder:webhook:path=/validate-agents-x-k8s-io-v1beta1-sandbox,mutating=false,failurePolicy=fail,sideEffects=None,groups=agents.x-k8s.io,resources=sandboxes,verbs=create;update;delete,versions=v1beta1,name=binding-guard.sandboxes.agents.x-k8s.io,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"binding-membership-spec-reserved-metadata-or-bound-delete","expression":"request.operation == 'DELETE' ? (has(oldObject.metadata.labels) && 'agents.x-k8s.io/claim-uid' in oldObject.metadata.labels) : (request.operation == 'CREATE' || object.spec != oldObject.spec || (has(object.metadata.ownerReferences) ? object.metadata.ownerReferences : []) != (has(oldObject.metadata.ownerReferences) ? oldObject.metadata.ownerReferences : []) || ![[has(object.metadata.labels) ? object.metadata.labels : {}, has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}]].all(p, p[0].all(k, !k.matches('^([^/]*[.])?(agents[.]x-k8s[.]io|sandgate[.]dev)/') || (k in p[1] && p[1][k] == p[0][k])) && p[1].all(k, !k.matches('^([^/]*[.])?(agents[.]x-k8s[.]io|sandgate[.]dev)/') || k in p[0])) || ![[has(object.metadata.annotations) ? object.metadata.annotations : {}, has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}]].all(p, p[0].all(k, !k.matches('^([^/]*[.])?(agents[.]x-k8s[.]io|sandgate[.]dev)/') || (k in p[1] && p[1][k] == p[0][k])) && p[1].all(k, !k.matches('^([^/]*[.])?(agents[.]x-k8s[.]io|sandgate[.]dev)/') || k in p[0])))"}]}`
 // +kubebuilder:webhook:path=/mutate-extensions-agents-x-k8s-io-v1beta1-sandboxtemplate,mutating=true,failurePolicy=fail,sideEffects=None,groups=extensions.agents.x-k8s.io,resources=sandboxtemplates,verbs=create;update,versions=v1beta1,name=default.sandboxtemplates.extensions.agents.x-k8s.io,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10
@@ -75,6 +76,9 @@ type Options struct {
 	// LabelDomains is the claims' label allowlist, shared with the claim controller; nil is
 	// the public default (policy.DefaultClaimLabelDomains).
 	LabelDomains *policy.LabelDomains
+	// AnnotationDomains is the claims' annotation allowlist; empty is the default
+	// (policy.DefaultClaimAnnotationDomains).
+	AnnotationDomains []string
 }
 
 // Setup registers every webhook with the manager's webhook server (the conversion webhook at
@@ -86,7 +90,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	authority := Authority{OperatorUser: opts.OperatorUser, PlatformGroups: opts.PlatformGroups}
 	claims := &ClaimWebhook{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), OperatorUser: opts.OperatorUser, Authority: authority, Now: opts.Now, Tracer: opts.Tracer,
-		LabelDomains: opts.LabelDomains}
+		LabelDomains: opts.LabelDomains, AnnotationDomains: opts.AnnotationDomains}
 	guard := &BindingGuard{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), OperatorUser: opts.OperatorUser,
 		Authority: authority, Authorizer: mgr.GetClient(), Tracer: opts.Tracer}
 	for _, err := range []error{

@@ -135,13 +135,19 @@ func validateClaimEnv(env []extv1beta1.EnvVar, fldPath *field.Path) field.ErrorL
 }
 
 // ValidateClaimUpdate checks what may change on a claim: warmPoolRef never (the stamp and any
-// binding were made for that pool), the template-hash stamp only by the operator.
+// binding were made for that pool), the template-hash stamp and the first-observed times
+// admission stamps only by the operator (the platform's startup metrics are read from those
+// times: a claim's owner must not be able to rewrite them).
 func ValidateClaimUpdate(newClaim, oldClaim *extv1beta1.SandboxClaim, byOperator bool) field.ErrorList {
 	errs := apivalidation.ValidateImmutableField(newClaim.Spec.WarmPoolRef, oldClaim.Spec.WarmPoolRef,
 		field.NewPath("spec", "warmPoolRef"))
 	if !byOperator {
 		errs = append(errs, immutableKey(newClaim.Annotations, oldClaim.Annotations, agentsv1beta1.AnnotationSandboxTemplateHash,
 			field.NewPath("metadata", "annotations"), "set by admission and the operator only")...)
+		for _, key := range []string{agentsv1beta1.AnnotationWebhookFirstObservedAt, agentsv1beta1.AnnotationControllerFirstObservedAt} {
+			errs = append(errs, immutableKey(newClaim.Annotations, oldClaim.Annotations, key,
+				field.NewPath("metadata", "annotations"), "the time admission first saw the claim, recorded by admission")...)
+		}
 	}
 	errs = append(errs, immutableKey(newClaim.Annotations, oldClaim.Annotations, agentsv1beta1.AnnotationCreator,
 		field.NewPath("metadata", "annotations"), "the identity that created the claim, recorded by admission")...)

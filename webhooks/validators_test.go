@@ -143,6 +143,15 @@ func TestValidateClaimUpdate(t *testing.T) {
 		}
 		return w.Obj()
 	}
+	// observed sets the first-observed times admission stamps ("" leaves one unset).
+	observed := func(c *extv1beta1.SandboxClaim, webhook, controller string) *extv1beta1.SandboxClaim {
+		for k, v := range map[string]string{agentsv1beta1.AnnotationWebhookFirstObservedAt: webhook, agentsv1beta1.AnnotationControllerFirstObservedAt: controller} {
+			if v != "" {
+				c.Annotations[k] = v
+			}
+		}
+		return c
+	}
 	for _, tc := range []struct {
 		name     string
 		old, new *extv1beta1.SandboxClaim
@@ -159,6 +168,20 @@ func TestValidateClaimUpdate(t *testing.T) {
 		{name: "stamp added by a user", old: stamped("p", ""), new: stamped("p", "aaa"),
 			want: []string{"Invalid value metadata.annotations[agents.x-k8s.io/sandbox-template-hash]"}},
 		{name: "stamp added by the operator", old: stamped("p", ""), new: stamped("p", "aaa"), operator: true},
+		{name: "admission time changed by a user", old: observed(stamped("p", "aaa"), "2026-11-27T03:00:00Z", "2026-11-27T03:00:00Z"),
+			new:  observed(stamped("p", "aaa"), "0001-01-01T00:00:00Z", "2026-11-27T03:00:00Z"),
+			want: []string{"Invalid value metadata.annotations[agents.x-k8s.io/webhook-first-observed-at]"}},
+		{name: "admission times removed by a user", old: observed(stamped("p", "aaa"), "2026-11-27T03:00:00Z", "2026-11-27T03:00:00Z"),
+			new: stamped("p", "aaa"),
+			want: []string{
+				"Invalid value metadata.annotations[agents.x-k8s.io/webhook-first-observed-at]",
+				"Invalid value metadata.annotations[agents.x-k8s.io/controller-first-observed-at]",
+			}},
+		{name: "controller time added by a user to a claim admitted without", old: stamped("p", "aaa"),
+			new:  observed(stamped("p", "aaa"), "", "0001-01-01T00:00:00Z"),
+			want: []string{"Invalid value metadata.annotations[agents.x-k8s.io/controller-first-observed-at]"}},
+		{name: "admission times kept by a user", old: observed(stamped("p", "aaa"), "2026-11-27T03:00:00Z", "2026-11-27T03:00:00Z"),
+			new: observed(stamped("p", "aaa"), "2026-11-27T03:00:00Z", "2026-11-27T03:00:00Z")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if diff := cmp.Diff(tc.want, summary(webhooks.ValidateClaimUpdate(tc.new, tc.old, tc.operator))); diff != "" {

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -16,8 +17,15 @@ import (
 // platform's template defines, next to the labels NetworkPolicies, Services and monitoring
 // select on; an allowlist keeps the tenant out of every label domain the platform did not hand
 // out. app=sandbox-router is refused by name: the template's default NetworkPolicy admits
-// traffic from pods labelled so. Annotations are not allowlisted (ValidateClaimPodMetadata
-// refuses the reserved and runtime ones).
+// traffic from pods labelled so.
+//
+// A claim's pod annotations are allowlisted the same way (sandgate's own rule; the public
+// controller only blocks a few domains): annotations are how a service mesh, a CNI and the
+// container runtime take orders from a pod (sidecar.istio.io/inject: "false" opts the pod out
+// of the mesh, k8s.v1.cni.cncf.io/networks attaches networks, crun reads run.oci.*), and no
+// blocklist can name every component a cluster runs. The platform hands out annotation
+// domains with --claim-allowed-annotation-domains; the runtime prefixes
+// (--claim-refused-annotation-prefixes) stay refused on top of it.
 
 // DefaultClaimLabelDomains is the allowlist when none is configured, or the configured one
 // is empty: the public controller's default.
@@ -120,4 +128,60 @@ func labelDomainAllowed(domain string, allowed []string) bool {
 		}
 	}
 	return false
+}
+
+// DefaultClaimAnnotationDomains is the annotation allowlist when none is configured: the
+// label allowlist's default domain, which no component of a cluster reads orders from.
+var DefaultClaimAnnotationDomains = []string{"sandbox.users.io"}
+
+// ClaimAnnotationDomainsFlag is the operator flag that sets the annotation allowlist; refusals
+// name it, so that a tenant knows what to ask the platform for.
+const ClaimAnnotationDomainsFlag = "--claim-allowed-annotation-domains"
+
+// ValidateClaimAnnotationDomains checks the annotations of a claim's additionalPodMetadata
+// against the allowlist allowed: every annotation has a domain prefix that is an allowed
+// domain or a subdomain of one (compared without regard to case). Unprefixed keys are
+// refused too: the container runtimes read their options from such keys (run.oci.*,
+// io.kubernetes.cri-o.*). Keys that are not valid annotation keys, that IsReservedClaimKey or
+// the runtime prefixes refuse, are left to ValidateClaimPodMetadata, which reports them
+// already; the keys of claimKeyExceptions stay allowed, as the public controller allows them.
+// An empty allowed is DefaultClaimAnnotationDomains.
+func ValidateClaimAnnotationDomains(annotations map[string]string, fldPath *field.Path, allowed []string) field.ErrorList {
+	if len(allowed) == 0 {
+		allowed = DefaultClaimAnnotationDomains
+	}
+	var errs field.ErrorList
+	for _, k := range sortedKeys(annotations) {
+		if len(validation.IsQualifiedName(strings.ToLower(k))) > 0 || IsReservedClaimKey(k) || isRuntimeAnnotation(k) ||
+			slices.Contains(claimKeyExceptions, k) {
+			continue
+		}
+		prefix, _, found := strings.Cut(k, "/")
+		if !found {
+			errs = append(errs, field.Forbidden(fldPath.Key(k), fmt.Sprintf(
+				"a claim's pod annotations need a domain prefix (e.g. %s/%s) under one of the allowed domains: %s "+
+					"(the platform sets them with %s)",
+				allowed[0], k, strings.Join(allowed, ", "), ClaimAnnotationDomainsFlag)))
+			continue
+		}
+		if !labelDomainAllowed(strings.ToLower(prefix), allowed) {
+			errs = append(errs, field.Forbidden(fldPath.Key(k), fmt.Sprintf(
+				"annotation domain %q is not in the allowlist; allowed domains (and their subdomains): %s "+
+					"(the platform sets them with %s)",
+				strings.ToLower(prefix), strings.Join(allowed, ", "), ClaimAnnotationDomainsFlag)))
+		}
+	}
+	return errs
+}
+
+// ValidateAnnotationDomains checks a configured annotation allowlist: every entry a DNS
+// subdomain (lowercase), as the prefix of an annotation key must be.
+func ValidateAnnotationDomains(domains []string, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, d := range domains {
+		for _, msg := range validation.IsDNS1123Subdomain(d) {
+			errs = append(errs, field.Invalid(fldPath.Index(i), d, msg))
+		}
+	}
+	return errs
 }

@@ -113,3 +113,80 @@ func TestLabelDomainsDefault(t *testing.T) {
 		t.Errorf("after Set(nil) (-want +got):\n%s", diff)
 	}
 }
+
+func TestValidateClaimAnnotationDomains(t *testing.T) {
+	path := field.NewPath("spec", "additionalPodMetadata", "annotations")
+	tests := map[string]struct {
+		annotations map[string]string
+		allowed     []string
+		// wantForbidden are the annotation keys refused, in order.
+		wantForbidden []string
+		// wantMessage is in every error's detail.
+		wantMessage string
+	}{
+		"the default domain":                {annotations: map[string]string{"sandbox.users.io/note": "a"}},
+		"a subdomain of the default domain": {annotations: map[string]string{"research.sandbox.users.io/note": "a"}},
+		"the domain's case does not matter": {annotations: map[string]string{"Sandbox.Users.IO/note": "a"}},
+		"a domain that only ends like it": {annotations: map[string]string{"evilsandbox.users.io/note": "a"},
+			wantForbidden: []string{"evilsandbox.users.io/note"}, wantMessage: "allowed domains (and their subdomains): sandbox.users.io"},
+		"a service mesh's opt-out": {annotations: map[string]string{"sidecar.istio.io/inject": "false"},
+			wantForbidden: []string{"sidecar.istio.io/inject"}, wantMessage: `annotation domain "sidecar.istio.io" is not in the allowlist`},
+		"the refusal names the flag": {annotations: map[string]string{"linkerd.io/inject": "disabled"},
+			wantForbidden: []string{"linkerd.io/inject"}, wantMessage: "the platform sets them with --claim-allowed-annotation-domains"},
+		"unprefixed, as runtime options are": {annotations: map[string]string{"run.oci.keep_original_groups": "1"},
+			wantForbidden: []string{"run.oci.keep_original_groups"}, wantMessage: "need a domain prefix (e.g. sandbox.users.io/run.oci.keep_original_groups)"},
+		"the autoscaler's exception stays allowed": {annotations: map[string]string{"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}},
+		"reserved keys are left to ValidateClaimPodMetadata": {
+			annotations: map[string]string{"agents.x-k8s.io/claim-uid": "x", "container.apparmor.security.beta.kubernetes.io/main": "unconfined"}},
+		"runtime prefixes are left to ValidateClaimPodMetadata": {annotations: map[string]string{"io.kubernetes.cri-o.userns-mode": "x"}},
+		"invalid keys are left to ValidateClaimPodMetadata":     {annotations: map[string]string{"a/b/c": "x"}},
+		"a custom list replaces the default": {
+			annotations:   map[string]string{"sandbox.users.io/note": "a", "acme.example/note": "a", "ml.acme.example/gpu": "yes"},
+			allowed:       []string{"acme.example"},
+			wantForbidden: []string{"sandbox.users.io/note"},
+			wantMessage:   "acme.example",
+		},
+		"an empty list is the default": {
+			annotations: map[string]string{"sandbox.users.io/note": "a", "acme.example/note": "a"}, allowed: []string{},
+			wantForbidden: []string{"acme.example/note"},
+		},
+		"every refused annotation is named": {
+			annotations:   map[string]string{"b": "1", "a": "1", "k8s.v1.cni.cncf.io/networks": "macvlan"},
+			wantForbidden: []string{"a", "b", "k8s.v1.cni.cncf.io/networks"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			errs := policy.ValidateClaimAnnotationDomains(tc.annotations, path, tc.allowed)
+			var got []string
+			for _, e := range errs {
+				if e.Type != field.ErrorTypeForbidden {
+					t.Errorf("error type %s, want Forbidden: %v", e.Type, e)
+				}
+				if !strings.Contains(e.Detail, tc.wantMessage) {
+					t.Errorf("error %q does not say %q", e.Detail, tc.wantMessage)
+				}
+				got = append(got, strings.TrimSuffix(strings.TrimPrefix(e.Field, path.String()+"["), "]"))
+			}
+			if diff := cmp.Diff(tc.wantForbidden, got); diff != "" {
+				t.Errorf("refused annotations (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// A configured annotation allowlist holds domains only: what could not prefix an annotation
+// key is refused at start, not silently never matched.
+func TestValidateAnnotationDomains(t *testing.T) {
+	if errs := policy.ValidateAnnotationDomains([]string{"sandbox.users.io", "acme.example"}, field.NewPath("domains")); len(errs) > 0 {
+		t.Errorf("valid domains refused: %v", errs)
+	}
+	errs := policy.ValidateAnnotationDomains([]string{"acme.example", "acme.example/x", "*", "Acme.Example"}, field.NewPath("domains"))
+	var got []string
+	for _, e := range errs {
+		got = append(got, e.Field)
+	}
+	if diff := cmp.Diff([]string{"domains[1]", "domains[2]", "domains[3]"}, got); diff != "" {
+		t.Errorf("refused entries (-want +got):\n%s", diff)
+	}
+}

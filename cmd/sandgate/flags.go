@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandgate-dev/sandgate/api/policy"
 	"github.com/sandgate-dev/sandgate/certs"
 	"github.com/sandgate-dev/sandgate/internal/operator"
 	"github.com/sandgate-dev/sandgate/reconcilers"
@@ -54,6 +55,7 @@ type options struct {
 	gracefulShutdownTimeout time.Duration
 	platformGroups          stringList
 	runtimeAnnotations      stringList
+	annotationDomains       stringList
 	configNamespace         string
 	restamp                 bool
 	disableClaimEvents      bool
@@ -86,6 +88,12 @@ func (l *stringList) Set(v string) error {
 		}
 	}
 	return nil
+}
+
+// claimAnnotationDomains is --claim-allowed-annotation-domains as the label allowlist is
+// read: trimmed and lowercased.
+func (o *options) claimAnnotationDomains() []string {
+	return policy.ParseLabelDomains(strings.Join(o.annotationDomains, ","))
 }
 
 // bind registers the flags, their defaults those of operator.DefaultOptions.
@@ -129,7 +137,9 @@ func (o *options) bind(fs *flag.FlagSet) {
 	o.platformGroups = append(stringList(nil), d.PlatformGroups...)
 	fs.Var(&o.platformGroups, "platform-groups", "Comma-separated groups trusted to change and delete every claim and Sandbox, and to write the operator's metadata (docs/threat-model.md).")
 	o.runtimeAnnotations = append(stringList(nil), d.RefusedAnnotationPrefixes...)
-	fs.Var(&o.runtimeAnnotations, "claim-refused-annotation-prefixes", "Comma-separated annotation prefixes a claim's additionalPodMetadata may not use: the container runtimes' option annotations.")
+	fs.Var(&o.runtimeAnnotations, "claim-refused-annotation-prefixes", "Comma-separated annotation prefixes a claim's additionalPodMetadata may not use: the container runtimes' option annotations. Refused even under --claim-allowed-annotation-domains.")
+	o.annotationDomains = append(stringList(nil), d.ClaimAnnotationDomains...)
+	fs.Var(&o.annotationDomains, "claim-allowed-annotation-domains", "Comma-separated annotation domains a claim's additionalPodMetadata may use (each domain and its subdomains; unprefixed keys are refused). Empty means the default, "+strings.Join(policy.DefaultClaimAnnotationDomains, ",")+".")
 	fs.StringVar(&o.configNamespace, "config-namespace", d.ConfigNamespace, "Namespace of the ConfigMap agent-sandbox-config, whose allowed-label-domains lists the label domains claims may use (watched). Default: the pod's namespace (POD_NAMESPACE), else "+operator.DefaultConfigNamespace+".")
 	fs.BoolVar(&o.restamp, "restamp", !d.RefuseRestamp, "Restamp a claim whose stamped template version is gone (no member of it left, the template changed) to the current version, visibly (ClaimRestamped event, Ready reason Restamped); false leaves such a claim Ready=False with reason StampedVersionGone.")
 	fs.BoolVar(&o.disableClaimEvents, "disable-claim-events", d.DisableClaimEvents, "Emit no Kubernetes Events from the SandboxClaim controller: fewer API writes during claim bursts.")
@@ -223,6 +233,9 @@ func (o *options) validate() error {
 	}
 	if o.clusterDomain == "" {
 		errs = append(errs, errors.New("--cluster-domain must not be empty"))
+	}
+	if fe := policy.ValidateAnnotationDomains(o.claimAnnotationDomains(), nil); len(fe) > 0 {
+		errs = append(errs, fmt.Errorf("--claim-allowed-annotation-domains: %w", fe.ToAggregate()))
 	}
 	if o.leaderElect {
 		errs = append(errs, o.validateLeaderElection()...)
@@ -330,6 +343,7 @@ func (o *options) operatorOptions() operator.Options {
 		OperatorUser:              o.operatorUser,
 		PlatformGroups:            o.platformGroups,
 		RefusedAnnotationPrefixes: o.runtimeAnnotations,
+		ClaimAnnotationDomains:    o.claimAnnotationDomains(),
 		ConfigNamespace:           o.configNamespace,
 		SandboxWorkers:            o.sandboxWorkers,
 		ClaimWorkers:              o.claimWorkers,

@@ -172,6 +172,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 		RefuseRestamp:            opts.RefuseRestamp,
 		ClaimLabelDomains:        op.labelDomains,
 		ClaimLabelDomainsChanged: op.labelDomainsChanged,
+		ClaimAnnotationDomains:   opts.ClaimAnnotationDomains,
 		SkipNameValidation:       opts.SkipNameValidation,
 		Clock:                    opts.Clock,
 	}

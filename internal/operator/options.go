@@ -119,6 +119,11 @@ type Options struct {
 	// may not use. The setting is process-wide (policy.SetRuntimeAnnotationPrefixes): New
 	// applies it, nil restores policy.DefaultRuntimeAnnotationPrefixes.
 	RefusedAnnotationPrefixes []string
+	// ClaimAnnotationDomains is the allowlist of the annotation domains a claim's
+	// additionalPodMetadata may use (an allowed domain or a subdomain of one), for admission
+	// and the claim controller alike; RefusedAnnotationPrefixes are refused on top of it.
+	// Empty means policy.DefaultClaimAnnotationDomains.
+	ClaimAnnotationDomains []string
 	// ConfigNamespace is the namespace of the public controller's ConfigMap
 	// agent-sandbox-config, whose allowed-label-domains lists the label domains a claim's
 	// additionalPodMetadata may use (watched: a change applies without a restart). "" means
@@ -241,6 +246,7 @@ func DefaultOptions() Options {
 		OperatorUser:              webhooks.DefaultOperatorUser,
 		PlatformGroups:            append([]string(nil), webhooks.DefaultPlatformGroups...),
 		RefusedAnnotationPrefixes: append([]string(nil), policy.DefaultRuntimeAnnotationPrefixes...),
+		ClaimAnnotationDomains:    append([]string(nil), policy.DefaultClaimAnnotationDomains...),
 		SandboxWorkers:            DefaultSandboxWorkers,
 		ClaimWorkers:              DefaultClaimWorkers,
 		WarmPoolWorkers:           DefaultWarmPoolWorkers,
@@ -309,6 +315,9 @@ func (o Options) Validate() error {
 	}
 	if o.Refill.LowWaterPercent < 0 || o.Refill.LowWaterPercent > 100 {
 		errs = append(errs, fmt.Errorf("invalid Options.Refill.LowWaterPercent: must be between 0 and 100, got %d", o.Refill.LowWaterPercent))
+	}
+	if fe := policy.ValidateAnnotationDomains(o.ClaimAnnotationDomains, nil); len(fe) > 0 {
+		errs = append(errs, fmt.Errorf("invalid Options.ClaimAnnotationDomains: %w", fe.ToAggregate()))
 	}
 	errs = append(errs, o.WarmPool.validate("Options.WarmPool.")...)
 	return errors.Join(errs...)

@@ -323,6 +323,12 @@ func (w *ClaimWrapper) Label(k, v string) *ClaimWrapper {
 // UID sets the claim's UID, as the API server would.
 func (w *ClaimWrapper) UID(uid types.UID) *ClaimWrapper { w.ObjectMeta.UID = uid; return w }
 
+// Created sets metadata.creationTimestamp, which the API server sets on a real claim.
+func (w *ClaimWrapper) Created(at time.Time) *ClaimWrapper {
+	w.CreationTimestamp = metav1.NewTime(at)
+	return w
+}
+
 // StatusSandbox sets status.sandbox.name: the Sandbox the claim reports bound to it.
 func (w *ClaimWrapper) StatusSandbox(name string) *ClaimWrapper {
 	w.Status.Sandbox.Name = name

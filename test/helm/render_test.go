@@ -414,6 +414,7 @@ func TestValuesReachTheDeployment(t *testing.T) {
 			"clusterDomain":                 "corp.local",
 			"coldStartGrace":                "3s",
 			"platformGroups":                []any{"platform", "sre"},
+			"claimAllowedAnnotationDomains": []any{"sandbox.users.io", "acme.example"},
 			"restamp":                       false,
 			"extraArgs":                     []any{"--zap-log-level=debug"},
 		},
@@ -445,6 +446,7 @@ func TestValuesReachTheDeployment(t *testing.T) {
 		"--sandbox-claim-concurrent-workers=8",
 		"--cold-start-grace=3s",
 		"--platform-groups=platform,sre",
+		"--claim-allowed-annotation-domains=sandbox.users.io,acme.example",
 		"--restamp=false",
 		"--zap-log-level=debug",
 	}

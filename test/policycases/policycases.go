@@ -115,7 +115,7 @@ func Cases() map[string]Case {
 			WantErrors: []FieldError{{field.ErrorTypeForbidden, "spec.volumeClaimTemplates[0].metadata.name"}}, WantReason: vctRejected},
 		"volume claim template replaced": {Claim: claim().VolumeClaimTemplate("data", "5Gi").Obj(),
 			Template: template("", extv1beta1.VolumeClaimTemplatesOverrides)},
-		"pod metadata added": {Claim: claim().PodLabel("sandbox.users.io/user", "u1").PodLabel("sandbox.users.io/team", "a").PodAnnotation("note", "n").Obj(),
+		"pod metadata added": {Claim: claim().PodLabel("sandbox.users.io/user", "u1").PodLabel("sandbox.users.io/team", "a").PodAnnotation("sandbox.users.io/note", "n").Obj(),
 			Template: template("", "")},
 		"pod metadata may not change the template's": {Claim: claim().PodLabel("sandbox.users.io/team", "b").Obj(), Template: template("", ""),
 			WantErrors: []FieldError{{field.ErrorTypeInvalid, "spec.additionalPodMetadata.labels[sandbox.users.io/team]"}},

@@ -106,7 +106,7 @@ func TestWarmClaimPodMetadata(t *testing.T) {
 	e.waitPoolReady("pool", 1)
 	claim := builders.MakeClaim("c", e.ns, "pool").Obj()
 	claim.Spec.AdditionalPodMetadata.Labels = map[string]string{"sandbox.users.io/team": "a"}
-	claim.Spec.AdditionalPodMetadata.Annotations = map[string]string{"note": "hi"}
+	claim.Spec.AdditionalPodMetadata.Annotations = map[string]string{"sandbox.users.io/note": "hi"}
 	e.create(claim)
 	_, sb := e.waitClaimReady("c")
 	e.g.Expect(sb.Labels).To(HaveKeyWithValue(agentsv1beta1.LabelLaunchType, agentsv1beta1.LaunchTypeWarm))
@@ -114,7 +114,7 @@ func TestWarmClaimPodMetadata(t *testing.T) {
 		pod := &corev1.Pod{}
 		g.Expect(e.Client.Get(e.ctx(), e.key(sb.Name), pod)).To(Succeed())
 		g.Expect(pod.Labels).To(HaveKeyWithValue("sandbox.users.io/team", "a"))
-		g.Expect(pod.Annotations).To(HaveKeyWithValue("note", "hi"))
+		g.Expect(pod.Annotations).To(HaveKeyWithValue("sandbox.users.io/note", "hi"))
 	})
 	checkInvariants(e.g, e)
 }

@@ -230,6 +230,7 @@ in values (the public chart's names where the flag means the same), then extraAr
   (list "poolRefillLowWaterPercent" "pool-refill-low-water-percent")
   (list "gracefulShutdownTimeout" "graceful-shutdown-timeout")
   (list "platformGroups" "platform-groups")
+  (list "claimAllowedAnnotationDomains" "claim-allowed-annotation-domains")
   (list "claimRefusedAnnotationPrefixes" "claim-refused-annotation-prefixes")
   (list "restamp" "restamp")
   (list "pprofBindAddress" "pprof-bind-address") }}
