@@ -80,8 +80,9 @@ func TestAttackLookalikePoolMemberRefused(t *testing.T) {
 	expectForbidden(e.g, e.bind(e.operator, forged, e.claim), "web-forged", "blueprint hashes to")
 }
 
-// Finding 1, variant: a used Sandbox never re-enters a pool. A tenant orphans their claim's
-// Sandbox, edits it, and cannot put it back; the operator refuses to hand out a used Sandbox.
+// Finding 1, variant: a used Sandbox never re-enters a pool. The platform orphans a tenant's
+// claim's Sandbox (a tenant may not: TestAttackOrphaningDeleteOfOwnClaimRefused), the tenant
+// edits it and cannot put it back; the operator refuses to hand out a used Sandbox.
 func TestAttackUsedSandboxBackIntoPoolRefused(t *testing.T) {
 	e := setupBinding(t)
 	mallory := e.tenant("mallory")
@@ -89,7 +90,7 @@ func TestAttackUsedSandboxBackIntoPoolRefused(t *testing.T) {
 	e.create(mallory, mine)
 	e.get(mine)
 	e.g.Expect(e.bind(e.operator, e.warm, mine)).To(Succeed())
-	e.g.Expect(mallory.Delete(e.ctx(), mine, client.PropagationPolicy(metav1.DeletePropagationOrphan))).To(Succeed())
+	e.g.Expect(e.admin.Delete(e.ctx(), mine, client.PropagationPolicy(metav1.DeletePropagationOrphan))).To(Succeed())
 	used := &agentsv1beta1.Sandbox{}
 	e.g.Eventually(func(g Gomega) {
 		g.Expect(mallory.Get(e.ctx(), client.ObjectKeyFromObject(e.warm), used)).To(Succeed())

@@ -127,8 +127,9 @@ func TestMemberTemplateHashImmutableForUsers(t *testing.T) {
 	e.g.Expect(mergePatch(e.ctx(), e.operator, e.warm.DeepCopy(), relabel)).To(Succeed())
 }
 
-// Deleting a claim with --cascade=orphan completes: the garbage collector may take the claim's
-// ownerReference off its Sandbox, which stays, released.
+// The platform's deletion of a claim with --cascade=orphan completes (e.user is in
+// system:masters, a platform group): the garbage collector may take the claim's ownerReference
+// off its Sandbox, which stays, released.
 func TestOrphaningDeleteOfClaimCompletes(t *testing.T) {
 	e := setupBinding(t)
 	e.g.Expect(e.bind(e.operator, e.warm, e.claim)).To(Succeed())
