@@ -46,7 +46,8 @@ var (
 //     such an owner, sets or changes the warm-pool and template-hash labels, or changes the
 //     spec of a pool member. Anyone may take a pool's owner reference off (the garbage
 //     collector orphaning members does): a Sandbox that leaves a pool never comes back.
-//   - Unbinding: only the operator, or anyone once the claim is gone.
+//   - Unbinding: only the operator, or the platform and the Kubernetes controllers once the
+//     claim is gone or going.
 type BindingGuard struct {
 	// Cache reads claims, pools, templates and Sandboxes first (the manager's cached client);
 	// nil reads everything from the API server.
@@ -476,10 +477,13 @@ func (w *BindingGuard) guardColdStart(ctx context.Context, sb *agentsv1beta1.San
 	return nil
 }
 
-// guardUnbinding admits the removal of (part of) a binding from the operator, and from anyone
-// once the claim is gone or going: the garbage collector removes the ownerReference of an
-// orphaned Sandbox (`kubectl delete --cascade=orphan`), and refusing it would keep the claim's
-// deletion from completing. Otherwise a user could take a Sandbox from its claim.
+// guardUnbinding admits the removal of (part of) a binding from the operator, and once the
+// claim is gone or going from the platform and the Kubernetes controllers too: the garbage
+// collector removes the ownerReference of a Sandbox the platform orphans (`kubectl delete
+// --cascade=orphan`), and refusing it would keep the claim's deletion from completing.
+// Otherwise a user could take a Sandbox from its claim, and one who took it from a claim being
+// deleted would keep it running after the claim, which the claim's deletion ends
+// (ValidateClaimDeletion).
 func (w *BindingGuard) guardUnbinding(ctx context.Context, oldRef *metav1.OwnerReference, oldUID types.UID, newSB *agentsv1beta1.Sandbox, operator bool) error {
 	if operator || oldRef == nil {
 		// Without an ownerReference the claim is already released: what remains is a label.
@@ -489,11 +493,20 @@ func (w *BindingGuard) guardUnbinding(ctx context.Context, oldRef *metav1.OwnerR
 	if err != nil {
 		return apierrors.NewInternalError(fmt.Errorf("looking up claim %s/%s: %w", newSB.Namespace, oldRef.Name, err))
 	}
-	if c == nil || c.DeletionTimestamp != nil {
-		return nil
+	var stamp string
+	if c != nil {
+		stamp = c.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash]
 	}
-	return w.deny(newSB, claimName(oldRef, oldUID), c.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash],
-		"only the operator (%s) may unbind it from an existing claim, not %s", w.OperatorUser, requester(ctx))
+	switch {
+	case c != nil && c.DeletionTimestamp == nil:
+		return w.deny(newSB, claimName(oldRef, oldUID), stamp,
+			"only the operator (%s) may unbind it from an existing claim, not %s", w.OperatorUser, requester(ctx))
+	case !w.authority().trusted(userInfo(ctx)):
+		return w.deny(newSB, claimName(oldRef, oldUID), stamp,
+			"its claim is being deleted, and a claim's deletion ends its Sandbox: only the garbage collector, the operator and the platform may take the claim's reference off, not %s",
+			requester(ctx))
+	}
+	return nil
 }
 
 // claim finds the claim named name with the given uid: in the cache first, from the API server

@@ -137,12 +137,18 @@ func TestBindingGuard(t *testing.T) {
 		{name: "a user unbinds", user: someUser, old: boundTo(member, claim, true, true), new: member, wantCode: 403},
 		{name: "operator unbinds", user: operatorUser, old: boundTo(member, claim, true, true), new: boundTo(member, claim, false, false), wantCode: 200},
 		{name: "a user removes the ownerReference only", user: someUser, old: boundTo(member, claim, true, true), new: boundTo(member, claim, true, false), wantCode: 403},
-		{name: "the garbage collector orphans the sandbox of a deleted claim", user: "system:serviceaccount:kube-system:generic-garbage-collector",
+		{name: "the garbage collector orphans the sandbox of a deleted claim", user: "system:kube-controller-manager",
 			old: boundTo(member, ghost, true, true), new: func() *agentsv1beta1.Sandbox {
 				sb := boundTo(member, ghost, true, true)
 				sb.OwnerReferences = nil
 				return sb
 			}(), wantCode: 200},
+		{name: "a user orphans the sandbox of a deleted claim", user: someUser,
+			old: boundTo(member, ghost, true, true), new: func() *agentsv1beta1.Sandbox {
+				sb := boundTo(member, ghost, true, true)
+				sb.OwnerReferences = nil
+				return sb
+			}(), wantCode: 403, wantMsg: []string{"a claim's deletion ends its Sandbox"}},
 		{name: "a user edits a bound sandbox", user: someUser, old: boundTo(member, claim, true, true),
 			new: func() *agentsv1beta1.Sandbox {
 				sb := boundTo(member, claim, true, true)

@@ -2,6 +2,7 @@ package webhooks
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -117,13 +119,17 @@ func (w *ClaimWebhook) Default(ctx context.Context, c *extv1beta1.SandboxClaim) 
 	return nil
 }
 
-// checkNew checks a new claim in namespace ns: its own fields (ValidateClaim), the stamp the
+// checkNew checks a new claim in namespace ns: its own fields (ValidateClaim), the owner
+// references and finalizers of a claim its creator sets (ValidateClaimReferences), the stamp the
 // client supplied, if any, against the blueprint hash of its pool's template, and what it adds
 // to that template (env, volumeClaimTemplates, pod metadata) against the template's policies.
 // It returns the template (nil when the pool or the template does not exist yet: the claim
 // is admitted unstamped) and its hash, or a 422 naming every problem.
 func (w *ClaimWebhook) checkNew(ctx context.Context, ns string, c *extv1beta1.SandboxClaim) (*extv1beta1.SandboxTemplate, string, error) {
 	errs := append(ValidateClaim(c), w.validateMetadataDomains(c)...)
+	if !w.authority().trusted(userInfo(ctx)) {
+		errs = append(errs, ValidateClaimReferences(c, nil)...)
+	}
 	stampPath := field.NewPath("metadata", "annotations").Key(agentsv1beta1.AnnotationSandboxTemplateHash)
 	supplied, hasStamp := c.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash]
 	tmpl, why, err := w.templateOf(ctx, ns, c.Spec.WarmPoolRef.Name, supplied)
@@ -226,7 +232,8 @@ func (w *ClaimWebhook) ValidateCreate(ctx context.Context, c *extv1beta1.Sandbox
 // ValidateUpdate checks that whoever changes the claim's spec may (its creator, the operator,
 // the platform), the updated claim (problems the old one had already are not held against the
 // update), that warmPoolRef and the creator did not change, that only the operator changed the
-// stamp, and a changed spec against the template's policies, as at creation.
+// stamp, that its creator added no owner reference or finalizer, and a changed spec against the
+// template's policies, as at creation.
 func (w *ClaimWebhook) ValidateUpdate(ctx context.Context, oldClaim, newClaim *extv1beta1.SandboxClaim) (admission.Warnings, error) {
 	if u := userInfo(ctx); !equality.Semantic.DeepEqual(oldClaim.Spec, newClaim.Spec) && !w.authority().mayActFor(u, creatorOf(oldClaim.Annotations)) {
 		return nil, w.notYours(newClaim, u, "change")
@@ -234,6 +241,9 @@ func (w *ClaimWebhook) ValidateUpdate(ctx context.Context, oldClaim, newClaim *e
 	errs := RatchetUpdate(append(ValidateClaim(newClaim), w.validateMetadataDomains(newClaim)...),
 		append(ValidateClaim(oldClaim), w.validateMetadataDomains(oldClaim)...))
 	errs = append(errs, ValidateClaimUpdate(newClaim, oldClaim, isOperator(ctx, w.OperatorUser))...)
+	if !w.authority().trusted(userInfo(ctx)) {
+		errs = append(errs, ValidateClaimReferences(newClaim, oldClaim)...)
+	}
 	if len(errs) == 0 && !equality.Semantic.DeepEqual(oldClaim.Spec, newClaim.Spec) && policy.AddsToTemplate(newClaim) {
 		tmpl, _, err := w.templateOf(ctx, newClaim.Namespace, newClaim.Spec.WarmPoolRef.Name, "")
 		if err != nil {
@@ -247,12 +257,39 @@ func (w *ClaimWebhook) ValidateUpdate(ctx context.Context, oldClaim, newClaim *e
 }
 
 // ValidateDelete admits the deletion of a claim by its creator, the operator and the
-// platform (and of a claim created before admission recorded creators, by anyone RBAC lets).
+// platform (and of a claim created before admission recorded creators, by anyone RBAC lets),
+// and from anyone but the operator, the platform and the Kubernetes controllers only a
+// deletion that ends the claim's Sandbox with it (ValidateClaimDeletion). The platform may
+// orphan a Sandbox deliberately (to keep it for inspection): it may delete it as well.
 func (w *ClaimWebhook) ValidateDelete(ctx context.Context, c *extv1beta1.SandboxClaim) (admission.Warnings, error) {
-	if u := userInfo(ctx); !w.authority().mayActFor(u, creatorOf(c.Annotations)) {
+	u := userInfo(ctx)
+	if !w.authority().mayActFor(u, creatorOf(c.Annotations)) {
 		return nil, w.notYours(c, u, "delete")
 	}
-	return nil, nil
+	if w.authority().trusted(u) {
+		return nil, nil
+	}
+	opts, err := deleteOptions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return nil, invalid(claimGK, c.Name, ValidateClaimDeletion(opts, c))
+}
+
+// deleteOptions are the options of the DELETE request in ctx (nil when it carries none).
+func deleteOptions(ctx context.Context) (*metav1.DeleteOptions, error) {
+	req, err := admission.RequestFromContext(ctx)
+	if err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("reading the admission request: %w", err))
+	}
+	if len(req.Options.Raw) == 0 {
+		return nil, nil
+	}
+	opts := &metav1.DeleteOptions{}
+	if err := json.Unmarshal(req.Options.Raw, opts); err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("decoding the delete options: %v", err))
+	}
+	return opts, nil
 }
 
 // notYours is the 403 for a request on someone else's claim.

@@ -2,8 +2,11 @@ package webhooks
 
 import (
 	"fmt"
+	"slices"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -198,4 +201,82 @@ func enum[T ~string](value string, fldPath *field.Path, allowed ...T) field.Erro
 		valid[i] = string(a)
 	}
 	return field.ErrorList{field.NotSupported(fldPath, value, valid)}
+}
+
+// A claim's metadata may say nothing about other objects' lives, nor outlive its deletion:
+// what a claim's creator (anyone but the operator, the platform and the Kubernetes
+// controllers: Authority.trusted) may not put on it, and how they may not delete it.
+const (
+	msgClaimOwnerReference = "a claim carries no owner references but the platform's: one to an object that is not yours " +
+		"holds up that object's deletion (blockOwnerDeletion), and the claim would end with an object you do not control; " +
+		"remove it, and delete the claim when you are done with it"
+	msgClaimFinalizer = "a claim carries no finalizers but the platform's: sandgate removes none, so the claim and its Sandbox " +
+		"would outlive their deletion; remove it"
+	msgClaimOrphaned = "deleting a claim ends its Sandbox: orphaning would leave the Sandbox and its pod running, owned by " +
+		"nothing, beyond the claim's lifecycle and out of your reach; delete with propagationPolicy Background (the " +
+		"default; kubectl delete --cascade=background) or Foreground"
+)
+
+// ValidateClaimReferences checks the owner references and finalizers a claim gains (every one
+// of a new claim: oldClaim nil) in a request of its creator's: it may gain none. An owner
+// reference of a tenant's choosing ties the claim's life to an object the tenant may not own,
+// and with blockOwnerDeletion (and a finalizer nobody removes) keeps that object's foreground
+// deletion waiting for ever; a finalizer keeps a deleted claim, and with it its Sandbox, until
+// someone removes it, which the tenant cannot (no update right) and sandgate never does. No
+// public client sets either on a claim. A reference or finalizer the claim had already is not
+// held against an update; the ones the API server and the garbage collector add while
+// deleting a claim (orphan, foregroundDeletion) are not admission's to see.
+func ValidateClaimReferences(newClaim, oldClaim *extv1beta1.SandboxClaim) field.ErrorList {
+	var oldRefs []metav1.OwnerReference
+	var oldFinalizers []string
+	if oldClaim != nil {
+		oldRefs, oldFinalizers = oldClaim.OwnerReferences, oldClaim.Finalizers
+	}
+	var errs field.ErrorList
+	md := field.NewPath("metadata")
+	for i, ref := range newClaim.OwnerReferences {
+		if !slices.ContainsFunc(oldRefs, func(o metav1.OwnerReference) bool { return equality.Semantic.DeepEqual(o, ref) }) {
+			errs = append(errs, field.Forbidden(md.Child("ownerReferences").Index(i), msgClaimOwnerReference))
+		}
+	}
+	for i, f := range newClaim.Finalizers {
+		if !slices.Contains(oldFinalizers, f) {
+			errs = append(errs, field.Forbidden(md.Child("finalizers").Index(i), msgClaimFinalizer))
+		}
+	}
+	return errs
+}
+
+// ValidateClaimDeletion checks how a claim of its creator's is deleted (opts, as the request
+// carries them; nil for none): never so that its Sandbox outlives it. The API server orphans a
+// deleted object's dependents when opts say so (propagationPolicy Orphan, or the deprecated
+// orphanDependents), or, when they name no policy, when the object carries the orphan
+// finalizer; the garbage collector then strips the Sandbox's owner reference and the Sandbox
+// runs on, counted by no claim and deleted by no lifecycle.
+func ValidateClaimDeletion(opts *metav1.DeleteOptions, c *extv1beta1.SandboxClaim) field.ErrorList {
+	if opts == nil {
+		opts = &metav1.DeleteOptions{}
+	}
+	//nolint:staticcheck // SA1019: the deprecated option still orphans, so it is checked
+	if o := opts.OrphanDependents; o != nil {
+		if *o {
+			return field.ErrorList{field.Forbidden(field.NewPath("orphanDependents"), msgClaimOrphaned)}
+		}
+		return nil
+	}
+	if p := opts.PropagationPolicy; p != nil {
+		if *p == metav1.DeletePropagationOrphan {
+			return field.ErrorList{field.Forbidden(field.NewPath("propagationPolicy"), msgClaimOrphaned)}
+		}
+		return nil
+	}
+	for i, f := range c.Finalizers {
+		switch f {
+		case metav1.FinalizerOrphanDependents:
+			return field.ErrorList{field.Forbidden(field.NewPath("metadata", "finalizers").Index(i), msgClaimOrphaned)}
+		case metav1.FinalizerDeleteDependents:
+			return nil
+		}
+	}
+	return nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/test/builders"
+	"github.com/sandgate-dev/sandgate/test/framework"
 )
 
 // The attacks of a platform's tenant: a user whose only permissions in the namespace are the
@@ -80,8 +81,38 @@ func TestAttackLookalikePoolMemberRefused(t *testing.T) {
 	expectForbidden(e.g, e.bind(e.operator, forged, e.claim), "web-forged", "blueprint hashes to")
 }
 
-// Finding 1, variant: a used Sandbox never re-enters a pool. A tenant orphans their claim's
-// Sandbox, edits it, and cannot put it back; the operator refuses to hand out a used Sandbox.
+// Deletion escapes the claim (issue 33), the editor role's variant: a tenant who may patch
+// Sandboxes deletes their claim while something holds it (here a finalizer of the platform's)
+// and takes the claim's reference off its Sandbox before the garbage collector deletes it, to
+// keep it running after the claim. Refused; once the claim is gone, so is its Sandbox.
+func TestAttackUnbindingADeletedClaimsSandboxRefused(t *testing.T) {
+	e := setupBinding(t)
+	mallory := e.tenant("mallory")
+	mine := builders.MakeClaim("mallorys", e.ns, "web").Obj()
+	e.create(mallory, mine)
+	e.get(mine)
+	e.g.Expect(e.bind(e.operator, e.warm, mine)).To(Succeed())
+	e.g.Expect(mergePatch(e.ctx(), e.admin, mine, map[string]any{"metadata": map[string]any{"finalizers": []string{"example.com/hold"}}})).To(Succeed())
+	e.g.Expect(mallory.Delete(e.ctx(), mine)).To(Succeed())
+
+	e.g.Eventually(func(g Gomega) {
+		sb := &agentsv1beta1.Sandbox{}
+		g.Expect(mallory.Get(e.ctx(), client.ObjectKeyFromObject(e.warm), sb)).To(Succeed())
+		err := mergePatch(e.ctx(), mallory, sb, map[string]any{"metadata": map[string]any{"ownerReferences": nil}})
+		g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "taking the claim's reference off: got %v, want 403", err)
+		g.Expect(err).To(MatchError(ContainSubstring("its claim is being deleted")))
+	}).WithTimeout(framework.Timeout).WithPolling(framework.Interval).Should(Succeed())
+
+	e.g.Expect(mergePatch(e.ctx(), e.admin, mine, map[string]any{"metadata": map[string]any{"finalizers": nil}})).To(Succeed())
+	e.g.Eventually(func(g Gomega) {
+		err := e.admin.Get(e.ctx(), client.ObjectKeyFromObject(e.warm), &agentsv1beta1.Sandbox{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the Sandbox outlived its claim: %v", err)
+	}).WithTimeout(framework.Timeout).WithPolling(framework.Interval).Should(Succeed())
+}
+
+// Finding 1, variant: a used Sandbox never re-enters a pool. The platform orphans a tenant's
+// claim's Sandbox (a tenant may not: TestAttackOrphaningDeleteOfOwnClaimRefused), the tenant
+// edits it and cannot put it back; the operator refuses to hand out a used Sandbox.
 func TestAttackUsedSandboxBackIntoPoolRefused(t *testing.T) {
 	e := setupBinding(t)
 	mallory := e.tenant("mallory")
@@ -89,7 +120,7 @@ func TestAttackUsedSandboxBackIntoPoolRefused(t *testing.T) {
 	e.create(mallory, mine)
 	e.get(mine)
 	e.g.Expect(e.bind(e.operator, e.warm, mine)).To(Succeed())
-	e.g.Expect(mallory.Delete(e.ctx(), mine, client.PropagationPolicy(metav1.DeletePropagationOrphan))).To(Succeed())
+	e.g.Expect(e.admin.Delete(e.ctx(), mine, client.PropagationPolicy(metav1.DeletePropagationOrphan))).To(Succeed())
 	used := &agentsv1beta1.Sandbox{}
 	e.g.Eventually(func(g Gomega) {
 		g.Expect(mallory.Get(e.ctx(), client.ObjectKeyFromObject(e.warm), used)).To(Succeed())

@@ -127,8 +127,9 @@ func TestMemberTemplateHashImmutableForUsers(t *testing.T) {
 	e.g.Expect(mergePatch(e.ctx(), e.operator, e.warm.DeepCopy(), relabel)).To(Succeed())
 }
 
-// Deleting a claim with --cascade=orphan completes: the garbage collector may take the claim's
-// ownerReference off its Sandbox, which stays, released.
+// The platform's deletion of a claim with --cascade=orphan completes (e.user is in
+// system:masters, a platform group): the garbage collector may take the claim's ownerReference
+// off its Sandbox, which stays, released.
 func TestOrphaningDeleteOfClaimCompletes(t *testing.T) {
 	e := setupBinding(t)
 	e.g.Expect(e.bind(e.operator, e.warm, e.claim)).To(Succeed())
@@ -147,24 +148,7 @@ func TestOrphaningDeleteOfClaimCompletes(t *testing.T) {
 // an owner reference or a binding label does.
 func TestBindingGuardCalledOnlyForWritesItCanRefuse(t *testing.T) {
 	e := setupBinding(t)
-	calls := func() float64 {
-		var total float64
-		families, err := ctrlmetrics.Registry.Gather()
-		e.g.Expect(err).NotTo(HaveOccurred())
-		for _, f := range families {
-			if f.GetName() != "controller_runtime_webhook_requests_total" {
-				continue
-			}
-			for _, m := range f.GetMetric() {
-				for _, l := range m.GetLabel() {
-					if l.GetName() == "webhook" && l.GetValue() == "/validate-agents-x-k8s-io-v1beta1-sandbox" {
-						total += m.GetCounter().GetValue()
-					}
-				}
-			}
-		}
-		return total
-	}
+	calls := func() float64 { return webhookCalls(e.g, "/validate-agents-x-k8s-io-v1beta1-sandbox") }
 	// Other tests' namespaces being cleaned up send the webhook a few requests of their own:
 	// the counts are compared over many writes, not one.
 	const n = 10
@@ -194,4 +178,24 @@ func TestBindingGuardCalledOnlyForWritesItCanRefuse(t *testing.T) {
 		}
 		e.g.Expect(calls()-before).To(BeNumerically(">=", n), "a change of the %s is checked", what)
 	}
+}
+
+// webhookCalls is how many requests the manager's webhook at path has served.
+func webhookCalls(g Gomega, path string) float64 {
+	var total float64
+	families, err := ctrlmetrics.Registry.Gather()
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_webhook_requests_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "webhook" && l.GetValue() == path {
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return total
 }

@@ -3,16 +3,19 @@
 package webhooks_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/test/builders"
+	"github.com/sandgate-dev/sandgate/test/framework"
 )
 
 const stampKey = agentsv1beta1.AnnotationSandboxTemplateHash
@@ -115,4 +118,34 @@ func TestStampImmutableExceptForOperator(t *testing.T) {
 
 	// Other metadata stays the user's to change.
 	e.g.Expect(mergePatch(e.ctx(), e.user, claim, map[string]any{"metadata": map[string]any{"labels": map[string]any{"team": "a"}}})).To(Succeed())
+}
+
+// A creator's own deletion of a claim, in the background or the foreground, costs no round
+// trip to the claim validator (its matchConditions); one that would orphan the claim's Sandbox
+// is sent to it, and refused.
+func TestClaimValidatorCalledOnlyForDeletionsItCanRefuse(t *testing.T) {
+	e := setup(t)
+	e.templatePool("web")
+	alice := cluster.UserWithRole(t, e.admin, e.ns, "alice", framework.TenantRole)
+	calls := func() float64 { return webhookCalls(e.g, "/validate-extensions-agents-x-k8s-io-v1beta1-sandboxclaim") }
+	// Other tests' namespaces being cleaned up send the webhook a few requests of their own:
+	// the counts are compared over many deletions, not one.
+	const n = 10
+	claims := make([]*extv1beta1.SandboxClaim, n)
+	for i := range claims {
+		claims[i] = builders.MakeClaim(fmt.Sprintf("c%d", i), e.ns, "web").Obj()
+		e.create(alice, claims[i])
+	}
+	before := calls()
+	for _, c := range claims {
+		e.g.Expect(alice.Delete(e.ctx(), c, client.PropagationPolicy(metav1.DeletePropagationOrphan))).NotTo(Succeed())
+	}
+	e.g.Expect(calls()-before).To(BeNumerically(">=", n), "an orphaning deletion is checked")
+
+	before = calls()
+	for i, c := range claims {
+		prop := []metav1.DeletionPropagation{metav1.DeletePropagationBackground, metav1.DeletePropagationForeground}[i%2]
+		e.g.Expect(alice.Delete(e.ctx(), c, client.PropagationPolicy(prop))).To(Succeed())
+	}
+	e.g.Expect(calls()-before).To(BeNumerically("<", n/2), "a creator's own deletion costs no round trip")
 }
