@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	oteltrace "go.opentelemetry.io/otel/trace"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/agent-sandbox/clients/go/sandbox"
 	"sigs.k8s.io/agent-sandbox/sandbox-router/authz"
@@ -346,7 +347,8 @@ func (e *env) claimAndRouteAtReady(name string) error {
 		var res sandbox.ExecutionResult
 		var reply Reply
 		if code != http.StatusOK || json.Unmarshal(body, &res) != nil || json.Unmarshal([]byte(res.Stdout), &reply) != nil {
-			return fmt.Errorf("claim %s Ready, its Sandbox %s not routable by name: %d %s", name, c.Status.Sandbox.Name, code, body)
+			return fmt.Errorf("claim %s Ready, its Sandbox %s not routable by name: %d %s (%s)", name, c.Status.Sandbox.Name, code, body,
+				e.podRouteNow(c.Status.Sandbox.Name))
 		}
 		if reply.ClaimUID != string(c.UID) {
 			return fmt.Errorf("claim %s (UID %s) reached pod %s carrying claim %q", name, c.UID, reply.Pod, reply.ClaimUID)
@@ -380,6 +382,19 @@ func (e *env) routeByName(name string) (int, []byte, error) {
 	var buf bytes.Buffer
 	_, err = buf.ReadFrom(resp.Body)
 	return resp.StatusCode, buf.Bytes(), err
+}
+
+// podRouteNow says what the API server holds of the pod's route right now, so that a failed
+// request tells a route the operator never wrote or undid from one the router has not seen yet.
+func (e *env) podRouteNow(name string) string {
+	pod := &corev1.Pod{}
+	if err := e.admin.Get(context.Background(), clientKey(e.ns, name), pod); err != nil {
+		return fmt.Sprintf("reading the pod: %v", err)
+	}
+	claimUID, hasClaim := pod.Labels[agentsv1beta1.LabelClaimUID]
+	_, warm := pod.Labels[agentsv1beta1.LabelWarmPoolSandbox]
+	return fmt.Sprintf("the API server's pod now: claim-uid %q (set %v), warm-pool label %v, resourceVersion %s",
+		claimUID, hasClaim, warm, pod.ResourceVersion)
 }
 
 func clientKey(ns, name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }
