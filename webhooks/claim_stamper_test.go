@@ -51,6 +51,10 @@ func TestClaimStamping(t *testing.T) {
 			wantAnnotations: map[string]string{agentsv1beta1.AnnotationWebhookFirstObservedAt: observed, agentsv1beta1.AnnotationControllerFirstObservedAt: observed, agentsv1beta1.AnnotationCreator: "jane@example.com"}},
 		{name: "stamp that cannot be checked", claim: builders.MakeClaim("c", "ns", "orphan").Annotation(agentsv1beta1.AnnotationSandboxTemplateHash, hash).Obj(),
 			op: admissionv1.Create, wantCode: 422},
+		{name: "a binding supplied at creation", claim: builders.MakeClaim("c", "ns", "pool").Annotation(agentsv1beta1.AnnotationSandboxName, "someone-elses").Obj(),
+			op: admissionv1.Create, wantCode: 422},
+		{name: "a binding supplied at creation, before the template exists", claim: builders.MakeClaim("c", "ns", "orphan").Annotation(agentsv1beta1.AnnotationSandboxName, "someone-elses").Obj(),
+			op: admissionv1.Create, wantCode: 422},
 		{name: "update leaves annotations alone", claim: builders.MakeClaim("c", "ns", "pool").Annotation("a", "b").Obj(), op: admissionv1.Update, wantCode: 200,
 			wantAnnotations: map[string]string{"a": "b"}},
 	} {

@@ -28,10 +28,11 @@ const DefaultOperatorUser = "system:serviceaccount:sandgate-system:sandgate-cont
 //
 // A claim's CREATE costs one round trip: the stamping webhook checks the new claim as it stamps
 // it (ClaimWebhook.Default), and is reinvoked if a later mutating webhook changes the claim.
-// The claim validator is called for updates of the spec, the stamp or the creator, and for
-// deletions by anyone but the claim's recorded creator: a claim's other labels and
-// annotations (the operator's sandbox-name bookkeeping, a user's label) are nothing it
-// checks, and a creator deleting their own claim is admitted without a round trip.
+// The claim validator is called for updates of the spec, the stamp, the creator or the
+// sandbox-name annotation (the binding clients read: only the operator may write it, so its
+// bookkeeping write costs a round trip, off the claim's path), and for deletions by anyone but
+// the claim's recorded creator: a claim's other labels and annotations (a user's label) are
+// nothing it checks, and a creator deleting their own claim is admitted without a round trip.
 //
 // The binding guard (which also validates Sandboxes) is called only for writes it can refuse:
 // creates; updates that change the spec, the owner references, or any label or annotation
@@ -46,7 +47,7 @@ const DefaultOperatorUser = "system:serviceaccount:sandgate-system:sandgate-cont
 // trip for nothing.
 //
 // +kubebuilder:webhook:path=/mutate-extensions-agents-x-k8s-io-v1beta1-sandboxclaim,mutating=true,failurePolicy=fail,sideEffects=None,groups=extensions.agents.x-k8s.io,resources=sandboxclaims,verbs=create,versions=v1beta1,name=stamp.sandboxclaims.extensions.agents.x-k8s.io,matchPolicy=Equivalent,reinvocationPolicy=IfNeeded,admissionReviewVersions=v1,timeoutSeconds=10
-// +kubebuilder:webhook:path=/validate-extensions-agents-x-k8s-io-v1beta1-sandboxclaim,mutating=false,failurePolicy=fail,sideEffects=None,groups=extensions.agents.x-k8s.io,resources=sandboxclaims,verbs=update;delete,versions=v1beta1,name=validate.sandboxclaims.extensions.agents.x-k8s.io,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"spec-stamp-creator-or-someone-elses-delete","expression":"request.operation == 'DELETE' ? (has(oldObject.metadata.annotations) && 'sandgate.dev/creator' in oldObject.metadata.annotations && oldObject.metadata.annotations['sandgate.dev/creator'] != request.userInfo.username) : (object.spec != oldObject.spec || (has(object.metadata.annotations) && 'agents.x-k8s.io/sandbox-template-hash' in object.metadata.annotations ? object.metadata.annotations['agents.x-k8s.io/sandbox-template-hash'] : '') != (has(oldObject.metadata.annotations) && 'agents.x-k8s.io/sandbox-template-hash' in oldObject.metadata.annotations ? oldObject.metadata.annotations['agents.x-k8s.io/sandbox-template-hash'] : '') || (has(object.metadata.annotations) && 'sandgate.dev/creator' in object.metadata.annotations ? object.metadata.annotations['sandgate.dev/creator'] : '') != (has(oldObject.metadata.annotations) && 'sandgate.dev/creator' in oldObject.metadata.annotations ? oldObject.metadata.annotations['sandgate.dev/creator'] : ''))"}]}`
+// +kubebuilder:webhook:path=/validate-extensions-agents-x-k8s-io-v1beta1-sandboxclaim,mutating=false,failurePolicy=fail,sideEffects=None,groups=extensions.agents.x-k8s.io,resources=sandboxclaims,verbs=update;delete,versions=v1beta1,name=validate.sandboxclaims.extensions.agents.x-k8s.io,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"spec-stamp-creator-binding-or-someone-elses-delete","expression":"request.operation == 'DELETE' ? (has(oldObject.metadata.annotations) && 'sandgate.dev/creator' in oldObject.metadata.annotations && oldObject.metadata.annotations['sandgate.dev/creator'] != request.userInfo.username) : (object.spec != oldObject.spec || (has(object.metadata.annotations) && 'agents.x-k8s.io/sandbox-template-hash' in object.metadata.annotations ? object.metadata.annotations['agents.x-k8s.io/sandbox-template-hash'] : '') != (has(oldObject.metadata.annotations) && 'agents.x-k8s.io/sandbox-template-hash' in oldObject.metadata.annotations ? oldObject.metadata.annotations['agents.x-k8s.io/sandbox-template-hash'] : '') || (has(object.metadata.annotations) && 'sandgate.dev/creator' in object.metadata.annotations ? object.metadata.annotations['sandgate.dev/creator'] : '') != (has(oldObject.metadata.annotations) && 'sandgate.dev/creator' in oldObject.metadata.annotations ? oldObject.metadata.annotations['sandgate.dev/creator'] : '') || (has(object.metadata.annotations) && 'agents.x-k8s.io/sandbox-name' in object.metadata.annotations ? object.metadata.annotations['agents.x-k8s.io/sandbox-name'] : '') != (has(oldObject.metadata.annotations) && 'agents.x-k8s.io/sandbox-name' in oldObject.metadata.annotations ? oldObject.metadata.annotations['agents.x-k8s.io/sandbox-name'] : ''))"}]}`
 // +kubebuilder:webhook:path=/mutate-agents-x-k8s-io-v1beta1-sandbox,mutating=true,failurePolicy=fail,sideEffects=None,groups=agents.x-k8s.io,resources=sandboxes,verbs=create,versions=v1beta1,name=default.sandboxes.agents.x-k8s.io,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"defaults-missing","expression":"!has(object.spec.shutdownPolicy) || !has(object.spec.operatingMode) || !has(object.metadata.annotations) || !('agents.x-k8s.io/pod-name' in object.metadata.annotations)"}]}`
 // +kubebuilder:webhook:path=/validate-agents-x-k8s-io-v1beta1-sandbox,mutating=false,failurePolicy=fail,sideEffects=None,groups=agents.x-k8s.io,resources=sandboxes,verbs=create;update;delete,versions=v1beta1,name=binding-guard.sandboxes.agents.x-k8s.io,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"binding-membership-spec-reserved-metadata-or-bound-delete","expression":"request.operation == 'DELETE' ? (has(oldObject.metadata.labels) && 'agents.x-k8s.io/claim-uid' in oldObject.metadata.labels) : (request.operation == 'CREATE' || object.spec != oldObject.spec || (has(object.metadata.ownerReferences) ? object.metadata.ownerReferences : []) != (has(oldObject.metadata.ownerReferences) ? oldObject.metadata.ownerReferences : []) || ![[has(object.metadata.labels) ? object.metadata.labels : {}, has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}]].all(p, p[0].all(k, !k.matches('^([^/]*[.])?(agents[.]x-k8s[.]io|sandgate[.]dev)/') || (k in p[1] && p[1][k] == p[0][k])) && p[1].all(k, !k.matches('^([^/]*[.])?(agents[.]x-k8s[.]io|sandgate[.]dev)/') || k in p[0])) || ![[has(object.metadata.annotations) ? object.metadata.annotations : {}, has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}]].all(p, p[0].all(k, !k.matches('^([^/]*[.])?(agents[.]x-k8s[.]io|sandgate[.]dev)/') || (k in p[1] && p[1][k] == p[0][k])) && p[1].all(k, !k.matches('^([^/]*[.])?(agents[.]x-k8s[.]io|sandgate[.]dev)/') || k in p[0])))"}]}`
 // +kubebuilder:webhook:path=/mutate-extensions-agents-x-k8s-io-v1beta1-sandboxtemplate,mutating=true,failurePolicy=fail,sideEffects=None,groups=extensions.agents.x-k8s.io,resources=sandboxtemplates,verbs=create;update,versions=v1beta1,name=default.sandboxtemplates.extensions.agents.x-k8s.io,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10
@@ -104,7 +105,8 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 }
 
 // register serves a kind's defaulter and validator at the paths ctrl.NewWebhookManagedBy would
-// use (and config/webhook names), each behind decodeErrors.
+// use (and config/webhook names), each behind decodeErrors; the defaulter's patch also behind
+// omitNulls.
 func register[T runtime.Object](mgr ctrl.Manager, obj T, d admission.Defaulter[T], v admission.Validator[T]) error {
 	gvk, err := apiutil.GVKForObject(obj, mgr.GetScheme())
 	if err != nil {
@@ -113,7 +115,7 @@ func register[T runtime.Object](mgr ctrl.Manager, obj T, d admission.Defaulter[T
 	suffix := strings.ReplaceAll(gvk.Group, ".", "-") + "-" + gvk.Version + "-" + strings.ToLower(gvk.Kind)
 	server := mgr.GetWebhookServer()
 	mutating := admission.WithDefaulter(mgr.GetScheme(), d)
-	mutating.Handler = decodeErrors{next: mutating.Handler, gk: gvk.GroupKind(), proto: obj}
+	mutating.Handler = decodeErrors{next: omitNulls{next: mutating.Handler}, gk: gvk.GroupKind(), proto: obj}
 	server.Register("/mutate-"+suffix, mutating)
 	validating := admission.WithValidator(mgr.GetScheme(), v)
 	validating.Handler = decodeErrors{next: validating.Handler, gk: gvk.GroupKind(), proto: obj}

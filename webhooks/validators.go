@@ -134,14 +134,30 @@ func validateClaimEnv(env []extv1beta1.EnvVar, fldPath *field.Path) field.ErrorL
 	return errs
 }
 
+// ValidateNewClaimBinding refuses a new claim that names a Sandbox in its
+// agents.x-k8s.io/sandbox-name annotation: clients of the public API read it as the Sandbox the
+// claim is bound to, and a new claim is bound to none. Only the operator writes it, once the
+// claim has its Sandbox (ValidateClaimUpdate keeps it so).
+func ValidateNewClaimBinding(c *extv1beta1.SandboxClaim) field.ErrorList {
+	v, ok := c.Annotations[agentsv1beta1.AnnotationSandboxName]
+	if !ok {
+		return nil
+	}
+	return field.ErrorList{field.Forbidden(field.NewPath("metadata", "annotations").Key(agentsv1beta1.AnnotationSandboxName),
+		fmt.Sprintf("names the Sandbox the claim is bound to, and a new claim is bound to none (%q was given); the operator sets it once the claim has its Sandbox: leave it unset", v))}
+}
+
 // ValidateClaimUpdate checks what may change on a claim: warmPoolRef never (the stamp and any
-// binding were made for that pool), the template-hash stamp only by the operator.
+// binding were made for that pool), the template-hash stamp and the sandbox-name annotation
+// (the binding clients read) only by the operator, the creator never.
 func ValidateClaimUpdate(newClaim, oldClaim *extv1beta1.SandboxClaim, byOperator bool) field.ErrorList {
 	errs := apivalidation.ValidateImmutableField(newClaim.Spec.WarmPoolRef, oldClaim.Spec.WarmPoolRef,
 		field.NewPath("spec", "warmPoolRef"))
 	if !byOperator {
 		errs = append(errs, immutableKey(newClaim.Annotations, oldClaim.Annotations, agentsv1beta1.AnnotationSandboxTemplateHash,
 			field.NewPath("metadata", "annotations"), "set by admission and the operator only")...)
+		errs = append(errs, immutableKey(newClaim.Annotations, oldClaim.Annotations, agentsv1beta1.AnnotationSandboxName,
+			field.NewPath("metadata", "annotations"), "names the Sandbox the claim is bound to, set by the operator only")...)
 	}
 	errs = append(errs, immutableKey(newClaim.Annotations, oldClaim.Annotations, agentsv1beta1.AnnotationCreator,
 		field.NewPath("metadata", "annotations"), "the identity that created the claim, recorded by admission")...)
