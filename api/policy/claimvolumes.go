@@ -29,10 +29,11 @@ const podAnnotationOverhead = 1024
 // injectVolumeClaimTemplates adds a claim's volume claim templates to bp, the blueprint of its
 // template tmpl. What a claim may add, and why:
 //   - nothing under volumeClaimTemplatesPolicy Disallowed (the default);
-//   - a new, empty volume only: the operator creates the claim's PVCs with its own rights, so a
+//   - a new, empty volume only, provisioned as its storage class says: the operator creates the claim's PVCs with its own rights, so a
 //     dataSource or dataSourceRef would clone data (another tenant's PVC, a snapshot, any
 //     object a populator reads) that the claim's creator may not read, and a volumeName or
-//     selector would bind to a PersistentVolume provisioned for someone else. A template, which
+//     selector would bind to a PersistentVolume provisioned for someone else, and the
+//     annotations of kubernetes.io's subdomains steer provisioning and binding. A template, which
 //     the platform writes, may name them;
 //   - no replacement of a volume of the template's pod (podTemplate.spec.volumes): the pod
 //     mounts a volume claim template in place of a pod volume of the same name (the public API's
@@ -80,6 +81,7 @@ func injectVolumeClaimTemplates(tmpl *extv1beta1.SandboxTemplate, vcts []agentsv
 		default:
 			bp.VolumeClaimTemplates = append(bp.VolumeClaimTemplates, *vct)
 		}
+		errs = append(errs, validateClaimVolumeMetadata(&vcts[i].EmbeddedObjectMetadata, p.Child("metadata"))...)
 		errs = append(errs, ValidateClaimVolumeSource(&vcts[i].Spec, p.Child("spec"))...)
 	}
 	if n := len(bp.VolumeClaimTemplates); n > MaxVolumeClaimTemplates && len(vcts) <= MaxVolumeClaimTemplates {
@@ -108,6 +110,27 @@ func ValidateClaimVolumeSource(spec *corev1.PersistentVolumeClaimSpec, fldPath *
 	}
 	if spec.Selector != nil {
 		errs = append(errs, field.Forbidden(fldPath.Child("selector"), bind))
+	}
+	return errs
+}
+
+// validateClaimVolumeMetadata refuses the keys of a claim's volume claim template that only a
+// claim may not set: those under the subdomains of kubernetes.io and k8s.io, which steer how a
+// PVC is provisioned and bound (volume.kubernetes.io/selected-node picks the node,
+// volume.beta.kubernetes.io/storage-provisioner the provisioner). The keys no volume claim
+// template may carry are ValidateVolumeClaimTemplates'.
+func validateClaimVolumeMetadata(md *agentsv1beta1.EmbeddedObjectMetadata, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, part := range []struct {
+		m    map[string]string
+		name string
+	}{{md.Labels, "labels"}, {md.Annotations, "annotations"}} {
+		for _, k := range sortedKeys(part.m) {
+			if IsReservedClaimKey(k) && !IsReservedTemplateKey(k) {
+				errs = append(errs, field.Forbidden(fldPath.Child(part.name).Key(k),
+					"keys of the kubernetes.io and k8s.io subdomains steer how a volume is provisioned and bound; a claim's volume may not set them"))
+			}
+		}
 	}
 	return errs
 }

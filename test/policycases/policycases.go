@@ -156,6 +156,14 @@ func Cases() map[string]Case {
 				{field.ErrorTypeForbidden, "spec.volumeClaimTemplates[0].spec.selector"},
 			},
 			WantReason: vctRejected},
+		"a claim's volume may not steer its provisioning": {
+			Claim: func() *extv1beta1.SandboxClaim {
+				c := claim().VolumeClaimTemplate("scratch", "1Gi").Obj()
+				c.Spec.VolumeClaimTemplates[0].Annotations = map[string]string{"volume.kubernetes.io/selected-node": "node-1", "note": "n"}
+				return c
+			}(),
+			Template:   template("", extv1beta1.VolumeClaimTemplatesAllowed),
+			WantErrors: []FieldError{{field.ErrorTypeForbidden, "spec.volumeClaimTemplates[0].metadata.annotations[volume.kubernetes.io/selected-node]"}}, WantReason: vctRejected},
 		"a replacement under Overrides may not clone a data source either": {
 			Claim: withVolume(claim(), "data", func(s *corev1.PersistentVolumeClaimSpec) {
 				s.DataSource = cloneOf("someone-elses")

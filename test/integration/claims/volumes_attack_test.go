@@ -174,8 +174,8 @@ func TestAttackClaimCannotNameABindingItDoesNotHave(t *testing.T) {
 
 // A volume claim template that clones a PVC names the PVC's kind and leaves apiGroup out (the
 // core group), as the API documents: the platform's templates and Sandboxes saying so are
-// admitted (the defaulting webhooks' patches used to add "apiGroup": null, which the API
-// server refuses), and the Sandbox's PVC clones the PVC named.
+// admitted, in either version (the defaulting webhooks' patches used to add "apiGroup": null,
+// which the API server refuses), and the Sandbox's PVC clones the PVC named.
 func TestDataSourceWithoutAPIGroupAdmitted(t *testing.T) {
 	e := setup(t, 0)
 	vct := map[string]any{
@@ -199,9 +199,16 @@ func TestDataSourceWithoutAPIGroupAdmitted(t *testing.T) {
 		"spec":     map[string]any{"podTemplate": podTemplate, "volumeClaimTemplates": []any{vct}},
 	}}
 	e.g.Expect(e.Client.Create(e.ctx(), sb)).To(Succeed())
-	e.eventually(func(g Gomega) {
-		pvc := &corev1.PersistentVolumeClaim{}
-		g.Expect(e.Client.Get(e.ctx(), e.key("data-cloned"), pvc)).To(Succeed())
-		g.Expect(pvc.Spec.DataSource).To(Equal(&corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: "golden"}))
-	})
+	// A v1alpha1 client's, converted to v1beta1 and back.
+	alpha := sb.DeepCopy()
+	alpha.SetAPIVersion("agents.x-k8s.io/v1alpha1")
+	alpha.SetName("cloned-alpha")
+	e.g.Expect(e.Client.Create(e.ctx(), alpha)).To(Succeed())
+	for _, name := range []string{"data-cloned", "data-cloned-alpha"} {
+		e.eventually(func(g Gomega) {
+			pvc := &corev1.PersistentVolumeClaim{}
+			g.Expect(e.Client.Get(e.ctx(), e.key(name), pvc)).To(Succeed())
+			g.Expect(pvc.Spec.DataSource).To(Equal(&corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: "golden"}))
+		})
+	}
 }
