@@ -1,7 +1,13 @@
 package webhooks
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"net/http"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"gomodules.xyz/jsonpatch/v2"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -61,3 +67,60 @@ func withoutNulls(v any) any {
 	}
 	return v
 }
+
+// conversionWithoutNulls removes the nulls from the objects a conversion answer carries, for
+// the reason omitNulls drops them from patches: a converted object is the Go object encoded
+// again, so a v1alpha1 client's volume claim template without dataSource.apiGroup came back
+// with "apiGroup": null and was refused. No field of the four kinds' schemas is nullable, so
+// a null in a converted object is never a value to keep.
+type conversionWithoutNulls struct {
+	next http.Handler
+}
+
+func (h conversionWithoutNulls) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rec := &bufferedResponse{header: w.Header(), status: http.StatusOK}
+	h.next.ServeHTTP(rec, r)
+	body := rec.body.Bytes()
+	if rec.status == http.StatusOK {
+		if cleaned, err := convertedWithoutNulls(body); err == nil {
+			body = cleaned
+		}
+	}
+	w.WriteHeader(rec.status)
+	_, _ = w.Write(body) // the API server sees a short answer as an error
+}
+
+// convertedWithoutNulls is a ConversionReview's JSON with the nulls of its converted objects
+// removed.
+func convertedWithoutNulls(body []byte) ([]byte, error) {
+	var review apiextensionsv1.ConversionReview
+	if err := json.Unmarshal(body, &review); err != nil {
+		return nil, err
+	}
+	if review.Response == nil {
+		return body, nil
+	}
+	for i, obj := range review.Response.ConvertedObjects {
+		var v any
+		if err := json.Unmarshal(obj.Raw, &v); err != nil {
+			return nil, err
+		}
+		raw, err := json.Marshal(withoutNulls(v))
+		if err != nil {
+			return nil, err
+		}
+		review.Response.ConvertedObjects[i] = runtime.RawExtension{Raw: raw}
+	}
+	return json.Marshal(&review)
+}
+
+// bufferedResponse keeps what a handler writes, to be changed before it is sent.
+type bufferedResponse struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (b *bufferedResponse) Header() http.Header         { return b.header }
+func (b *bufferedResponse) WriteHeader(status int)      { b.status = status }
+func (b *bufferedResponse) Write(p []byte) (int, error) { return b.body.Write(p) }

@@ -140,8 +140,9 @@ func TestAttackClaimNeverBuildableRefused(t *testing.T) {
 
 // A claim never names a Sandbox it is not bound to in agents.x-k8s.io/sandbox-name, which
 // clients of the public API read as its Sandbox: a tenant cannot create a claim naming
-// another tenant's Sandbox, nor set, change or remove the name on their own claim; the
-// operator still records it.
+// another tenant's Sandbox; and a user who may update claims (the editor role: the tenant role
+// may not) cannot set, change or remove the name on their own claim. The operator still
+// records it.
 func TestAttackClaimCannotNameABindingItDoesNotHave(t *testing.T) {
 	e := setup(t, 0)
 	e.create(builders.MakeTemplate("tmpl", e.ns).Obj())
@@ -156,19 +157,20 @@ func TestAttackClaimCannotNameABindingItDoesNotHave(t *testing.T) {
 	forged := builders.MakeClaim("forged", e.ns, "pool").Annotation(agentsv1beta1.AnnotationSandboxName, alices.Name).Obj()
 	expectInvalid(e.g, mallory.Create(e.ctx(), forged), "metadata.annotations[agents.x-k8s.io/sandbox-name]: Forbidden")
 
-	e.g.Expect(mallory.Create(e.ctx(), builders.MakeClaim("mallorys", e.ns, "pool").Obj())).To(Succeed())
-	_, own := e.waitClaimReady("mallorys")
+	editor := cluster.Tenant(t, e.Client, e.ns, "eddie")
+	e.g.Expect(editor.Create(e.ctx(), builders.MakeClaim("eddies", e.ns, "pool").Obj())).To(Succeed())
+	_, own := e.waitClaimReady("eddies")
 	var claim *extv1beta1.SandboxClaim
 	e.eventually(func(g Gomega) { // the operator's bookkeeping, through the same webhook
-		claim = e.claim(g, "mallorys")
+		claim = e.claim(g, "eddies")
 		g.Expect(claim.Annotations).To(HaveKeyWithValue(agentsv1beta1.AnnotationSandboxName, own.Name))
 	})
 	for what, value := range map[string]any{"point it at alice's Sandbox": alices.Name, "remove it": nil} {
-		err := mergePatch(e.ctx(), mallory, claim, map[string]any{"metadata": map[string]any{"annotations": map[string]any{
+		err := mergePatch(e.ctx(), editor, claim, map[string]any{"metadata": map[string]any{"annotations": map[string]any{
 			agentsv1beta1.AnnotationSandboxName: value}}})
 		e.g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%s: got %v, want 422", what, err)
 	}
-	e.g.Expect(e.claim(e.g, "mallorys").Annotations).To(HaveKeyWithValue(agentsv1beta1.AnnotationSandboxName, own.Name))
+	e.g.Expect(e.claim(e.g, "eddies").Annotations).To(HaveKeyWithValue(agentsv1beta1.AnnotationSandboxName, own.Name))
 	checkInvariants(e.g, e)
 }
 
@@ -193,17 +195,16 @@ func TestDataSourceWithoutAPIGroupAdmitted(t *testing.T) {
 		"spec":     map[string]any{"podTemplate": podTemplate, "volumeClaimTemplates": []any{vct}},
 	}}
 	e.g.Expect(e.Client.Create(e.ctx(), tmpl)).To(Succeed())
-	sb := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": agentsv1beta1.GroupVersion.String(), "kind": "Sandbox",
-		"metadata": map[string]any{"name": "cloned", "namespace": e.ns},
-		"spec":     map[string]any{"podTemplate": podTemplate, "volumeClaimTemplates": []any{vct}},
-	}}
-	e.g.Expect(e.Client.Create(e.ctx(), sb)).To(Succeed())
+	sandbox := func(version, name string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": version, "kind": "Sandbox",
+			"metadata": map[string]any{"name": name, "namespace": e.ns},
+			"spec":     map[string]any{"podTemplate": podTemplate, "volumeClaimTemplates": []any{vct}},
+		}}
+	}
+	e.g.Expect(e.Client.Create(e.ctx(), sandbox(agentsv1beta1.GroupVersion.String(), "cloned"))).To(Succeed())
 	// A v1alpha1 client's, converted to v1beta1 and back.
-	alpha := sb.DeepCopy()
-	alpha.SetAPIVersion("agents.x-k8s.io/v1alpha1")
-	alpha.SetName("cloned-alpha")
-	e.g.Expect(e.Client.Create(e.ctx(), alpha)).To(Succeed())
+	e.g.Expect(e.Client.Create(e.ctx(), sandbox("agents.x-k8s.io/v1alpha1", "cloned-alpha"))).To(Succeed())
 	for _, name := range []string{"data-cloned", "data-cloned-alpha"} {
 		e.eventually(func(g Gomega) {
 			pvc := &corev1.PersistentVolumeClaim{}
