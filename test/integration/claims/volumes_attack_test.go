@@ -129,8 +129,9 @@ func TestAttackClaimNeverBuildableRefused(t *testing.T) {
 	}
 	expectInvalid(e.g, mallory.Create(e.ctx(), many.Obj()), "spec.volumeClaimTemplates: Too many", "template tmpl")
 
-	// A third of the limit, in every one of three containers.
-	big := builders.MakeClaim("big", e.ns, "pool").Env("BIG", strings.Repeat("x", policy.MaxClaimSandboxBytes/3+1), "").Obj()
+	// A claim of 0.6 MiB, its env in every one of three containers: a Sandbox of about 1.9 MB,
+	// more than the API server stores.
+	big := builders.MakeClaim("big", e.ns, "pool").Env("BIG", strings.Repeat("x", policy.MaxClaimSandboxBytes*6/10), "").Obj()
 	expectInvalid(e.g, mallory.Create(e.ctx(), big), "spec.env: Too long", "every container")
 
 	e.g.Expect(mallory.Create(e.ctx(), builders.MakeClaim("fits", e.ns, "pool").VolumeClaimTemplate("scratch", "1Gi").Obj())).To(Succeed())
