@@ -135,12 +135,13 @@ func validateClaimEnv(env []extv1beta1.EnvVar, fldPath *field.Path) field.ErrorL
 }
 
 // ValidateNewClaimBinding refuses a new claim that names a Sandbox in its
-// agents.x-k8s.io/sandbox-name annotation: clients of the public API read it as the Sandbox the
-// claim is bound to, and a new claim is bound to none. Only the operator writes it, once the
-// claim has its Sandbox (ValidateClaimUpdate keeps it so).
-func ValidateNewClaimBinding(c *extv1beta1.SandboxClaim) field.ErrorList {
+// agents.x-k8s.io/sandbox-name annotation, unless trusted creates it: clients of the public API
+// read it as the Sandbox the claim is bound to, and a tenant's new claim is bound to none. The
+// operator writes it once the claim has its Sandbox (ValidateClaimUpdate keeps it so); the
+// platform may carry it over when it restores or moves claims whose Sandboxes come with them.
+func ValidateNewClaimBinding(c *extv1beta1.SandboxClaim, trusted bool) field.ErrorList {
 	v, ok := c.Annotations[agentsv1beta1.AnnotationSandboxName]
-	if !ok {
+	if !ok || trusted {
 		return nil
 	}
 	return field.ErrorList{field.Forbidden(field.NewPath("metadata", "annotations").Key(agentsv1beta1.AnnotationSandboxName),
