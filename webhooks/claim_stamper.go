@@ -127,9 +127,11 @@ func (w *ClaimWebhook) Default(ctx context.Context, c *extv1beta1.SandboxClaim) 
 // is admitted unstamped) and its hash, or a 422 naming every problem.
 func (w *ClaimWebhook) checkNew(ctx context.Context, ns string, c *extv1beta1.SandboxClaim) (*extv1beta1.SandboxTemplate, string, error) {
 	errs := append(ValidateClaim(c), w.validateMetadataDomains(c)...)
-	if !w.authority().trusted(userInfo(ctx)) {
+	trusted := w.authority().trusted(userInfo(ctx))
+	if !trusted {
 		errs = append(errs, ValidateClaimReferences(c, nil)...)
 	}
+	errs = append(errs, ValidateNewClaimBinding(c, trusted)...)
 	stampPath := field.NewPath("metadata", "annotations").Key(agentsv1beta1.AnnotationSandboxTemplateHash)
 	supplied, hasStamp := c.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash]
 	tmpl, why, err := w.templateOf(ctx, ns, c.Spec.WarmPoolRef.Name, supplied)

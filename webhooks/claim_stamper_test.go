@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -35,6 +36,8 @@ func TestClaimStamping(t *testing.T) {
 		name            string
 		claim           *extv1beta1.SandboxClaim
 		op              admissionv1.Operation
+		user            string // someUser when empty
+		groups          []string
 		wantCode        int32
 		wantAnnotations map[string]string
 	}{
@@ -57,12 +60,23 @@ func TestClaimStamping(t *testing.T) {
 			Annotation(agentsv1beta1.AnnotationClientFirstRequestedAt, "0001-01-01T00:00:00Z").Obj(), op: admissionv1.Create, wantCode: 200,
 			wantAnnotations: map[string]string{agentsv1beta1.AnnotationWebhookFirstObservedAt: observed, agentsv1beta1.AnnotationControllerFirstObservedAt: observed,
 				agentsv1beta1.AnnotationClientFirstRequestedAt: "0001-01-01T00:00:00Z", agentsv1beta1.AnnotationCreator: "jane@example.com"}},
+		{name: "a binding supplied at creation", claim: builders.MakeClaim("c", "ns", "pool").Annotation(agentsv1beta1.AnnotationSandboxName, "someone-elses").Obj(),
+			op: admissionv1.Create, wantCode: 422},
+		{name: "a binding supplied at creation, before the template exists", claim: builders.MakeClaim("c", "ns", "orphan").Annotation(agentsv1beta1.AnnotationSandboxName, "someone-elses").Obj(),
+			op: admissionv1.Create, wantCode: 422},
+		{name: "a binding the platform carries over (a restore)", user: "admin", groups: []string{"system:masters"},
+			claim: builders.MakeClaim("c", "ns", "pool").Annotation(agentsv1beta1.AnnotationSandboxName, "restored").Obj(), op: admissionv1.Create, wantCode: 200,
+			wantAnnotations: map[string]string{agentsv1beta1.AnnotationSandboxName: "restored", agentsv1beta1.AnnotationSandboxTemplateHash: hash, agentsv1beta1.AnnotationWebhookFirstObservedAt: observed, agentsv1beta1.AnnotationControllerFirstObservedAt: observed, agentsv1beta1.AnnotationCreator: "admin"}},
 		{name: "update leaves annotations alone", claim: builders.MakeClaim("c", "ns", "pool").Annotation("a", "b").Obj(), op: admissionv1.Update, wantCode: 200,
 			wantAnnotations: map[string]string{"a": "b"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			claim := tc.claim.DeepCopy()
-			err := w.Default(request(someUser, tc.op), claim)
+			user := tc.user
+			if user == "" {
+				user = someUser
+			}
+			err := w.Default(requestAs(authenticationv1.UserInfo{Username: user, Groups: tc.groups}, tc.op), claim)
 			if diff := cmp.Diff(tc.wantCode, code(err)); diff != "" {
 				t.Fatalf("status code (-want +got):\n%s\nerror: %v", diff, err)
 			}

@@ -33,8 +33,9 @@ func registerConversion(mgr ctrl.Manager) error {
 
 // ConversionHandler answers ConversionReviews: controller-runtime's handler converts any
 // version of the four kinds to any other through the v1beta1 hub (the types' ConvertTo and
-// ConvertFrom in api/v1alpha1 and api/extensions/v1alpha1). Only the kinds in scheme convert,
-// so it first checks that every kind has all its versions there.
+// ConvertFrom in api/v1alpha1 and api/extensions/v1alpha1), and the converted objects carry no
+// null (conversionWithoutNulls). Only the kinds in scheme convert, so it first checks that
+// every kind has all its versions there.
 func ConversionHandler(scheme *runtime.Scheme, registry conversion.Registry) (http.Handler, error) {
 	for _, hub := range []runtime.Object{&agentsv1beta1.Sandbox{}, &extv1beta1.SandboxTemplate{}, &extv1beta1.SandboxWarmPool{}, &extv1beta1.SandboxClaim{}} {
 		ok, err := conversion.IsConvertible(scheme, hub)
@@ -45,5 +46,5 @@ func ConversionHandler(scheme *runtime.Scheme, registry conversion.Registry) (ht
 			return nil, fmt.Errorf("%T: the scheme lacks a version of the kind or its conversion", hub)
 		}
 	}
-	return conversion.NewWebhookHandler(scheme, registry), nil
+	return conversionWithoutNulls{next: conversion.NewWebhookHandler(scheme, registry)}, nil
 }

@@ -29,14 +29,15 @@ const DefaultOperatorUser = "system:serviceaccount:sandgate-system:sandgate-cont
 // A claim's CREATE costs one round trip: the stamping webhook checks the new claim as it stamps
 // it (ClaimWebhook.Default), and is reinvoked if a later mutating webhook changes the claim.
 // The claim validator is called for updates of the spec, the finalizers, the owner references
-// or an annotation admission records (the stamp, the creator, the first-observed times), for
-// deletions by anyone but the claim's recorded creator, and for deletions that would orphan the
-// claim's Sandbox (propagationPolicy Orphan, orphanDependents, or no policy on a claim with the
-// orphan finalizer): a claim's other labels and annotations (the operator's sandbox-name
-// bookkeeping, a user's label) are nothing it checks, and a creator deleting their own claim in
-// the background or the foreground is admitted without a round trip. Finalizers change on a
-// claim's path only when it is deleted in the foreground or orphaned (the garbage collector
-// removes the API server's finalizer), off the claim's path.
+// or an annotation admission records or only the operator writes (the stamp, the creator, the
+// first-observed times, the sandbox-name annotation: the binding clients read, so the operator's
+// bookkeeping write of it costs a round trip, off the claim's path), for deletions by anyone but
+// the claim's recorded creator, and for deletions that would orphan the claim's Sandbox
+// (propagationPolicy Orphan, orphanDependents, or no policy on a claim with the orphan
+// finalizer): a claim's other labels and annotations (a user's label) are nothing it checks, and
+// a creator deleting their own claim in the background or the foreground is admitted without a
+// round trip. Finalizers change on a claim's path only when it is deleted in the foreground or
+// orphaned (the garbage collector removes the API server's finalizer), off the claim's path.
 //
 // The binding guard (which also validates Sandboxes) is called only for writes it can refuse:
 // creates; updates that change the spec, the owner references, or any label or annotation
@@ -51,7 +52,7 @@ const DefaultOperatorUser = "system:serviceaccount:sandgate-system:sandgate-cont
 // trip for nothing.
 //
 // +kubebuilder:webhook:path=/mutate-extensions-agents-x-k8s-io-v1beta1-sandboxclaim,mutating=true,failurePolicy=fail,sideEffects=None,groups=extensions.agents.x-k8s.io,resources=sandboxclaims,verbs=create,versions=v1beta1,name=stamp.sandboxclaims.extensions.agents.x-k8s.io,matchPolicy=Equivalent,reinvocationPolicy=IfNeeded,admissionReviewVersions=v1,timeoutSeconds=10
-// +kubebuilder:webhook:path=/validate-extensions-agents-x-k8s-io-v1beta1-sandboxclaim,mutating=false,failurePolicy=fail,sideEffects=None,groups=extensions.agents.x-k8s.io,resources=sandboxclaims,verbs=update;delete,versions=v1beta1,name=validate.sandboxclaims.extensions.agents.x-k8s.io,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"spec-refs-admission-annotations-or-checked-delete","expression":"request.operation == 'DELETE' ? ((has(oldObject.metadata.annotations) && 'sandgate.dev/creator' in oldObject.metadata.annotations && oldObject.metadata.annotations['sandgate.dev/creator'] != request.userInfo.username) || (request.options != null && (('propagationPolicy' in request.options && request.options.propagationPolicy == 'Orphan') || ('orphanDependents' in request.options && request.options.orphanDependents == true))) || (has(oldObject.metadata.finalizers) && 'orphan' in oldObject.metadata.finalizers)) : ((has(object.metadata.finalizers) ? object.metadata.finalizers : []) != (has(oldObject.metadata.finalizers) ? oldObject.metadata.finalizers : []) || (has(object.metadata.ownerReferences) ? object.metadata.ownerReferences : []) != (has(oldObject.metadata.ownerReferences) ? oldObject.metadata.ownerReferences : []) || object.spec != oldObject.spec || ['agents.x-k8s.io/sandbox-template-hash', 'sandgate.dev/creator', 'agents.x-k8s.io/webhook-first-observed-at', 'agents.x-k8s.io/controller-first-observed-at'].exists(k, (has(object.metadata.annotations) && k in object.metadata.annotations ? object.metadata.annotations[k] : '') != (has(oldObject.metadata.annotations) && k in oldObject.metadata.annotations ? oldObject.metadata.annotations[k] : '')))"}]}`
+// +kubebuilder:webhook:path=/validate-extensions-agents-x-k8s-io-v1beta1-sandboxclaim,mutating=false,failurePolicy=fail,sideEffects=None,groups=extensions.agents.x-k8s.io,resources=sandboxclaims,verbs=update;delete,versions=v1beta1,name=validate.sandboxclaims.extensions.agents.x-k8s.io,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"spec-refs-admission-annotations-or-checked-delete","expression":"request.operation == 'DELETE' ? ((has(oldObject.metadata.annotations) && 'sandgate.dev/creator' in oldObject.metadata.annotations && oldObject.metadata.annotations['sandgate.dev/creator'] != request.userInfo.username) || (request.options != null && (('propagationPolicy' in request.options && request.options.propagationPolicy == 'Orphan') || ('orphanDependents' in request.options && request.options.orphanDependents == true))) || (has(oldObject.metadata.finalizers) && 'orphan' in oldObject.metadata.finalizers)) : ((has(object.metadata.finalizers) ? object.metadata.finalizers : []) != (has(oldObject.metadata.finalizers) ? oldObject.metadata.finalizers : []) || (has(object.metadata.ownerReferences) ? object.metadata.ownerReferences : []) != (has(oldObject.metadata.ownerReferences) ? oldObject.metadata.ownerReferences : []) || object.spec != oldObject.spec || ['agents.x-k8s.io/sandbox-template-hash', 'sandgate.dev/creator', 'agents.x-k8s.io/webhook-first-observed-at', 'agents.x-k8s.io/controller-first-observed-at', 'agents.x-k8s.io/sandbox-name'].exists(k, (has(object.metadata.annotations) && k in object.metadata.annotations ? object.metadata.annotations[k] : '') != (has(oldObject.metadata.annotations) && k in oldObject.metadata.annotations ? oldObject.metadata.annotations[k] : '')))"}]}`
 // +kubebuilder:webhook:path=/mutate-agents-x-k8s-io-v1beta1-sandbox,mutating=true,failurePolicy=fail,sideEffects=None,groups=agents.x-k8s.io,resources=sandboxes,verbs=create,versions=v1beta1,name=default.sandboxes.agents.x-k8s.io,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"defaults-missing","expression":"!has(object.spec.shutdownPolicy) || !has(object.spec.operatingMode) || !has(object.metadata.annotations) || !('agents.x-k8s.io/pod-name' in object.metadata.annotations)"}]}`
 // +kubebuilder:webhook:path=/validate-agents-x-k8s-io-v1beta1-sandbox,mutating=false,failurePolicy=fail,sideEffects=None,groups=agents.x-k8s.io,resources=sandboxes,verbs=create;update;delete,versions=v1beta1,name=binding-guard.sandboxes.agents.x-k8s.io,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"binding-membership-spec-reserved-metadata-or-bound-delete","expression":"request.operation == 'DELETE' ? (has(oldObject.metadata.labels) && 'agents.x-k8s.io/claim-uid' in oldObject.metadata.labels) : (request.operation == 'CREATE' || object.spec != oldObject.spec || (has(object.metadata.ownerReferences) ? object.metadata.ownerReferences : []) != (has(oldObject.metadata.ownerReferences) ? oldObject.metadata.ownerReferences : []) || ![[has(object.metadata.labels) ? object.metadata.labels : {}, has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}]].all(p, p[0].all(k, !k.matches('^([^/]*[.])?(agents[.]x-k8s[.]io|sandgate[.]dev)/') || (k in p[1] && p[1][k] == p[0][k])) && p[1].all(k, !k.matches('^([^/]*[.])?(agents[.]x-k8s[.]io|sandgate[.]dev)/') || k in p[0])) || ![[has(object.metadata.annotations) ? object.metadata.annotations : {}, has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}]].all(p, p[0].all(k, !k.matches('^([^/]*[.])?(agents[.]x-k8s[.]io|sandgate[.]dev)/') || (k in p[1] && p[1][k] == p[0][k])) && p[1].all(k, !k.matches('^([^/]*[.])?(agents[.]x-k8s[.]io|sandgate[.]dev)/') || k in p[0])))"}]}`
 // +kubebuilder:webhook:path=/mutate-extensions-agents-x-k8s-io-v1beta1-sandboxtemplate,mutating=true,failurePolicy=fail,sideEffects=None,groups=extensions.agents.x-k8s.io,resources=sandboxtemplates,verbs=create;update,versions=v1beta1,name=default.sandboxtemplates.extensions.agents.x-k8s.io,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10
@@ -112,7 +113,8 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 }
 
 // register serves a kind's defaulter and validator at the paths ctrl.NewWebhookManagedBy would
-// use (and config/webhook names), each behind decodeErrors.
+// use (and config/webhook names), each behind decodeErrors; the defaulter's patch also behind
+// omitNulls.
 func register[T runtime.Object](mgr ctrl.Manager, obj T, d admission.Defaulter[T], v admission.Validator[T]) error {
 	gvk, err := apiutil.GVKForObject(obj, mgr.GetScheme())
 	if err != nil {
@@ -121,7 +123,7 @@ func register[T runtime.Object](mgr ctrl.Manager, obj T, d admission.Defaulter[T
 	suffix := strings.ReplaceAll(gvk.Group, ".", "-") + "-" + gvk.Version + "-" + strings.ToLower(gvk.Kind)
 	server := mgr.GetWebhookServer()
 	mutating := admission.WithDefaulter(mgr.GetScheme(), d)
-	mutating.Handler = decodeErrors{next: mutating.Handler, gk: gvk.GroupKind(), proto: obj}
+	mutating.Handler = decodeErrors{next: omitNulls{next: mutating.Handler}, gk: gvk.GroupKind(), proto: obj}
 	server.Register("/mutate-"+suffix, mutating)
 	validating := admission.WithValidator(mgr.GetScheme(), v)
 	validating.Handler = decodeErrors{next: validating.Handler, gk: gvk.GroupKind(), proto: obj}

@@ -137,10 +137,25 @@ func validateClaimEnv(env []extv1beta1.EnvVar, fldPath *field.Path) field.ErrorL
 	return errs
 }
 
+// ValidateNewClaimBinding refuses a new claim that names a Sandbox in its
+// agents.x-k8s.io/sandbox-name annotation, unless trusted creates it: clients of the public API
+// read it as the Sandbox the claim is bound to, and a tenant's new claim is bound to none. The
+// operator writes it once the claim has its Sandbox (ValidateClaimUpdate keeps it so); the
+// platform may carry it over when it restores or moves claims whose Sandboxes come with them.
+func ValidateNewClaimBinding(c *extv1beta1.SandboxClaim, trusted bool) field.ErrorList {
+	v, ok := c.Annotations[agentsv1beta1.AnnotationSandboxName]
+	if !ok || trusted {
+		return nil
+	}
+	return field.ErrorList{field.Forbidden(field.NewPath("metadata", "annotations").Key(agentsv1beta1.AnnotationSandboxName),
+		fmt.Sprintf("names the Sandbox the claim is bound to, and a new claim is bound to none (%q was given); the operator sets it once the claim has its Sandbox: leave it unset", v))}
+}
+
 // ValidateClaimUpdate checks what may change on a claim: warmPoolRef never (the stamp and any
-// binding were made for that pool), the template-hash stamp and the first-observed times
-// admission stamps only by the operator (the platform's startup metrics are read from those
-// times: a claim's owner must not be able to rewrite them).
+// binding were made for that pool), the template-hash stamp, the first-observed times admission
+// stamps (the platform's startup metrics are read from those times: a claim's owner must not be
+// able to rewrite them) and the sandbox-name annotation (the binding clients read) only by the
+// operator, the creator never.
 func ValidateClaimUpdate(newClaim, oldClaim *extv1beta1.SandboxClaim, byOperator bool) field.ErrorList {
 	errs := apivalidation.ValidateImmutableField(newClaim.Spec.WarmPoolRef, oldClaim.Spec.WarmPoolRef,
 		field.NewPath("spec", "warmPoolRef"))
@@ -151,6 +166,8 @@ func ValidateClaimUpdate(newClaim, oldClaim *extv1beta1.SandboxClaim, byOperator
 			errs = append(errs, immutableKey(newClaim.Annotations, oldClaim.Annotations, key,
 				field.NewPath("metadata", "annotations"), "the time admission first saw the claim, recorded by admission")...)
 		}
+		errs = append(errs, immutableKey(newClaim.Annotations, oldClaim.Annotations, agentsv1beta1.AnnotationSandboxName,
+			field.NewPath("metadata", "annotations"), "names the Sandbox the claim is bound to, set by the operator only")...)
 	}
 	errs = append(errs, immutableKey(newClaim.Annotations, oldClaim.Annotations, agentsv1beta1.AnnotationCreator,
 		field.NewPath("metadata", "annotations"), "the identity that created the claim, recorded by admission")...)

@@ -135,6 +135,15 @@ func TestValidateClaim(t *testing.T) {
 	}
 }
 
+// bound is c with its agents.x-k8s.io/sandbox-name annotation set to sandbox.
+func bound(c *extv1beta1.SandboxClaim, sandbox string) *extv1beta1.SandboxClaim {
+	if c.Annotations == nil {
+		c.Annotations = map[string]string{}
+	}
+	c.Annotations[agentsv1beta1.AnnotationSandboxName] = sandbox
+	return c
+}
+
 func TestValidateClaimUpdate(t *testing.T) {
 	stamped := func(pool, hash string) *extv1beta1.SandboxClaim {
 		w := builders.MakeClaim("c", "ns", pool)
@@ -182,6 +191,14 @@ func TestValidateClaimUpdate(t *testing.T) {
 			want: []string{"Invalid value metadata.annotations[agents.x-k8s.io/controller-first-observed-at]"}},
 		{name: "admission times kept by a user", old: observed(stamped("p", "aaa"), "2026-11-27T03:00:00Z", "2026-11-27T03:00:00Z"),
 			new: observed(stamped("p", "aaa"), "2026-11-27T03:00:00Z", "2026-11-27T03:00:00Z")},
+		{name: "binding named by a user", old: stamped("p", "aaa"), new: bound(stamped("p", "aaa"), "someone-elses"),
+			want: []string{"Invalid value metadata.annotations[agents.x-k8s.io/sandbox-name]"}},
+		{name: "binding changed by a user", old: bound(stamped("p", "aaa"), "c"), new: bound(stamped("p", "aaa"), "someone-elses"),
+			want: []string{"Invalid value metadata.annotations[agents.x-k8s.io/sandbox-name]"}},
+		{name: "binding removed by a user", old: bound(stamped("p", "aaa"), "c"), new: stamped("p", "aaa"),
+			want: []string{"Invalid value metadata.annotations[agents.x-k8s.io/sandbox-name]"}},
+		{name: "binding recorded by the operator", old: stamped("p", "aaa"), new: bound(stamped("p", "aaa"), "c"), operator: true},
+		{name: "binding corrected by the operator", old: bound(stamped("p", "aaa"), "x"), new: bound(stamped("p", "aaa"), "c"), operator: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if diff := cmp.Diff(tc.want, summary(webhooks.ValidateClaimUpdate(tc.new, tc.old, tc.operator))); diff != "" {

@@ -2,7 +2,6 @@ package policy
 
 import (
 	"fmt"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -23,7 +22,11 @@ import (
 //     Overrides; under Allowed, a target container must not use envFrom either, since its
 //     variables could be overridden unseen.
 //   - volumeClaimTemplates need volumeClaimTemplatesPolicy Allowed or Overrides; replacing one
-//     the template defines (same name) needs Overrides.
+//     the template defines (same name) needs Overrides. A claim's volume is a new, empty volume
+//     (no dataSource, dataSourceRef, volumeName or selector) and never replaces a volume of the
+//     template's pod (injectVolumeClaimTemplates).
+//   - the Sandbox they make together must be buildable: within the limits a Sandbox and its pod
+//     are held to (validateBuildable), or it would be admitted and retried forever.
 //   - additionalPodMetadata may add keys, not change a value the template sets: a template's
 //     pod labels are what its NetworkPolicy and other selectors rely on.
 func ClaimBlueprint(tmpl *extv1beta1.SandboxTemplate, claim *extv1beta1.SandboxClaim) (agentsv1beta1.SandboxBlueprint, field.ErrorList) {
@@ -32,6 +35,9 @@ func ClaimBlueprint(tmpl *extv1beta1.SandboxTemplate, claim *extv1beta1.SandboxC
 	errs := injectEnv(tmpl, claim.Spec.Env, &bp.PodTemplate.Spec, spec.Child("env"))
 	errs = append(errs, injectVolumeClaimTemplates(tmpl, claim.Spec.VolumeClaimTemplates, &bp, spec.Child("volumeClaimTemplates"))...)
 	errs = append(errs, WithPodMetadata(&bp, claim.Spec.AdditionalPodMetadata, tmpl.Name, spec.Child("additionalPodMetadata"))...)
+	if len(errs) == 0 {
+		errs = validateBuildable(tmpl.Name, claim, &bp, spec)
+	}
 	return bp, errs
 }
 
@@ -154,35 +160,4 @@ func envTargets(spec *corev1.PodSpec, name string) []*corev1.Container {
 		}
 	}
 	return nil
-}
-
-func injectVolumeClaimTemplates(tmpl *extv1beta1.SandboxTemplate, vcts []agentsv1beta1.PersistentVolumeClaimTemplate,
-	bp *agentsv1beta1.SandboxBlueprint, fldPath *field.Path) field.ErrorList {
-	if len(vcts) == 0 {
-		return nil
-	}
-	policy := tmpl.Spec.VolumeClaimTemplatesPolicy
-	if policy == "" {
-		policy = extv1beta1.VolumeClaimTemplatesDisallowed
-	}
-	if policy == extv1beta1.VolumeClaimTemplatesDisallowed {
-		return field.ErrorList{field.Forbidden(fldPath,
-			fmt.Sprintf("template %s does not allow volumeClaimTemplates (volumeClaimTemplatesPolicy %s)", tmpl.Name, policy))}
-	}
-	var errs field.ErrorList
-	for i := range vcts {
-		vct := vcts[i].DeepCopy()
-		at := slices.IndexFunc(bp.VolumeClaimTemplates, func(t agentsv1beta1.PersistentVolumeClaimTemplate) bool { return t.Name == vct.Name })
-		switch {
-		case at < 0:
-			bp.VolumeClaimTemplates = append(bp.VolumeClaimTemplates, *vct)
-		case policy == extv1beta1.VolumeClaimTemplatesOverrides:
-			bp.VolumeClaimTemplates[at] = *vct
-		default:
-			errs = append(errs, field.Forbidden(fldPath.Index(i).Child("metadata", "name"), fmt.Sprintf(
-				"template %s already has a volume claim template %q; replacing it needs volumeClaimTemplatesPolicy %s",
-				tmpl.Name, vct.Name, extv1beta1.VolumeClaimTemplatesOverrides)))
-		}
-	}
-	return errs
 }

@@ -8,10 +8,17 @@
 package policycases
 
 import (
+	"fmt"
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	"github.com/sandgate-dev/sandgate/api/policy"
 	"github.com/sandgate-dev/sandgate/test/builders"
 )
 
@@ -53,18 +60,33 @@ type Case struct {
 }
 
 // template is a template with a variable set in container main, a sidecar, an init
-// container, a volume claim template "data" and pod label sandbox.users.io/team=a, under
-// the given policies.
+// container, a volume claim template "data", a pod volume "policy" (a ConfigMap) and pod
+// label sandbox.users.io/team=a, under the given policies.
 func template(env extv1beta1.EnvVarsInjectionPolicy, vct extv1beta1.VolumeClaimTemplatesPolicy) *extv1beta1.SandboxTemplate {
 	t := builders.MakeTemplate(Template, Namespace).Env(builders.DefaultContainer, "SET", "x").
 		VolumeClaimTemplate("data", "1Gi").PodLabel("sandbox.users.io/team", "a").
 		EnvVarsInjectionPolicy(env).VolumeClaimTemplatesPolicy(vct).Obj()
 	t.Spec.PodTemplate.Spec.Containers = append(t.Spec.PodTemplate.Spec.Containers, corev1.Container{Name: "side", Image: "busybox"})
 	t.Spec.PodTemplate.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "busybox"}}
+	t.Spec.PodTemplate.Spec.Volumes = []corev1.Volume{{Name: "policy", VolumeSource: corev1.VolumeSource{
+		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "platform-policy"}},
+	}}}
 	return t
 }
 
 func claim() *builders.ClaimWrapper { return builders.MakeClaim("c", Namespace, Pool) }
+
+// withVolume is c with a volume claim template name of 1Gi changed by edit.
+func withVolume(c *builders.ClaimWrapper, name string, edit func(*corev1.PersistentVolumeClaimSpec)) *builders.ClaimWrapper {
+	c.VolumeClaimTemplate(name, "1Gi")
+	edit(&c.Spec.VolumeClaimTemplates[len(c.Spec.VolumeClaimTemplates)-1].Spec)
+	return c
+}
+
+// cloneOf is a PVC data source naming PVC name, with no apiGroup (the core group).
+func cloneOf(name string) *corev1.TypedLocalObjectReference {
+	return &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: name}
+}
 
 // Cases returns the table, new objects on every call: callers may change them.
 func Cases() map[string]Case {
@@ -115,6 +137,66 @@ func Cases() map[string]Case {
 			WantErrors: []FieldError{{field.ErrorTypeForbidden, "spec.volumeClaimTemplates[0].metadata.name"}}, WantReason: vctRejected},
 		"volume claim template replaced": {Claim: claim().VolumeClaimTemplate("data", "5Gi").Obj(),
 			Template: template("", extv1beta1.VolumeClaimTemplatesOverrides)},
+		"a claim's volume may not clone a data source": {
+			Claim: withVolume(claim(), "scratch", func(s *corev1.PersistentVolumeClaimSpec) {
+				s.DataSource = cloneOf("someone-elses")
+			}).Obj(),
+			Template:   template("", extv1beta1.VolumeClaimTemplatesAllowed),
+			WantErrors: []FieldError{{field.ErrorTypeForbidden, "spec.volumeClaimTemplates[0].spec.dataSource"}}, WantReason: vctRejected},
+		"a claim's volume may not name a populator, a PersistentVolume or a PV selector": {
+			Claim: withVolume(claim(), "scratch", func(s *corev1.PersistentVolumeClaimSpec) {
+				s.DataSourceRef = &corev1.TypedObjectReference{APIGroup: ptr.To("snapshot.storage.k8s.io"), Kind: "VolumeSnapshot", Name: "snap"}
+				s.VolumeName = "pv-1"
+				s.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"owner": "someone-else"}}
+			}).Obj(),
+			Template: template("", extv1beta1.VolumeClaimTemplatesOverrides),
+			WantErrors: []FieldError{
+				{field.ErrorTypeForbidden, "spec.volumeClaimTemplates[0].spec.dataSourceRef"},
+				{field.ErrorTypeForbidden, "spec.volumeClaimTemplates[0].spec.volumeName"},
+				{field.ErrorTypeForbidden, "spec.volumeClaimTemplates[0].spec.selector"},
+			},
+			WantReason: vctRejected},
+		"a claim's volume may not steer its provisioning": {
+			Claim: func() *extv1beta1.SandboxClaim {
+				c := claim().VolumeClaimTemplate("scratch", "1Gi").Obj()
+				c.Spec.VolumeClaimTemplates[0].Annotations = map[string]string{"volume.kubernetes.io/selected-node": "node-1", "note": "n"}
+				return c
+			}(),
+			Template:   template("", extv1beta1.VolumeClaimTemplatesAllowed),
+			WantErrors: []FieldError{{field.ErrorTypeForbidden, "spec.volumeClaimTemplates[0].metadata.annotations[volume.kubernetes.io/selected-node]"}}, WantReason: vctRejected},
+		"a replacement under Overrides may not clone a data source either": {
+			Claim: withVolume(claim(), "data", func(s *corev1.PersistentVolumeClaimSpec) {
+				s.DataSource = cloneOf("someone-elses")
+			}).Obj(),
+			Template:   template("", extv1beta1.VolumeClaimTemplatesOverrides),
+			WantErrors: []FieldError{{field.ErrorTypeForbidden, "spec.volumeClaimTemplates[0].spec.dataSource"}}, WantReason: vctRejected},
+		"a claim's volume may not replace a volume of the template's pod, even under Overrides": {
+			Claim:      claim().VolumeClaimTemplate("scratch", "1Gi").VolumeClaimTemplate("policy", "1Gi").Obj(),
+			Template:   template("", extv1beta1.VolumeClaimTemplatesOverrides),
+			WantErrors: []FieldError{{field.ErrorTypeForbidden, "spec.volumeClaimTemplates[1].metadata.name"}}, WantReason: vctRejected},
+		"the claim's volume claim templates and the template's together within the limit": {
+			Claim: func() *extv1beta1.SandboxClaim {
+				c := claim()
+				for i := range policy.MaxVolumeClaimTemplates {
+					c.VolumeClaimTemplate(fmt.Sprintf("v%d", i), "1Gi")
+				}
+				return c.Obj()
+			}(),
+			Template:   template("", extv1beta1.VolumeClaimTemplatesAllowed),
+			WantErrors: []FieldError{{field.ErrorTypeTooMany, "spec.volumeClaimTemplates"}}, WantReason: vctRejected},
+		"a Sandbox too large to store: the claim's env goes into every container": {
+			Claim:      claim().Env("BIG", strings.Repeat("x", policy.MaxClaimSandboxBytes/2+1), "").Obj(),
+			Template:   template(extv1beta1.EnvVarsInjectionAllowed, ""),
+			WantErrors: []FieldError{{field.ErrorTypeTooLong, "spec.env"}}, WantReason: envRejected},
+		"pod annotations beyond the API server's total with the template's": {
+			Claim: claim().PodAnnotation("sandbox.users.io/note", strings.Repeat("c", apivalidation.TotalAnnotationSizeLimitB/2)).Obj(),
+			Template: func() *extv1beta1.SandboxTemplate {
+				t := template("", "")
+				t.Spec.PodTemplate.ObjectMeta.Annotations = map[string]string{"platform.example.com/note": strings.Repeat("t", apivalidation.TotalAnnotationSizeLimitB/2)}
+				return t
+			}(),
+			WantErrors: []FieldError{{field.ErrorTypeTooLong, "spec.additionalPodMetadata.annotations"}},
+			WantReason: extv1beta1.ReasonInvalidMetadata},
 		"pod metadata added": {Claim: claim().PodLabel("sandbox.users.io/user", "u1").PodLabel("sandbox.users.io/team", "a").PodAnnotation("sandbox.users.io/note", "n").Obj(),
 			Template: template("", "")},
 		"pod metadata may not change the template's": {Claim: claim().PodLabel("sandbox.users.io/team", "b").Obj(), Template: template("", ""),
