@@ -12,7 +12,8 @@ package load
 //     template;
 //  3. POST its pod (reconcilers' desiredPod): named after the Sandbox, controlled by it, the
 //     Sandbox's labels pods carry, the identity labels, name hash and sandbox UID, the
-//     propagated-keys record (when anything was propagated), the blueprint's pod spec;
+//     propagated-keys record (when anything was propagated), the Sandbox version its metadata
+//     is from (metadata-from), the blueprint's pod spec;
 //  4. wait for the pod to be Ready (kwok, the scheduler), seen on one pod watch opened before
 //     the claims;
 //  5. ONE status patch of the Sandbox from empty to Ready (sandgate writes none before the
@@ -48,6 +49,10 @@ import (
 // annotationPropagatedKeys is reconcilers' record, on a pod, of the keys it took from the
 // pod template.
 const annotationPropagatedKeys = agentsv1beta1.Domain + "propagated-keys"
+
+// annotationPodMetadataFrom is reconcilers' record, on a pod, of the Sandbox resourceVersion
+// its metadata was written from.
+const annotationPodMetadataFrom = agentsv1beta1.SandgateDomain + "metadata-from"
 
 // Messages of the Sandbox conditions sandgate sets on a Ready Sandbox that are not part of
 // the API's constants.
@@ -117,6 +122,10 @@ func coldPod(sb *agentsv1beta1.Sandbox) *corev1.Pod {
 	}
 	podLabels[agentsv1beta1.LabelSandboxNameHash] = agentsv1beta1.NameHash(sb.Name)
 	podLabels[agentsv1beta1.LabelSandboxUID] = string(sb.UID)
+	if sb.ResourceVersion != "" {
+		// The Sandbox version the pod's metadata is from, as reconcilers record it.
+		annotations[annotationPodMetadataFrom] = sb.ResourceVersion
+	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            sb.Name,

@@ -161,7 +161,7 @@ func (r *runner) floorClaim(ctx context.Context, s *sent, pool *floorPool) {
 				s.floorErr = fmt.Errorf("no pod of member %s listed for the route write", member.Name)
 				return
 			}
-			if err := r.routeFloor(ctx, claim, pod, t); err != nil {
+			if err := r.routeFloor(ctx, claim, bound, pod, t); err != nil {
 				s.floorErr = err
 				return
 			}
@@ -187,9 +187,10 @@ func (r *runner) bindFloor(ctx context.Context, claim *extv1beta1.SandboxClaim, 
 
 // routeFloor makes the contract floor's route write of a bound member's pod for claim,
 // timing it into t: the pod write sandgate makes between the bind and the Ready status.
-func (r *runner) routeFloor(ctx context.Context, claim *extv1beta1.SandboxClaim, pod *corev1.Pod, t *floorTimes) error {
+// bound is the member as the bind answered it.
+func (r *runner) routeFloor(ctx context.Context, claim *extv1beta1.SandboxClaim, bound *agentsv1beta1.Sandbox, pod *corev1.Pod, t *floorTimes) error {
 	target := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}}
-	if err := r.timedPatch(ctx, target, floorRoutePatch(claim, pod), &t.routeStart, &t.routeEnd); err != nil {
+	if err := r.timedPatch(ctx, target, floorRoutePatch(claim, bound.ResourceVersion, pod), &t.routeStart, &t.routeEnd); err != nil {
 		return fmt.Errorf("routing pod %s: %w", pod.Name, err)
 	}
 	return nil
@@ -250,9 +251,10 @@ func floorBindPatch(claim *extv1beta1.SandboxClaim, member *agentsv1beta1.Sandbo
 
 // floorRoutePatch is the operator's route write (reconcilers.report) of pod, the pod of a
 // pool member just bound to claim: the pod gets the bound Sandbox's claim-uid (and
-// created-by) label and loses the warm-pool label and the idle member's safe-to-evict mark.
+// created-by) label and loses the warm-pool label and the idle member's safe-to-evict mark,
+// and records from, the bound Sandbox's resourceVersion, as the version its metadata is from.
 // The Sandbox's other labels are on the pod already, from its creation.
-func floorRoutePatch(claim *extv1beta1.SandboxClaim, pod *corev1.Pod) map[string]any {
+func floorRoutePatch(claim *extv1beta1.SandboxClaim, from string, pod *corev1.Pod) map[string]any {
 	labels := map[string]any{agentsv1beta1.LabelClaimUID: string(claim.UID)}
 	if _, ok := pod.Labels[agentsv1beta1.LabelWarmPoolSandbox]; ok {
 		labels[agentsv1beta1.LabelWarmPoolSandbox] = nil
@@ -260,9 +262,16 @@ func floorRoutePatch(claim *extv1beta1.SandboxClaim, pod *corev1.Pod) map[string
 	if cb, ok := claim.Labels[agentsv1beta1.LabelCreatedBy]; ok {
 		labels[agentsv1beta1.LabelCreatedBy] = cb
 	}
-	metadata := map[string]any{"labels": labels}
+	annotations := map[string]any{}
 	if _, ok := pod.Annotations[reconcilers.AnnotationSafeToEvict]; ok {
-		metadata["annotations"] = map[string]any{reconcilers.AnnotationSafeToEvict: nil}
+		annotations[reconcilers.AnnotationSafeToEvict] = nil
+	}
+	if from != "" {
+		annotations[annotationPodMetadataFrom] = from
+	}
+	metadata := map[string]any{"labels": labels}
+	if len(annotations) > 0 {
+		metadata["annotations"] = annotations
 	}
 	return map[string]any{"metadata": metadata}
 }

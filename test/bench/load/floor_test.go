@@ -71,14 +71,14 @@ func TestFloorPatches(t *testing.T) {
 				`"uid":"claim-uid","controller":true,"blockOwnerDeletion":true}],"resourceVersion":"41"}}`,
 		},
 		"route": {
-			body: floorRoutePatch(claim, memberPod(member)),
-			want: `{"metadata":{"annotations":{"cluster-autoscaler.kubernetes.io/safe-to-evict":null},` +
+			body: floorRoutePatch(claim, "42", memberPod(member)),
+			want: `{"metadata":{"annotations":{"cluster-autoscaler.kubernetes.io/safe-to-evict":null,"sandgate.dev/metadata-from":"42"},` +
 				`"labels":{"agents.x-k8s.io/claim-uid":"claim-uid","agents.x-k8s.io/created-by":"go-client",` +
 				`"agents.x-k8s.io/warm-pool-sandbox":null}}}`,
 		},
 		"route of a pod without the idle member's marks": {
-			body: floorRoutePatch(claim, &corev1.Pod{}),
-			want: `{"metadata":{"labels":{"agents.x-k8s.io/claim-uid":"claim-uid","agents.x-k8s.io/created-by":"go-client"}}}`,
+			body: floorRoutePatch(claim, "42", &corev1.Pod{}),
+			want: `{"metadata":{"annotations":{"sandgate.dev/metadata-from":"42"},"labels":{"agents.x-k8s.io/claim-uid":"claim-uid","agents.x-k8s.io/created-by":"go-client"}}}`,
 		},
 		"status": {
 			body: floorStatusPatch(claim, member, time.Date(2026, 11, 23, 5, 0, 0, 0, time.UTC)),

@@ -86,7 +86,7 @@ func (s *sustained) floorClaim(ctx context.Context, c *sustainedClaim) {
 				c.floorErr = fmt.Errorf("no pod of member %s known for the route write", member.Name)
 				return
 			}
-			if err := r.routeFloor(ctx, claim, pod, t); err != nil {
+			if err := r.routeFloor(ctx, claim, bound, pod, t); err != nil {
 				c.floorErr = err
 				return
 			}

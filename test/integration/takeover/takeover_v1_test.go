@@ -266,11 +266,11 @@ func (e *env) boundObjects(p *population) []client.Object {
 
 // sandgateMetadata are the keys sandgate adds to a bound Sandbox or pod the public controller
 // built (docs/switching-over.md, "Other writes"): the pod-name annotation and its template's
-// UID on the Sandbox; on the pod its Sandbox's and template's UIDs and the record of the keys
-// it propagated.
+// UID on the Sandbox; on the pod its Sandbox's and template's UIDs, the record of the keys it
+// propagated and the Sandbox version they were written from.
 var sandgateMetadata = []string{
 	agentsv1beta1.AnnotationPodName, agentsv1beta1.LabelTemplateUID, agentsv1beta1.LabelSandboxUID,
-	"agents.x-k8s.io/propagated-keys",
+	"agents.x-k8s.io/propagated-keys", "sandgate.dev/metadata-from",
 }
 
 // expectOnlySandgateChanged checks the bound Sandboxes and pods against what they were: the
