@@ -52,9 +52,10 @@ type podMetadataViews struct {
 
 // podView serializes the writes to one pod and remembers the last.
 type podView struct {
-	mu sync.Mutex
-	rv string // the Sandbox's resourceVersion the last write was computed from
-	at time.Time
+	mu    sync.Mutex
+	rv    string // the Sandbox's resourceVersion the last write was computed from
+	podRV string // the pod's resourceVersion that write made
+	at    time.Time
 }
 
 func newPodMetadataViews(clk clock.PassiveClock) *podMetadataViews {
@@ -98,11 +99,16 @@ const (
 	// podMetadataStaleView: sb is older than the view the pod was last written from;
 	// nothing was written. Look again when the cache shows the newer Sandbox.
 	podMetadataStaleView
+	// podMetadataInFlight: this process wrote what sb wants, and the pod as read predates
+	// that write: nothing to write, but the pod cache has not shown it yet.
+	podMetadataInFlight
 )
 
 // syncPodMetadata brings pod's metadata to what sb wants (podMetadataPatch), unless sb is an
-// older view of the Sandbox than the one the pod's metadata was last written from.
-func (v *podMetadataViews) syncPodMetadata(ctx context.Context, c client.Client, sb *agentsv1beta1.Sandbox, pod *corev1.Pod) (podMetadataOutcome, error) {
+// older view of the Sandbox than the one the pod's metadata was last written from. podRV is
+// the pod's resourceVersion a cache must show for the pod to carry what sb wants, when it may
+// not yet (podMetadataWritten, podMetadataInFlight).
+func (v *podMetadataViews) syncPodMetadata(ctx context.Context, c client.Client, sb *agentsv1beta1.Sandbox, pod *corev1.Pod) (outcome podMetadataOutcome, podRV string, err error) {
 	e := v.view(pod.UID)
 	defer e.mu.Unlock()
 	recorded := pod.Annotations[annotationPodMetadataFrom]
@@ -110,24 +116,24 @@ func (v *podMetadataViews) syncPodMetadata(ctx context.Context, c client.Client,
 		e.rv = "" // the pod as read shows this process's last write, or a later one
 	}
 	if newerVersion(recorded, sb.ResourceVersion) || newerVersion(e.rv, sb.ResourceVersion) {
-		return podMetadataStaleView, nil
+		return podMetadataStaleView, "", nil
 	}
 	if e.rv != "" && e.rv == sb.ResourceVersion {
 		// Written from this very view; the pod as read predates that write.
-		return podMetadataCurrent, nil
+		return podMetadataInFlight, e.podRV, nil
 	}
 	p := podMetadataPatch(sb, pod)
 	if p.empty() {
-		return podMetadataCurrent, nil
+		return podMetadataCurrent, "", nil
 	}
 	if rv := sb.ResourceVersion; rv != "" && rv != recorded {
 		p.setAnnotation(annotationPodMetadataFrom, &rv)
 	}
 	if err := patchMetadata(ctx, c, pod, p); err != nil {
-		return podMetadataCurrent, err
+		return podMetadataCurrent, "", err
 	}
-	e.rv, e.at = sb.ResourceVersion, v.clock.Now()
-	return podMetadataWritten, nil
+	e.rv, e.podRV, e.at = sb.ResourceVersion, pod.ResourceVersion, v.clock.Now()
+	return podMetadataWritten, pod.ResourceVersion, nil
 }
 
 // newerVersion reports whether resourceVersion a is later than b; false when either is not

@@ -137,7 +137,7 @@ func TestSyncPodMetadata(t *testing.T) {
 			recorded: "5", remembered: "11", view: "10", want: podMetadataStaleView, wantRecorded: "5",
 		},
 		"this process wrote from this view, the pod as read predates it": {
-			recorded: "5", remembered: "10", view: "10", want: podMetadataCurrent, wantRecorded: "5",
+			recorded: "5", remembered: "10", view: "10", want: podMetadataInFlight, wantRecorded: "5",
 		},
 		"ordered as numbers, not as strings": {recorded: "9", view: "10", want: podMetadataWritten, wantRecorded: "10"},
 		"a record written by hand is not trusted": {
@@ -157,7 +157,7 @@ func TestSyncPodMetadata(t *testing.T) {
 				e.rv, e.at = tc.remembered, planNow
 				e.mu.Unlock()
 			}
-			got, err := views.syncPodMetadata(context.Background(), a, sbAt(tc.view), pod)
+			got, _, err := views.syncPodMetadata(context.Background(), a, sbAt(tc.view), pod)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -144,7 +144,7 @@ func (r *sandboxReconciler) ensurePod(ctx context.Context, sb *agentsv1beta1.San
 			*requeue = requeueWithin(*requeue, wait)
 			return pod, false, nil
 		}
-		outcome, err := r.podViews.syncPodMetadata(ctx, r.Client, sb, pod)
+		outcome, _, err := r.podViews.syncPodMetadata(ctx, r.Client, sb, pod)
 		if err != nil {
 			return pod, false, fmt.Errorf("patching pod metadata: %w", err)
 		}

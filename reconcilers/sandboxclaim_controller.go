@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -92,6 +93,9 @@ type claimReconciler struct {
 	// podViews keeps the writers of pod metadata from acting on an older view of the Sandbox
 	// than the pod's (podmetadata.go); shared with the Sandbox controller.
 	podViews *podMetadataViews
+	// podSeen lets report wait until the pod informer shows the route it wrote; nil (tests
+	// without an informer) does not wait.
+	podSeen *podVersionWaiters
 	// losses are the lost pods of bound Sandboxes, as the Sandbox watch delivered them, until
 	// the claim's status reports them (reportLoss).
 	losses *seenLosses
@@ -170,6 +174,7 @@ func (r *claimReconciler) init() {
 // SetupWithManager registers the controller and its watches.
 func (r *claimReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	r.init()
+	r.podSeen = newPodVersionWaiters()
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(claimControllerName).
 		WithOptions(opts).
@@ -179,6 +184,7 @@ func (r *claimReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Opt
 			predicate.AnnotationChangedPredicate{},
 		))).
 		Watches(&agentsv1beta1.Sandbox{}, &claimSandboxHandler{index: r.Index, losses: r.losses}).
+		Watches(&corev1.Pod{}, podVersionHandler{waiters: r.podSeen}).
 		Watches(&extv1beta1.SandboxWarmPool{}, handler.EnqueueRequestsFromMapFunc(r.unboundClaimsOfPool),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&extv1beta1.SandboxTemplate{}, handler.EnqueueRequestsFromMapFunc(r.unboundClaimsOfTemplate),

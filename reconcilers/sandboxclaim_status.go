@@ -95,7 +95,8 @@ func (r *claimReconciler) report(ctx context.Context, claim *extv1beta1.SandboxC
 		return 0, fmt.Errorf("reading the sandbox's pod: %w", err)
 	}
 	start := r.Clock.Now()
-	switch outcome, err := r.podViews.syncPodMetadata(ctx, r.Client, sb, pod); {
+	outcome, podRV, err := r.podViews.syncPodMetadata(ctx, r.Client, sb, pod)
+	switch {
 	case err != nil:
 		notYet()
 		return 0, fmt.Errorf("labelling the sandbox's pod for its claim: %w", err)
@@ -105,7 +106,14 @@ func (r *claimReconciler) report(ctx context.Context, claim *extv1beta1.SandboxC
 		r.Metrics.podMetadataStaleView(claimControllerName)
 		notYet()
 		return retryAfterCacheCatchesUp, nil
-	case outcome == podMetadataWritten:
+	}
+	// Ready once pod watchers have been sent the route (podwatch.go).
+	if r.podSeen != nil && (outcome == podMetadataWritten || outcome == podMetadataInFlight) &&
+		!r.podSeen.wait(ctx, r.Client, client.ObjectKeyFromObject(pod), podRV, routeVisibleWait) {
+		notYet()
+		return retryAfterCacheCatchesUp, nil
+	}
+	if outcome == podMetadataWritten {
 		r.Metrics.claimPhase(PhaseRoute, r.Clock.Since(start))
 	}
 	return 0, nil
