@@ -26,6 +26,7 @@ import (
 const (
 	labelSandboxNameHash = "agents.x-k8s.io/sandbox-name-hash"
 	labelClaimUID        = "agents.x-k8s.io/claim-uid"
+	agentsWarmPoolLabel  = "agents.x-k8s.io/warm-pool-sandbox"
 )
 
 // Reply is what the stand-in puts in an execute call's stdout: which pod answered and which
@@ -64,6 +65,9 @@ type Runtime struct {
 	mu       sync.Mutex
 	servers  map[string]*podServer // by pod UID
 	requests []Request
+	// routes is each pod's route labels in every state its watch delivered, by namespace/name:
+	// what a failed request is explained by.
+	routes map[string][]string
 }
 
 type podServer struct {
@@ -81,7 +85,7 @@ func StartRuntime(ctx context.Context, cs kubernetes.Interface, port int) (*Runt
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.LabelSelector = labelSandboxNameHash
 	}))
-	r := &Runtime{Port: port, pods: factory.Core().V1().Pods().Informer(), cs: cs, servers: map[string]*podServer{}}
+	r := &Runtime{Port: port, pods: factory.Core().V1().Pods().Informer(), cs: cs, servers: map[string]*podServer{}, routes: map[string][]string{}}
 	if _, err := r.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { r.sync(obj) },
 		UpdateFunc: func(_, obj any) { r.sync(obj) },
@@ -126,12 +130,34 @@ func (r *Runtime) Listening(uid string) bool {
 	return r.servers[uid] != nil
 }
 
+// RouteHistory is every state of the pod's route labels (claim-uid, warm-pool) the stand-in's
+// pod watch delivered, oldest first, each with its resourceVersion and when it arrived.
+func (r *Runtime) RouteHistory(namespace, name string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.routes[namespace+"/"+name]...)
+}
+
+func (r *Runtime) recordRoute(pod *corev1.Pod) {
+	_, warm := pod.Labels[agentsWarmPoolLabel]
+	state := fmt.Sprintf("rv %s: claim-uid %q, warm-pool label %v", pod.ResourceVersion, pod.Labels[labelClaimUID], warm)
+	key := pod.Namespace + "/" + pod.Name
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h := r.routes[key]
+	if n := len(h); n > 0 && strings.HasPrefix(h[n-1], state) {
+		return
+	}
+	r.routes[key] = append(h, state+" (seen "+time.Now().Format("15:04:05.000")+")")
+}
+
 // sync serves a Ready sandbox pod on its IP, and stops serving one that is not Ready.
 func (r *Runtime) sync(obj any) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
 		return
 	}
+	r.recordRoute(pod)
 	uid := string(pod.UID)
 	ip := net.ParseIP(pod.Status.PodIP)
 	if ip == nil || !ip.IsLoopback() || !podReady(pod) || pod.DeletionTimestamp != nil {

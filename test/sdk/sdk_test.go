@@ -216,7 +216,8 @@ func TestSDKBurst(t *testing.T) {
 			pods := map[string]string{}
 			for _, r := range results {
 				if r.err != nil {
-					t.Errorf("claim %s (sandbox %s): %v", r.claim, r.sandbox, r.err)
+					t.Errorf("claim %s (sandbox %s): %v (%s; the pod's route as watched: %v)", r.claim, r.sandbox, r.err,
+						e.podRouteNow(r.sandbox), e.runtime.RouteHistory(e.ns, r.sandbox))
 					continue
 				}
 				claim := &extv1beta1.SandboxClaim{}
@@ -340,6 +341,7 @@ func (e *env) claimAndRouteAtReady(name string) error {
 		if !ok || !ready(c.Status.Conditions) {
 			continue
 		}
+		readyAt := time.Now()
 		code, body, err := e.routeByName(c.Status.Sandbox.Name)
 		if err != nil {
 			return err
@@ -347,8 +349,9 @@ func (e *env) claimAndRouteAtReady(name string) error {
 		var res sandbox.ExecutionResult
 		var reply Reply
 		if code != http.StatusOK || json.Unmarshal(body, &res) != nil || json.Unmarshal([]byte(res.Stdout), &reply) != nil {
-			return fmt.Errorf("claim %s Ready, its Sandbox %s not routable by name: %d %s (%s)", name, c.Status.Sandbox.Name, code, body,
-				e.podRouteNow(c.Status.Sandbox.Name))
+			return fmt.Errorf("claim %s Ready (rv %s, seen %s), its Sandbox %s not routable by name: %d %s (%s; the pod's route as watched: %v)",
+				name, c.ResourceVersion, readyAt.Format("15:04:05.000"), c.Status.Sandbox.Name, code, body,
+				e.podRouteNow(c.Status.Sandbox.Name), e.runtime.RouteHistory(e.ns, c.Status.Sandbox.Name))
 		}
 		if reply.ClaimUID != string(c.UID) {
 			return fmt.Errorf("claim %s (UID %s) reached pod %s carrying claim %q", name, c.UID, reply.Pod, reply.ClaimUID)
