@@ -114,8 +114,9 @@ func (m *Metrics) claimCreated(claim *extv1beta1.SandboxClaim, template, launchT
 // claimReadyPublic observes, when a claim first becomes Ready, the public latencies that
 // hang on its Sandbox and its client: from the client's request (the
 // client-first-requested-at annotation the SDKs set; skipped when absent, unparsable, more
-// than MaxClaimTimestampSkew from the claim's creation (claimTimestamp) or after now), and the Sandbox's creation to its Ready transition. launchType and template
-// label them; sb is the claim's Sandbox, nil when the cache does not show it.
+// than MaxClaimTimestampSkew from the claim's creation (claimTimestamp) or after now), and
+// the Sandbox's creation to its Ready transition. launchType and template label them; sb is
+// the claim's Sandbox, nil when the cache does not show it.
 func (m *Metrics) claimReadyPublic(claim *extv1beta1.SandboxClaim, sb *agentsv1beta1.Sandbox, launchType, template string, now time.Time) {
 	if sb != nil {
 		if launchType == LaunchTypeUnknown {

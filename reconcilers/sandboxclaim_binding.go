@@ -96,8 +96,7 @@ func (r *claimReconciler) serve(ctx context.Context, s *claimStep) (ctrl.Result,
 	// controller checks its label allowlist.
 	mdPath := field.NewPath("spec", "additionalPodMetadata")
 	errs := policy.ValidateClaimPodMetadata(&claim.Spec.AdditionalPodMetadata, mdPath)
-	errs = append(errs, policy.ValidateClaimLabelDomains(claim.Spec.AdditionalPodMetadata.Labels, mdPath.Child("labels"), r.LabelDomains.Get())...)
-	errs = append(errs, policy.ValidateClaimAnnotationDomains(claim.Spec.AdditionalPodMetadata.Annotations, mdPath.Child("annotations"), r.AnnotationDomains)...)
+	errs = append(errs, policy.ValidateClaimMetadataDomains(&claim.Spec.AdditionalPodMetadata, mdPath, r.LabelDomains.Get(), r.AnnotationDomains)...)
 	if len(errs) > 0 {
 		r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonInvalidMetadata, errs.ToAggregate().Error())
 		return ctrl.Result{}, nil

@@ -119,7 +119,6 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 		BookkeepingDelay: cfg.Refill.QuietPeriod,
 		APIReader:        mgr.GetAPIReader(),
 		activity:         activity,
-		podViews:         newPodMetadataViews(cfg.Clock),
 	}
 	if cfg.ScopedChildCaches {
 		sandboxes.uncachedChildren = mgr.GetAPIReader()
@@ -131,6 +130,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 		return fmt.Errorf("setting up the sandbox controller: %w", err)
 	}
 	if cfg.Extensions {
+		// The claim controller writes pods' routes beside the Sandbox controller's metadata
+		// writes: they share what was written (podmetadata.go; made by SetupWithManager).
 		return setupExtensions(mgr, cfg, activity, sandboxes.podViews)
 	}
 	return nil

@@ -164,9 +164,8 @@ func (w *ClaimWebhook) checkNew(ctx context.Context, ns string, c *extv1beta1.Sa
 // validateMetadataDomains checks the labels and annotations of the claim's
 // additionalPodMetadata against the allowlists in effect: in-memory lists, no API read.
 func (w *ClaimWebhook) validateMetadataDomains(c *extv1beta1.SandboxClaim) field.ErrorList {
-	md, mdPath := c.Spec.AdditionalPodMetadata, field.NewPath("spec", "additionalPodMetadata")
-	return append(policy.ValidateClaimLabelDomains(md.Labels, mdPath.Child("labels"), w.LabelDomains.Get()),
-		policy.ValidateClaimAnnotationDomains(md.Annotations, mdPath.Child("annotations"), w.AnnotationDomains)...)
+	return policy.ValidateClaimMetadataDomains(&c.Spec.AdditionalPodMetadata, field.NewPath("spec", "additionalPodMetadata"),
+		w.LabelDomains.Get(), w.AnnotationDomains)
 }
 
 // templateOf reads the claim's pool and its template. A missing pool or template is not an

@@ -120,19 +120,9 @@ func ValidateClaimVolumeSource(spec *corev1.PersistentVolumeClaimSpec, fldPath *
 // volume.beta.kubernetes.io/storage-provisioner the provisioner). The keys no volume claim
 // template may carry are ValidateVolumeClaimTemplates'.
 func validateClaimVolumeMetadata(md *agentsv1beta1.EmbeddedObjectMetadata, fldPath *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	for _, part := range []struct {
-		m    map[string]string
-		name string
-	}{{md.Labels, "labels"}, {md.Annotations, "annotations"}} {
-		for _, k := range sortedKeys(part.m) {
-			if IsReservedClaimKey(k) && !IsReservedTemplateKey(k) {
-				errs = append(errs, field.Forbidden(fldPath.Child(part.name).Key(k),
-					"keys of the kubernetes.io and k8s.io subdomains steer how a volume is provisioned and bound; a claim's volume may not set them"))
-			}
-		}
-	}
-	return errs
+	return forbiddenKeys(md.Labels, md.Annotations, fldPath,
+		func(k string) bool { return IsReservedClaimKey(k) && !IsReservedTemplateKey(k) },
+		"keys of the kubernetes.io and k8s.io subdomains steer how a volume is provisioned and bound; a claim's volume may not set them")
 }
 
 // validateBuildable refuses a claim whose Sandbox (bp, built from template tmpl) could never

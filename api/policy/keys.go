@@ -83,12 +83,19 @@ func validatePodMetadata(md *agentsv1beta1.PodMetadata, fldPath *field.Path, res
 	var errs field.ErrorList
 	errs = append(errs, metav1validation.ValidateLabels(md.Labels, fldPath.Child("labels"))...)
 	errs = append(errs, apivalidation.ValidateAnnotations(md.Annotations, fldPath.Child("annotations"))...)
+	return append(errs, forbiddenKeys(md.Labels, md.Annotations, fldPath, reserved, why)...)
+}
+
+// forbiddenKeys refuses, with why, each key of labels and annotations (at fldPath's labels and
+// annotations) that refused says may not be set.
+func forbiddenKeys(labels, annotations map[string]string, fldPath *field.Path, refused func(string) bool, why string) field.ErrorList {
+	var errs field.ErrorList
 	for _, part := range []struct {
 		m    map[string]string
 		name string
-	}{{md.Labels, "labels"}, {md.Annotations, "annotations"}} {
+	}{{labels, "labels"}, {annotations, "annotations"}} {
 		for _, k := range sortedKeys(part.m) {
-			if reserved(k) {
+			if refused(k) {
 				errs = append(errs, field.Forbidden(fldPath.Child(part.name).Key(k), why))
 			}
 		}

@@ -8,6 +8,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
 
 // The label allowlist of claims, as the public controller has it (its
@@ -172,6 +174,15 @@ func ValidateClaimAnnotationDomains(annotations map[string]string, fldPath *fiel
 		}
 	}
 	return errs
+}
+
+// ValidateClaimMetadataDomains checks a claim's additionalPodMetadata (md, at fldPath) against
+// both allowlists: its labels against labelDomains (ValidateClaimLabelDomains), its
+// annotations against annotationDomains (ValidateClaimAnnotationDomains). Admission and the
+// claim controller both apply it.
+func ValidateClaimMetadataDomains(md *agentsv1beta1.PodMetadata, fldPath *field.Path, labelDomains, annotationDomains []string) field.ErrorList {
+	return append(ValidateClaimLabelDomains(md.Labels, fldPath.Child("labels"), labelDomains),
+		ValidateClaimAnnotationDomains(md.Annotations, fldPath.Child("annotations"), annotationDomains)...)
 }
 
 // ValidateAnnotationDomains checks a configured annotation allowlist: every entry a DNS
