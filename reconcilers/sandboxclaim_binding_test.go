@@ -337,6 +337,33 @@ func TestBindPatchRemovesTheEvictionMark(t *testing.T) {
 	}
 }
 
+// wantServedAs reconciles a claim on a pool of no members, built with pod metadata by
+// withMetadata, by a claim controller configure sets up: its Ready reason is wantReason,
+// saying wantMsg, and it is served (its cold Sandbox created) exactly when that reason is
+// SandboxNotReady.
+func wantServedAs(t *testing.T, withMetadata func(*builders.ClaimWrapper), configure func(*claimReconciler), wantReason, wantMsg string) {
+	t.Helper()
+	tmpl := testTemplate()
+	pool := builders.MakePool("pool", "ns", tmpl.Name).Replicas(0).UID("pool-uid").Obj()
+	claim := testClaim(tmpl, withMetadata)
+	a := newFakeAPI(t, tmpl, pool, claim)
+	clk := clocktesting.NewFakeClock(planNow)
+	r := newClaimReconciler(t, a, clk)
+	configure(r)
+
+	reconcileClaim(t, r)
+	clk.Step(interimReportDelay) // a served claim's cold Sandbox is reported then
+	reconcileClaim(t, r)
+
+	ready := meta.FindStatusCondition(getClaim(t, a).Status.Conditions, agentsv1beta1.ConditionReady)
+	if ready == nil || ready.Reason != wantReason || !strings.Contains(ready.Message, wantMsg) {
+		t.Fatalf("Ready = %+v, want reason %s saying %q", ready, wantReason, wantMsg)
+	}
+	if served := len(claimSandboxes(t, a, claim.UID)) == 1; served != (wantReason == extv1beta1.ReasonSandboxNotReady) {
+		t.Errorf("claim served: %t, want %t", served, !served)
+	}
+}
+
 // A claim admitted before the label allowlist (no webhook, or an older one) is not served
 // with a label outside it: Ready=False InvalidMetadata naming the label, as the public
 // controller reports it; under a list that allows the label it is served.
@@ -357,25 +384,8 @@ func TestClaimServeAppliesTheLabelAllowlist(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			tmpl := testTemplate()
-			pool := builders.MakePool("pool", "ns", tmpl.Name).Replicas(0).UID("pool-uid").Obj()
-			claim := testClaim(tmpl, func(w *builders.ClaimWrapper) { w.PodLabel(tc.label, "a") })
-			a := newFakeAPI(t, tmpl, pool, claim)
-			clk := clocktesting.NewFakeClock(planNow)
-			r := newClaimReconciler(t, a, clk)
-			r.LabelDomains = tc.domains
-
-			reconcileClaim(t, r)
-			clk.Step(interimReportDelay) // a served claim's cold Sandbox is reported then
-			reconcileClaim(t, r)
-
-			ready := meta.FindStatusCondition(getClaim(t, a).Status.Conditions, agentsv1beta1.ConditionReady)
-			if ready == nil || ready.Reason != tc.wantReason || !strings.Contains(ready.Message, tc.wantMsg) {
-				t.Fatalf("Ready = %+v, want reason %s saying %q", ready, tc.wantReason, tc.wantMsg)
-			}
-			if served := len(claimSandboxes(t, a, claim.UID)) == 1; served != (tc.wantReason == extv1beta1.ReasonSandboxNotReady) {
-				t.Errorf("claim served: %t, want %t", served, !served)
-			}
+			wantServedAs(t, func(w *builders.ClaimWrapper) { w.PodLabel(tc.label, "a") },
+				func(r *claimReconciler) { r.LabelDomains = tc.domains }, tc.wantReason, tc.wantMsg)
 		})
 	}
 }
@@ -400,25 +410,8 @@ func TestClaimServeAppliesTheAnnotationAllowlist(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			tmpl := testTemplate()
-			pool := builders.MakePool("pool", "ns", tmpl.Name).Replicas(0).UID("pool-uid").Obj()
-			claim := testClaim(tmpl, func(w *builders.ClaimWrapper) { w.PodAnnotation(tc.annotation, "false") })
-			a := newFakeAPI(t, tmpl, pool, claim)
-			clk := clocktesting.NewFakeClock(planNow)
-			r := newClaimReconciler(t, a, clk)
-			r.AnnotationDomains = tc.domains
-
-			reconcileClaim(t, r)
-			clk.Step(interimReportDelay) // a served claim's cold Sandbox is reported then
-			reconcileClaim(t, r)
-
-			ready := meta.FindStatusCondition(getClaim(t, a).Status.Conditions, agentsv1beta1.ConditionReady)
-			if ready == nil || ready.Reason != tc.wantReason || !strings.Contains(ready.Message, tc.wantMsg) {
-				t.Fatalf("Ready = %+v, want reason %s saying %q", ready, tc.wantReason, tc.wantMsg)
-			}
-			if served := len(claimSandboxes(t, a, claim.UID)) == 1; served != (tc.wantReason == extv1beta1.ReasonSandboxNotReady) {
-				t.Errorf("claim served: %t, want %t", served, !served)
-			}
+			wantServedAs(t, func(w *builders.ClaimWrapper) { w.PodAnnotation(tc.annotation, "false") },
+				func(r *claimReconciler) { r.AnnotationDomains = tc.domains }, tc.wantReason, tc.wantMsg)
 		})
 	}
 }
