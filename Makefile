@@ -25,14 +25,19 @@ GO_TEST_FLAGS ?=
 # with `//go:build integration`: `make test-unit` leaves them out, `make test-integration` runs
 # the packages that have them.
 INTEGRATION_TAG := integration
-# Nested modules (their own go.mod: dependencies the operator must not take) test separately.
-NESTED_MODULES := test/sdk test/helm
+# The harness is a module of its own (test/go.mod, with a replace of this one), so that the
+# operator's go.mod lists only what the operator and its unit tests need. test/sdk and test/helm
+# are modules of their own again, inside it: the public SDK and Helm's library are theirs alone.
+TEST_MODULE := test
+NESTED_MODULES := $(TEST_MODULE) test/sdk test/helm
 # The fault soak runs alone, after the others: it checks the lease fence against the audit log,
 # and beside the other packages' clusters on two cores its API server fell a minute behind, so
 # that writes the fence had let through landed after the lease (the residual window of
 # docs/soak.md). Alone it passes.
-SOAK_PKG := ./test/bench/soak
-INTEGRATION_PKGS = $$(grep -rl --include='*_test.go' --exclude-dir=bin --exclude-dir=.git '^//go:build $(INTEGRATION_TAG)$$' . | xargs -r -n1 dirname | sort -u | grep -v -E '^\./($(subst $(eval) ,|,$(NESTED_MODULES)))(/|$$)' | grep -v -x '$(SOAK_PKG)')
+SOAK_PKG := ./soak
+# The packages of the test module with integration tests, the soak's aside: relative to test/,
+# where the recipes that use it run.
+INTEGRATION_PKGS = $$(grep -rl --include='*_test.go' '^//go:build $(INTEGRATION_TAG)$$' . | xargs -r -n1 dirname | sort -u | grep -v -E '^\./(sdk|helm)(/|$$)' | grep -v -x '$(SOAK_PKG)')
 ARGS ?=
 
 # Files `make manifests generate` writes; `make test` fails when they are stale.
@@ -80,34 +85,20 @@ verify-mod: ## Fail when go.mod or go.sum is not tidy (the nested modules' too).
 	@go mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy: run go mod tidy"; go mod tidy -diff; exit 1; }
 	@for m in $(NESTED_MODULES); do (cd $$m && GOWORK=off go mod tidy -diff >/dev/null) || { echo "$$m/go.mod/go.sum are not tidy: run go mod tidy in $$m"; exit 1; }; done
 
-# What the commands under cmd/ may link. cmd/sandgate is the shipped operator: neither package
-# testing nor anything under test/ (so not the local control plane). The development commands
-# (sandgate-dev, sandgate-demo, sandgate-bench) may link the libraries under test/ made for
-# them, DEV_COMMAND_LIBS, but neither package testing nor the helpers made for _test.go files
-# (test/framework, test/builders, ...).
+# Import boundaries are linter rules (depguard in .golangci.yml) and module boundaries (the
+# operator's module cannot import test/). What a linter cannot say is checked here.
 MODULE := github.com/sandgate-dev/sandgate
-DEV_COMMAND_LIBS := test/controlplane|test/bench(/.*)?|test/demo|test/devcluster
 
 .PHONY: verify-deps
-verify-deps: ## Fail when cmd/ holds a library, cmd/sandgate links testing or test/ (or a dir the Dockerfile lacks), or a dev command links testing or a _test.go helper.
-	@edges() { go list -deps -f '{{$$p := .ImportPath}}{{range .Imports}}{{$$p}} imports {{.}}{{"\n"}}{{end}}' "$$1"; }; \
-	failed=0; \
-	pkgs="$$(go list -f '{{.Name}} {{.ImportPath}}' ./cmd/...)"; \
-	libs="$$(grep -v '^main ' <<<"$$pkgs" | sed 's|^\([^ ]*\) \(.*\)|\2 is package \1|' || true)"; \
+verify-deps: ## Fail when cmd/ holds a library or the Dockerfile does not copy a directory cmd/sandgate links.
+	@failed=0; \
+	libs="$$(go list -f '{{.Name}} {{.ImportPath}}' ./cmd/... | grep -v '^main ' || true)"; \
 	if [ -n "$$libs" ]; then echo "cmd/ holds commands only (package main); move these libraries out of cmd/:"; echo "$$libs"; failed=1; fi; \
-	e="$$(edges ./cmd/sandgate)"; \
-	bad="$$(grep -E ' imports (testing|$(MODULE)/test(/.*)?)$$' <<<"$$e" || true)"; \
-	if [ -n "$$bad" ]; then echo "cmd/sandgate, the shipped operator, must link neither package testing nor anything under test/:"; echo "$$bad"; failed=1; fi; \
-	for cmd in $$(sed -n 's|^main ||p' <<<"$$pkgs" | grep -vx '$(MODULE)/cmd/sandgate' || true); do \
-		e="$$(edges $$cmd)"; \
-		bad="$$(grep -E ' imports (testing|$(MODULE)/test(/.*)?)$$' <<<"$$e" | grep -vE ' imports $(MODULE)/($(DEV_COMMAND_LIBS))$$' || true)"; \
-		if [ -n "$$bad" ]; then echo "$${cmd#$(MODULE)/} may link test/controlplane, test/bench/..., test/demo and test/devcluster, but neither package testing nor a test helper made for _test.go files:"; echo "$$bad"; failed=1; fi; \
-	done; \
 	deps="$$(go list -deps -f '{{.ImportPath}}' ./cmd/sandgate)"; \
 	for dir in $$(sed -n 's|^$(MODULE)/\([^/]*\).*|\1|p' <<<"$$deps" | sort -u); do \
 		grep -qE "^COPY $$dir/ " Dockerfile || { echo "Dockerfile: cmd/sandgate links $(MODULE)/$$dir/... but the image build does not COPY $$dir/"; failed=1; }; \
 	done; \
-	[ "$$failed" = 0 ] && echo "cmd/ holds commands only; cmd/sandgate links neither testing nor test/; the dev commands link no test helper; the Dockerfile copies what cmd/sandgate needs"
+	[ "$$failed" = 0 ] && echo "cmd/ holds commands only; the Dockerfile copies what cmd/sandgate needs"
 
 .PHONY: vet
 vet: ## Run go vet, on integration test files too (the nested modules' too).
@@ -121,22 +112,23 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint (on the nested modules too).
 
 .PHONY: tools
 tools: ## Build the local control plane binaries into bin/k8s/<version>, cert-manager's controllers into bin/cert-manager/<version> and the public sandbox-router into bin/agent-sandbox/<version> (cached); print the control plane's dir.
-	@test/tools/install-cert-manager.sh $(BIN)/cert-manager >/dev/null
-	@test/tools/install-sandbox-router.sh $(BIN)/agent-sandbox >/dev/null
-	@K8S_VERSION=$(K8S_VERSION) test/tools/install-control-plane.sh $(BIN)/k8s
+	@hack/install-cert-manager.sh $(BIN)/cert-manager >/dev/null
+	@hack/install-sandbox-router.sh $(BIN)/agent-sandbox >/dev/null
+	@K8S_VERSION=$(K8S_VERSION) hack/install-control-plane.sh $(BIN)/k8s
 
 .PHONY: test
 test: verify-generated verify-fmt verify-mod verify-deps vet lint test-unit test-integration test-sdk test-helm ## What CI runs: every check, lint, unit and integration tests.
 
 .PHONY: test-unit
-test-unit: ## Unit tests: no control plane, no `make tools`, seconds.
+test-unit: ## Unit tests: no control plane, no `make tools`: the operator's module, then the harness's.
 	env -u KUBEBUILDER_ASSETS go test ./... -timeout $(UNIT_TEST_TIMEOUT) $(GO_TEST_FLAGS)
+	cd $(TEST_MODULE) && env -u KUBEBUILDER_ASSETS GOWORK=off go test ./... -timeout $(UNIT_TEST_TIMEOUT) $(GO_TEST_FLAGS)
 
 .PHONY: test-integration
 test-integration: tools ## Integration tests (build tag integration) against local control planes.
 	@echo "KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS)"
-	go test -tags $(INTEGRATION_TAG) -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) $(INTEGRATION_PKGS)
-	go test -tags $(INTEGRATION_TAG) -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) $(SOAK_PKG)
+	cd $(TEST_MODULE) && GOWORK=off go test -tags $(INTEGRATION_TAG) -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) $(INTEGRATION_PKGS)
+	cd $(TEST_MODULE) && GOWORK=off go test -tags $(INTEGRATION_TAG) -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) $(SOAK_PKG)
 
 .PHONY: test-sdk
 test-sdk: tools ## The public SDK and sandbox-router against sandgate (test/sdk, own module, own network namespace; needs root).
@@ -149,27 +141,29 @@ test-helm: tools ## The Helm chart (config/helm/sandgate): rendered with Helm's 
 ##@ Build and run
 
 .PHONY: build
-build: ## Build the binaries into bin/.
+build: ## Build the operator (cmd/) and the development commands (test/cmd/) into bin/.
 	go build -o $(BIN)/ ./cmd/...
+	cd $(TEST_MODULE) && GOWORK=off go build -o $(BIN)/ ./cmd/...
 
 .PHONY: dev-cluster
 dev-cluster: tools ## Run a local control plane with simulated nodes until Ctrl-C (ARGS=... for flags).
-	go run ./cmd/sandgate-dev $(ARGS)
+	cd $(TEST_MODULE) && GOWORK=off go build -o $(BIN)/sandgate-dev ./cmd/sandgate-dev
+	$(BIN)/sandgate-dev $(ARGS)
 
 .PHONY: demo
 demo: tools ## The operator's main job on a local control plane, until Ctrl-C (ARGS=--once exits after the table).
-	go build -o $(BIN)/sandgate-demo ./cmd/sandgate-demo
+	cd $(TEST_MODULE) && GOWORK=off go build -o $(BIN)/sandgate-demo ./cmd/sandgate-demo
 	$(BIN)/sandgate-demo $(ARGS)
 
 .PHONY: bench
 SCENARIOS ?= all
 bench: tools ## Run the load scenarios, each against its floor, and write docs/performance.md (SCENARIOS=burst-100 runs one; ARGS=--rounds 3 and other sandgate-bench flags).
-	go build -o $(BIN)/sandgate-bench ./cmd/sandgate-bench
+	cd $(TEST_MODULE) && GOWORK=off go build -o $(BIN)/sandgate-bench ./cmd/sandgate-bench
 	$(BIN)/sandgate-bench --scenarios $(SCENARIOS) --out docs/performance.md --results-dir $(BIN)/bench $(ARGS)
 
 .PHONY: soak
 soak: tools ## Fault soak: two replicas, 8 claims/s for 10 minutes, every fault 3 times, then the checker (ARGS=--short, --seed N, --faults ..., see --help).
-	go build -o $(BIN)/sandgate-soak ./cmd/sandgate-soak
+	cd $(TEST_MODULE) && GOWORK=off go build -o $(BIN)/sandgate-soak ./cmd/sandgate-soak
 	$(BIN)/sandgate-soak $(ARGS)
 
 ##@ Tool binaries

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -13,11 +14,9 @@ import (
 	"testing"
 	"time"
 
-	. "github.com/onsi/gomega"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/sandgate-dev/sandgate/certs"
-	"github.com/sandgate-dev/sandgate/test/controlplane"
 )
 
 const (
@@ -63,13 +62,32 @@ func servedSerial(addr string, caPEM []byte) (string, error) {
 	return conn.ConnectionState().PeerCertificates[0].SerialNumber.String(), nil
 }
 
+// freePort returns a port on 127.0.0.1 that nothing listens on now.
 func freePort(t *testing.T) int {
 	t.Helper()
-	port, err := controlplane.ReservePort()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return port
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// eventually calls f every poll until it returns nil, and fails the test with f's last error
+// once timeout has passed.
+func eventually(t *testing.T, poll time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still failing after %s: %v", timeout, err)
+		}
+		time.Sleep(poll)
+	}
 }
 
 // startServer runs a webhook server on a free local port with w as its certificate source,
@@ -93,73 +111,105 @@ func startServer(t *testing.T, w *certs.Watcher) (string, webhook.Server) {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), srv
 }
 
-func expectServes(g *WithT, addr string, b *certs.Bundle, wantSerial string) {
-	g.Eventually(func(g Gomega) {
+func expectServes(t *testing.T, addr string, b *certs.Bundle, wantSerial string) {
+	t.Helper()
+	eventually(t, interval, func() error {
 		serial, err := servedSerial(addr, b.CAPEM)
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(serial).To(Equal(wantSerial))
-	}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
+		if err != nil {
+			return err
+		}
+		if serial != wantSerial {
+			return fmt.Errorf("served certificate %s, want %s", serial, wantSerial)
+		}
+		return nil
+	})
 }
 
 // A webhook server started before any certificate exists is not ready; it serves the first
 // certificate written, and after the files are replaced under it (a renewal) it serves the
 // new one, without a restart. Polling is off: file events alone drive the reloads.
 func TestWatcherServesRotatedCertificate(t *testing.T) {
-	g := NewWithT(t)
 	dir := t.TempDir()
 	w := certs.NewWatcher(dir).WithPollInterval(time.Hour)
-	g.Expect(w.Current()).To(BeNil())
-	g.Expect(w.Checker()(nil)).To(HaveOccurred(), "ready without a certificate")
+	if w.Current() != nil {
+		t.Fatalf("a certificate before any was written")
+	}
+	if w.Checker()(nil) == nil {
+		t.Fatalf("ready without a certificate")
+	}
 	addr, srv := startServer(t, w)
 
 	first := selfSigned(t)
 	wantFirst := parse(t, first.CertPEM).SerialNumber.String()
 	// The watch is set up asynchronously: rewrite until an event is seen.
-	g.Eventually(func(g Gomega) {
-		g.Expect(first.Write(dir)).To(Succeed())
-		g.Expect(w.Current()).NotTo(BeNil())
-	}).WithTimeout(timeout).WithPolling(100 * time.Millisecond).Should(Succeed())
-	expectServes(g, addr, first, wantFirst)
-	g.Expect(w.Checker()(nil)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		g.Expect(srv.StartedChecker()(nil)).To(Succeed())
-	}).WithTimeout(timeout).WithPolling(interval).Should(Succeed())
+	eventually(t, 100*time.Millisecond, func() error {
+		if err := first.Write(dir); err != nil {
+			return err
+		}
+		if w.Current() == nil {
+			return errors.New("no certificate loaded yet")
+		}
+		return nil
+	})
+	expectServes(t, addr, first, wantFirst)
+	if err := w.Checker()(nil); err != nil {
+		t.Fatalf("not ready with a certificate: %v", err)
+	}
+	eventually(t, interval, func() error { return srv.StartedChecker()(nil) })
 
 	second := selfSigned(t)
 	wantSecond := parse(t, second.CertPEM).SerialNumber.String()
-	g.Expect(wantSecond).NotTo(Equal(wantFirst))
-	g.Expect(second.Write(dir)).To(Succeed())
-	expectServes(g, addr, second, wantSecond)
-	g.Expect(w.Loads()).To(Equal(2), "one load per certificate")
+	if wantSecond == wantFirst {
+		t.Fatalf("two self-signed bundles share serial %s", wantFirst)
+	}
+	if err := second.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	expectServes(t, addr, second, wantSecond)
+	if got := w.Loads(); got != 2 {
+		t.Errorf("loads = %d, want 2: one load per certificate", got)
+	}
 }
 
 // A certificate directory that appears only after the server started (a Secret mounted late)
 // is found by polling.
 func TestWatcherFindsLateDirectory(t *testing.T) {
-	g := NewWithT(t)
 	dir := filepath.Join(t.TempDir(), "not-yet")
 	w := certs.NewWatcher(dir).WithPollInterval(50 * time.Millisecond)
 	addr, _ := startServer(t, w)
 
 	b := selfSigned(t)
-	g.Expect(b.Write(dir)).To(Succeed())
-	expectServes(g, addr, b, parse(t, b.CertPEM).SerialNumber.String())
+	if err := b.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	expectServes(t, addr, b, parse(t, b.CertPEM).SerialNumber.String())
 }
 
 // A key that does not match the certificate (files caught between two writes) is not loaded;
 // the previous pair keeps being served.
 func TestWatcherKeepsLastGoodPair(t *testing.T) {
-	g := NewWithT(t)
 	dir := t.TempDir()
 	first, second := selfSigned(t), selfSigned(t)
-	g.Expect(first.Write(dir)).To(Succeed())
+	if err := first.Write(dir); err != nil {
+		t.Fatal(err)
+	}
 	w := certs.NewWatcher(dir)
-	g.Expect(w.Current()).NotTo(BeNil())
+	if w.Current() == nil {
+		t.Fatalf("no certificate loaded from %s", dir)
+	}
 
-	g.Expect(os.WriteFile(filepath.Join(dir, certs.CertFile), second.CertPEM, 0o600)).To(Succeed())
-	g.Expect(w.Reload()).To(HaveOccurred())
-	g.Expect(w.Current().SerialNumber.String()).To(Equal(parse(t, first.CertPEM).SerialNumber.String()))
-	g.Expect(w.Checker()(nil)).To(Succeed())
+	if err := os.WriteFile(filepath.Join(dir, certs.CertFile), second.CertPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Reload(); err == nil {
+		t.Errorf("Reload of a certificate with another pair's key: want an error")
+	}
+	if got, want := w.Current().SerialNumber.String(), parse(t, first.CertPEM).SerialNumber.String(); got != want {
+		t.Errorf("serving %s after a bad reload, want the last good pair's %s", got, want)
+	}
+	if err := w.Checker()(nil); err != nil {
+		t.Errorf("not ready after a bad reload: %v", err)
+	}
 }
 
 // The self-signed bundle verifies against its CA for the names it was made for, and for no

@@ -12,7 +12,7 @@ import (
 
 	"github.com/sandgate-dev/sandgate/api"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
-	"github.com/sandgate-dev/sandgate/test/builders"
+	"github.com/sandgate-dev/sandgate/internal/testing/builders"
 )
 
 func TestPatchStatusSendsTheDifference(t *testing.T) {

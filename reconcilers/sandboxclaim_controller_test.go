@@ -23,9 +23,9 @@ import (
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/internal/testing/builders"
+	"github.com/sandgate-dev/sandgate/internal/testing/policycases"
 	"github.com/sandgate-dev/sandgate/reconcilers/indexes"
-	"github.com/sandgate-dev/sandgate/test/builders"
-	"github.com/sandgate-dev/sandgate/test/policycases"
 )
 
 // The Reconcile tests of this file and sandboxclaim_lifecycle_test.go run the claim controller
@@ -666,7 +666,7 @@ func TestClaimReportsAColdSandboxOnce(t *testing.T) {
 }
 
 // The claim controller applies the claim injection rule of the one table the rule's and
-// admission's tests iterate too (test/policycases): Ready=False with the case's reason exactly
+// admission's tests iterate too (internal/testing/policycases): Ready=False with the case's reason exactly
 // when the case has problems, naming their fields, and otherwise the claim's Sandbox, built as
 // policy.ClaimBlueprint says. With TestClaimCreateAppliesTheClaimRule (webhooks), this shows
 // that a claim admission accepts is never rejected by the controller, and the reverse.

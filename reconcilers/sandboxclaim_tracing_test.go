@@ -13,8 +13,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/internal/testing/builders"
 	"github.com/sandgate-dev/sandgate/internal/tracing"
-	"github.com/sandgate-dev/sandgate/test/builders"
 )
 
 func TestBindPatchCarriesTheBindSpan(t *testing.T) {

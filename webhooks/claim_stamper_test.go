@@ -15,8 +15,8 @@ import (
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
-	"github.com/sandgate-dev/sandgate/test/builders"
-	"github.com/sandgate-dev/sandgate/test/policycases"
+	"github.com/sandgate-dev/sandgate/internal/testing/builders"
+	"github.com/sandgate-dev/sandgate/internal/testing/policycases"
 	"github.com/sandgate-dev/sandgate/webhooks"
 )
 
@@ -128,7 +128,7 @@ func TestClaimStampingThroughTheCache(t *testing.T) {
 }
 
 // Admission applies the claim injection rule of the one table the rule's and the claim
-// controller's tests iterate too (test/policycases): a claim is refused with 422 exactly when
+// controller's tests iterate too (internal/testing/policycases): a claim is refused with 422 exactly when
 // the case has problems, naming exactly their fields, so that admission and controller never
 // disagree on a claim.
 func TestClaimCreateAppliesTheClaimRule(t *testing.T) {

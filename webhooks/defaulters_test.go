@@ -7,7 +7,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
-	"github.com/sandgate-dev/sandgate/test/builders"
+	"github.com/sandgate-dev/sandgate/internal/testing/builders"
 	"github.com/sandgate-dev/sandgate/webhooks"
 )
 

@@ -22,8 +22,8 @@ import (
 
 	"github.com/sandgate-dev/sandgate/api"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/internal/testing/policycases"
 	"github.com/sandgate-dev/sandgate/reconcilers/indexes"
-	"github.com/sandgate-dev/sandgate/test/policycases"
 	"github.com/sandgate-dev/sandgate/webhooks"
 )
 

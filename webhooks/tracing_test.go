@@ -8,8 +8,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/internal/testing/builders"
 	"github.com/sandgate-dev/sandgate/internal/tracing"
-	"github.com/sandgate-dev/sandgate/test/builders"
 )
 
 func spanRecorder() (*tracetest.SpanRecorder, *tracing.Tracer, map[string]string) {

@@ -13,8 +13,8 @@ import (
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
-	"github.com/sandgate-dev/sandgate/test/builders"
-	"github.com/sandgate-dev/sandgate/test/policycases"
+	"github.com/sandgate-dev/sandgate/internal/testing/builders"
+	"github.com/sandgate-dev/sandgate/internal/testing/policycases"
 )
 
 func TestTemplateBlueprint(t *testing.T) {
@@ -102,7 +102,7 @@ func TestTemplateHashIsTheHashOfWhatIsBuilt(t *testing.T) {
 }
 
 // The claim injection rule, from the one table admission's and the claim controller's tests
-// iterate too (test/policycases): the problems it reports, and the blueprint it builds when
+// iterate too (internal/testing/policycases): the problems it reports, and the blueprint it builds when
 // there are none.
 func TestClaimBlueprint(t *testing.T) {
 	envOf := func(bp agentsv1beta1.SandboxBlueprint) map[string][]corev1.EnvVar {

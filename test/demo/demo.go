@@ -19,8 +19,7 @@ import (
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
-	"github.com/sandgate-dev/sandgate/test/bench/harness"
-	"github.com/sandgate-dev/sandgate/test/bench/load"
+	"github.com/sandgate-dev/sandgate/test/env/harness"
 )
 
 // Bounds of the demo's waits; generous, the machines are shared.
@@ -53,7 +52,7 @@ func readSample(root, file string, obj any) error {
 }
 
 func newDemo(env *harness.Env, root string, say func(string, ...any)) (*demo, error) {
-	c, err := load.NewClient(env.Config, 50)
+	c, err := newClient(env.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -94,14 +93,9 @@ func (d *demo) run(ctx context.Context, w io.Writer, claims int) error {
 		return err
 	}
 
-	watch, err := load.StartClaimWatch(ctx, d.c, namespace)
-	if err != nil {
-		return err
-	}
-	defer watch.Stop()
 	var rows []row
 	for i := range claims {
-		r, err := d.claimOne(ctx, watch, fmt.Sprintf("%s-%d", d.claim.Name, i+1))
+		r, err := d.claimOne(ctx, fmt.Sprintf("%s-%d", d.claim.Name, i+1))
 		if err != nil {
 			return err
 		}
@@ -112,7 +106,7 @@ func (d *demo) run(ctx context.Context, w io.Writer, claims int) error {
 	if err != nil {
 		return err
 	}
-	after, err := d.claimOne(ctx, watch, d.claim.Name+"-after-update")
+	after, err := d.claimOne(ctx, d.claim.Name+"-after-update")
 	if err != nil {
 		return err
 	}
@@ -171,35 +165,23 @@ func (d *demo) waitForPool(ctx context.Context, replicas int32) error {
 }
 
 // claimOne creates a claim like the sample one and waits for it to be Ready.
-func (d *demo) claimOne(ctx context.Context, watch *load.ClaimWatcher, name string) (row, error) {
+func (d *demo) claimOne(ctx context.Context, name string) (row, error) {
 	claim := &extv1beta1.SandboxClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: d.claim.Labels, Annotations: d.claim.Annotations},
 		Spec:       *d.claim.Spec.DeepCopy(),
 	}
-	start := time.Now()
-	if err := d.c.Create(ctx, claim); err != nil {
-		return row{}, fmt.Errorf("creating claim %s: %w", name, err)
+	ready, err := createAndWait(ctx, d.c, claim)
+	if err != nil {
+		return row{}, err
 	}
-	deadline := time.After(claimWait)
-	for {
-		if ready, ok := watch.Ready(name); ok {
-			r := row{claim: name, sandbox: ready.Sandbox, stamp: orNone(ready.Stamp), latency: ready.ReadyAt.Sub(start), launch: "?", built: "?"}
-			var sb agentsv1beta1.Sandbox
-			if err := d.c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ready.Sandbox}, &sb); err == nil {
-				r.launch = orNone(sb.Labels[agentsv1beta1.LabelLaunchType])
-				r.built = orNone(sb.Labels[agentsv1beta1.LabelSandboxTemplateHash])
-			}
-			d.say("claim %s Ready after %s: sandbox %s (%s)", name, r.latency.Round(100*time.Microsecond), r.sandbox, r.launch)
-			return r, nil
-		}
-		select {
-		case <-ctx.Done():
-			return row{}, ctx.Err()
-		case <-deadline:
-			return row{}, fmt.Errorf("claim %s not Ready within %s", name, claimWait)
-		case <-time.After(5 * time.Millisecond):
-		}
+	r := row{claim: name, sandbox: ready.sandbox, stamp: orNone(ready.stamp), latency: ready.latency, launch: "?", built: "?"}
+	var sb agentsv1beta1.Sandbox
+	if err := d.c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ready.sandbox}, &sb); err == nil {
+		r.launch = orNone(sb.Labels[agentsv1beta1.LabelLaunchType])
+		r.built = orNone(sb.Labels[agentsv1beta1.LabelSandboxTemplateHash])
 	}
+	d.say("claim %s Ready after %s: sandbox %s (%s)", name, r.latency.Round(100*time.Microsecond), r.sandbox, r.launch)
+	return r, nil
 }
 
 // updateTemplate changes the template's blueprint (the value of the AGENT_MODE variable, or

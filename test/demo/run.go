@@ -1,14 +1,11 @@
 // Package demo is sandgate's main job shown on a local control plane, what
-// cmd/sandgate-demo (`make demo`) parses flags for. Run starts etcd, kube-apiserver,
-// kube-scheduler, the garbage collector and kwok's simulated nodes (test/controlplane), runs
-// the operator with its admission webhooks (test/bench/harness), applies the SandboxTemplate
+// test/cmd/sandgate-demo (`make demo`) parses flags for. Run starts etcd, kube-apiserver,
+// kube-scheduler, the garbage collector and kwok's simulated nodes (test/env/controlplane), runs
+// the operator with its admission webhooks (test/env/harness), applies the SandboxTemplate
 // and SandboxWarmPool of config/samples into the default namespace, waits for the pool,
 // creates a few claims and prints which Sandbox each got, how it was launched and how long it
 // took. Then it updates the template and shows which Sandbox the next claim gets, and of
 // which template version (what admission guarantees there: README.md#what-admission-guarantees).
-//
-// It is a library of a development command, never of the shipped operator, and never imports
-// "testing" (make verify-deps checks both).
 package demo
 
 import (
@@ -22,8 +19,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandgate-dev/sandgate/test/bench/harness"
-	"github.com/sandgate-dev/sandgate/test/controlplane"
+	"github.com/sandgate-dev/sandgate/test/env/controlplane"
+	"github.com/sandgate-dev/sandgate/test/env/harness"
 )
 
 // Options are what the demo does; each field is the sandgate-demo flag named in its comment

@@ -1,16 +1,15 @@
 // Package framework is what sandgate's integration tests share: RunSuite starts a local
-// control plane (test/controlplane) for a suite's TestMain, StartManager runs the sandgate
+// control plane (test/env/controlplane) for a suite's TestMain, StartManager runs the sandgate
 // controllers (and webhooks) in the test process against it, and NamespaceName,
 // CreateNamespace and the Timeout, Interval and Quiet bounds keep the suites alike.
 //
-// It takes testing.TB and testing.M: only _test.go files import it. The development commands
-// (sandgate-dev, sandgate-demo, sandgate-bench) use test/controlplane directly.
+// It takes testing.TB and testing.M, for _test.go files.
 package framework
 
 import (
 	"k8s.io/client-go/rest"
 
-	"github.com/sandgate-dev/sandgate/test/controlplane"
+	"github.com/sandgate-dev/sandgate/test/env/controlplane"
 	"github.com/sandgate-dev/sandgate/webhooks"
 )
 

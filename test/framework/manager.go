@@ -14,7 +14,7 @@ import (
 	"github.com/sandgate-dev/sandgate/api"
 	"github.com/sandgate-dev/sandgate/internal/operator"
 	"github.com/sandgate-dev/sandgate/reconcilers"
-	"github.com/sandgate-dev/sandgate/test/controlplane"
+	"github.com/sandgate-dev/sandgate/test/env/controlplane"
 )
 
 // Suite-wide bounds for Eventually and Consistently. Generous: the machines are shared.

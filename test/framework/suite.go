@@ -14,7 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/sandgate-dev/sandgate/test/controlplane"
+	"github.com/sandgate-dev/sandgate/test/env/controlplane"
 )
 
 // StartTimeout bounds how long a suite waits for its cluster to start.

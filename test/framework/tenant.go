@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
-	"github.com/sandgate-dev/sandgate/test/controlplane"
+	"github.com/sandgate-dev/sandgate/test/env/controlplane"
 )
 
 // The shipped ClusterRoles of the people who use sandboxes (config/rbac), by file.

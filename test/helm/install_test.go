@@ -30,8 +30,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sandgate-dev/sandgate/api"
-	"github.com/sandgate-dev/sandgate/test/builders"
-	"github.com/sandgate-dev/sandgate/test/controlplane"
+	"github.com/sandgate-dev/sandgate/internal/testing/builders"
+	"github.com/sandgate-dev/sandgate/test/env/controlplane"
 )
 
 const (
@@ -44,7 +44,7 @@ const (
 
 // TestChartInstallsUpgradesAndUninstalls installs the chart with Helm's install action, as
 // `helm install sandgate config/helm/sandgate` does, onto a local control plane with
-// cert-manager's CRDs and controllers (test/tools/cert-manager, built by `make tools`), and
+// cert-manager's CRDs and controllers (hack/cert-manager, built by `make tools`), and
 // checks that every object of the release exists, that cert-manager issues the serving
 // certificate the chart asks for and injects its CA into every webhook configuration and CRD,
 // that an upgrade turning v1alpha1 off stops serving it and keeps the injected CA, that

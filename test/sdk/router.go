@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sandgate-dev/sandgate/test/controlplane"
+	"github.com/sandgate-dev/sandgate/test/env/controlplane"
 )
 
 // RouterOptions say how to run the public sandbox-router.

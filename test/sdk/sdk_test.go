@@ -27,10 +27,10 @@ import (
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/internal/operator"
+	"github.com/sandgate-dev/sandgate/internal/testing/builders"
 	"github.com/sandgate-dev/sandgate/reconcilers"
-	"github.com/sandgate-dev/sandgate/test/bench/stats"
-	"github.com/sandgate-dev/sandgate/test/builders"
 	"github.com/sandgate-dev/sandgate/test/framework"
+	"github.com/sandgate-dev/sandgate/test/performance/stats"
 )
 
 // The SDK annotations sandgate reads.

@@ -1,7 +1,7 @@
 //go:build integration
 
 // Package certmanager_test proves the install for real: on a local control plane it runs
-// cert-manager's own controllers and CA injector (test/tools/cert-manager, built by `make
+// cert-manager's own controllers and CA injector (hack/cert-manager, built by `make
 // tools`), applies config/default with `kubectl apply -k` as a user does, and runs the real
 // sandgate binary the way the installed Deployment runs it — its command line, its service
 // account's permissions, the serving certificate's Secret projected into its certificate
@@ -46,8 +46,8 @@ import (
 	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/certs"
-	"github.com/sandgate-dev/sandgate/test/builders"
-	"github.com/sandgate-dev/sandgate/test/controlplane"
+	"github.com/sandgate-dev/sandgate/internal/testing/builders"
+	"github.com/sandgate-dev/sandgate/test/env/controlplane"
 	"github.com/sandgate-dev/sandgate/test/framework"
 )
 

@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/sandgate-dev/sandgate/test/controlplane"
+	"github.com/sandgate-dev/sandgate/test/env/controlplane"
 )
 
 // kubeconfigFor writes a kubeconfig of user (in groups) into the cluster's directory.

@@ -27,9 +27,9 @@ import (
 
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/internal/operator"
+	"github.com/sandgate-dev/sandgate/internal/testing/builders"
 	"github.com/sandgate-dev/sandgate/internal/tracing"
-	"github.com/sandgate-dev/sandgate/test/builders"
-	"github.com/sandgate-dev/sandgate/test/controlplane"
+	"github.com/sandgate-dev/sandgate/test/env/controlplane"
 )
 
 // publicSeries is what a scraper sees of one of the public controller's series.

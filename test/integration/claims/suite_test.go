@@ -25,9 +25,9 @@ import (
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
-	"github.com/sandgate-dev/sandgate/test/controlplane"
+	"github.com/sandgate-dev/sandgate/test/env/controlplane"
 	"github.com/sandgate-dev/sandgate/test/framework"
-	"github.com/sandgate-dev/sandgate/test/invariants"
+	"github.com/sandgate-dev/sandgate/test/framework/invariants"
 )
 
 var cluster *framework.Cluster

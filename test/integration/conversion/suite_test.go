@@ -2,7 +2,7 @@
 
 // Package conversion_test proves the deprecated v1alpha1 API against a local control plane
 // with the real webhooks and controllers: the API server converts every v1alpha1 request
-// through the manager's conversion webhook (CRDs installed as test/controlplane installs them,
+// through the manager's conversion webhook (CRDs installed as test/env/controlplane installs them,
 // pointed at the local webhook address with the local CA), and admits it through the v1beta1
 // admission webhooks (matchPolicy Equivalent). kubectl applies, lists and scales v1alpha1
 // objects; a v1alpha1 claim is served warm from a pool, stamped at admission, and a
@@ -22,7 +22,7 @@ import (
 
 	agentsv1alpha1 "github.com/sandgate-dev/sandgate/api/v1alpha1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
-	"github.com/sandgate-dev/sandgate/test/controlplane"
+	"github.com/sandgate-dev/sandgate/test/env/controlplane"
 	"github.com/sandgate-dev/sandgate/test/framework"
 )
 
@@ -77,7 +77,7 @@ func samples(t *testing.T) string {
 	return filepath.Join(root, "config", "samples", "v1alpha1")
 }
 
-// alphaSandbox is the v1alpha1 form of a v1beta1 Sandbox built by test/builders.
+// alphaSandbox is the v1alpha1 form of a v1beta1 Sandbox built by internal/testing/builders.
 func alphaSandbox(t *testing.T, sb *agentsv1beta1.Sandbox) *agentsv1alpha1.Sandbox {
 	t.Helper()
 	out := &agentsv1alpha1.Sandbox{}

@@ -14,7 +14,7 @@ import (
 
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/internal/operator"
-	"github.com/sandgate-dev/sandgate/test/builders"
+	"github.com/sandgate-dev/sandgate/internal/testing/builders"
 )
 
 // TestLifecycleEvents walks a Sandbox through create → Ready → suspend → resume → delete,

@@ -18,7 +18,7 @@ import (
 
 	"github.com/sandgate-dev/sandgate/api"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
-	"github.com/sandgate-dev/sandgate/test/builders"
+	"github.com/sandgate-dev/sandgate/internal/testing/builders"
 )
 
 // TestPodEvictedByItsNodeIsReplaced: a pod the kubelet evicts (node pressure) stays as phase

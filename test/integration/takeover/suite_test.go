@@ -2,7 +2,7 @@
 
 // Package takeover_test hands sandgate a cluster populated exactly as the public
 // agent-sandbox controller (v0.5.x, and v1.0.x with its v1beta1-only CRDs) leaves it, and
-// checks that afterwards every binding invariant of the claims suite holds (test/invariants),
+// checks that afterwards every binding invariant of the claims suite holds (test/framework/invariants),
 // that nothing was deleted or recreated, and that claims old and new are served.
 //
 // It is a suite of its own because the switch-over happens before sandgate's admission
@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sandgate-dev/sandgate/api"
-	"github.com/sandgate-dev/sandgate/test/controlplane"
+	"github.com/sandgate-dev/sandgate/test/env/controlplane"
 	"github.com/sandgate-dev/sandgate/test/framework"
 )
 

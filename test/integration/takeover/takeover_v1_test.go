@@ -26,9 +26,9 @@ import (
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
-	"github.com/sandgate-dev/sandgate/test/builders"
+	"github.com/sandgate-dev/sandgate/internal/testing/builders"
 	"github.com/sandgate-dev/sandgate/test/framework"
-	"github.com/sandgate-dev/sandgate/test/invariants"
+	"github.com/sandgate-dev/sandgate/test/framework/invariants"
 )
 
 // TestTakeOverFromV1: a namespace as the public controller v1.0 leaves it — its CRDs serving

@@ -1,0 +1,126 @@
+package load
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sandgate-dev/sandgate/test/env/scrape"
+	"github.com/sandgate-dev/sandgate/test/performance/report"
+)
+
+// Metrics of the API server's admission webhooks.
+const (
+	webhookDuration   = "apiserver_admission_webhook_admission_duration_seconds"
+	webhookExclusions = "apiserver_admission_match_condition_exclusions_total"
+)
+
+// webhookResources lists the resources each webhook's rules name, by webhook name, from the
+// webhook configurations in the cluster.
+func webhookResources(ctx context.Context, c client.Client) (map[string][]string, error) {
+	out := map[string][]string{}
+	add := func(name string, rules []admissionv1.RuleWithOperations) {
+		for _, rule := range rules {
+			for _, res := range rule.Resources {
+				if !slices.Contains(out[name], res) {
+					out[name] = append(out[name], res)
+				}
+			}
+		}
+		slices.Sort(out[name])
+	}
+	var mutating admissionv1.MutatingWebhookConfigurationList
+	if err := c.List(ctx, &mutating); err != nil {
+		return nil, fmt.Errorf("listing mutating webhook configurations: %w", err)
+	}
+	for _, cfg := range mutating.Items {
+		for _, w := range cfg.Webhooks {
+			add(w.Name, w.Rules)
+		}
+	}
+	var validating admissionv1.ValidatingWebhookConfigurationList
+	if err := c.List(ctx, &validating); err != nil {
+		return nil, fmt.Errorf("listing validating webhook configurations: %w", err)
+	}
+	for _, cfg := range validating.Items {
+		for _, w := range cfg.Webhooks {
+			add(w.Name, w.Rules)
+		}
+	}
+	return out, nil
+}
+
+// webhookType names the type label of the API server's admission metrics: "admit" for a
+// mutating webhook, "validating" (durations) or "validate" (matchConditions) for a
+// validating one.
+func webhookType(label string) string {
+	switch {
+	case label == "admit":
+		return "mutating"
+	case strings.HasPrefix(label, "validat"):
+		return "validating"
+	default:
+		return label
+	}
+}
+
+// webhookCosts summarises the admission webhooks' metrics delta of a run by webhook and
+// operation, with the resources their rules name.
+func webhookCosts(delta scrape.Snapshot, resources map[string][]string) []report.Webhook {
+	type key struct{ name, operation string }
+	rows := map[key]*report.Webhook{}
+	row := func(labels map[string]string) *report.Webhook {
+		k := key{labels["name"], labels["operation"]}
+		if rows[k] == nil {
+			rows[k] = &report.Webhook{Name: k.name, Operation: k.operation, Type: webhookType(labels["type"]), Resources: resources[k.name]}
+		}
+		return rows[k]
+	}
+	for _, s := range delta {
+		if s.Value == 0 {
+			continue
+		}
+		switch s.Name {
+		case webhookDuration + "_count":
+			w := row(s.Labels)
+			w.Calls += s.Value
+			if s.Labels["rejected"] == "true" {
+				w.Rejected += s.Value
+			}
+		case webhookDuration + "_sum":
+			row(s.Labels).SumSeconds += s.Value
+		case webhookExclusions:
+			if s.Labels["kind"] == "webhook" {
+				row(s.Labels).Excluded += s.Value
+			}
+		}
+	}
+	out := make([]report.Webhook, 0, len(rows))
+	for k, w := range rows {
+		if w.Calls > 0 {
+			w.MeanMs = round2(w.SumSeconds / w.Calls * 1000)
+			calls := delta.Select(map[string]string{"name": k.name, "operation": k.operation})
+			if v, ok := calls.Quantile(webhookDuration, 0.5); ok {
+				w.P50Ms = round2(v * 1000)
+			}
+			if v, ok := calls.Quantile(webhookDuration, 0.99); ok {
+				w.P99Ms = round2(v * 1000)
+			}
+		}
+		w.SumSeconds = round6(w.SumSeconds)
+		out = append(out, *w)
+	}
+	slices.SortFunc(out, func(a, b report.Webhook) int {
+		if c := strings.Compare(a.Name, b.Name); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Operation, b.Operation)
+	})
+	return out
+}
+
+func round6(v float64) float64 { return float64(int64(v*1e6+0.5)) / 1e6 }
