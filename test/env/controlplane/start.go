@@ -268,11 +268,7 @@ func (c *Cluster) startKwok(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	profile := string(opts.Profile)
-	if opts.Profile == ProfileRealistic {
-		profile += ", pod start-up " + opts.PodStartup.String()
-	}
-	c.logf("creating %d nodes and starting kwok (profile %s)...", len(c.NodeNames), profile)
+	c.logf("creating %d nodes and starting kwok (profile %s)...", len(c.NodeNames), DescribeProfile(opts.Profile, opts.PodStartup))
 	if err := createNodes(ctx, cs, c.NodeNames); err != nil {
 		return err
 	}

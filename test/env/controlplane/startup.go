@@ -126,6 +126,15 @@ func realisticStages(template []byte, s PodStartup) []byte {
 	).Replace(string(template)))
 }
 
+// DescribeProfile names profile for logs and reports, with its start-up times for
+// ProfileRealistic: "realistic (pod start-up median 2s, p99 8s, seed 0)".
+func DescribeProfile(profile Profile, startup PodStartup) string {
+	if profile != ProfileRealistic {
+		return string(profile)
+	}
+	return fmt.Sprintf("%s (pod start-up %s)", profile, startup)
+}
+
 // AddProfileFlags registers --profile, --pod-startup-median, --pod-startup-p99 and
 // --pod-startup-seed on fs, bound to profile and startup, with their values as defaults: the
 // same flags in every command that starts a cluster. CheckProfile checks them.
