@@ -181,9 +181,9 @@ func expectUnreadyThenDeleted(t *testing.T, cs kubernetes.Interface, pod *corev1
 // queue, not the start-up time, decides when pods become Ready.
 const createRate = 50
 
-// expectStartupTimes creates n pods in ns at createRate, bound to node (the scheduler binds a
-// burst of pods at its client's rate limit, about 50 a second: not what this measures), and
-// checks the time from each one's create
+// expectStartupTimes creates n pods in ns at createRate, bound to node (the scheduler's
+// client is limited to 50 requests a second, which a burst of pods waits for: not what this
+// measures), and checks the time from each one's create
 // call to the watch event showing it Ready against its drawn start-up time: never shorter
 // (the simulated kubelet holds it until then), and the quantiles of all of them not much
 // longer than the draws' (the rest is the machine's own latency, generous on a loaded one).
