@@ -231,6 +231,9 @@ func runScenarios(ctx context.Context, o Options, stdout, stderr io.Writer) erro
 			if sc.profile != "" {
 				so.Profile = sc.profile
 			}
+			if so.Profile != controlplane.ProfileRealistic {
+				so.PodStartup = controlplane.PodStartup{} // --pod-startup-* are the realistic scenarios'
+			}
 			// Filling a pool of thousands takes minutes on two cores.
 			so.PoolCreateWait = max(o.PoolCreateWait, time.Duration(sc.pool)*200*time.Millisecond)
 			rounds := roundsOf(sc, o)

@@ -146,12 +146,14 @@ func WriteMarkdownWithPlots(w io.Writer, m Machine, results []*Result, command, 
 			qps = "serial" // each claim waits for the previous one to be Ready
 		}
 		p("| %s | %s | %d | %d × %d | %s | %d | %d | %s |", r.Scenario, orDash(r.Description), q.BurstSize*q.TotalBursts,
-			q.TotalBursts, q.BurstSize, qps, q.WarmPoolSize, q.Nodes, orDash(q.Profile))
+			q.TotalBursts, q.BurstSize, qps, q.WarmPoolSize, q.Nodes, orDash(q.ProfileDescription()))
 	}
 	p("")
 	p("Pod profiles: `fast` takes a bound pod to Running and Ready in one status update (kwok's stock")
 	p("behaviour); `kubelet` walks it through separate updates 20–50 ms apart, as a kubelet reports")
-	p("progress, which is what wakes controllers again and again.")
+	p("progress, which is what wakes controllers again and again; `realistic` takes the kubelet's steps")
+	p("but holds a pod's containers for a start-up time drawn per pod (a log-normal of the median and")
+	p("p99 shown), so that a cold start costs what it does on a real cluster.")
 	p("")
 	writeFloor(p, results)
 	writeLong(p, results)
