@@ -130,11 +130,10 @@ type scaleEvent struct {
 // HPA is the emulated controller's state for one target: its recent recommendations and
 // scale events, which stabilization and the rate limits read.
 type HPA struct {
-	cfg     HPAConfig
-	recs    []recommendation
-	ups     []scaleEvent
-	downs   []scaleEvent
-	lastRec time.Time
+	cfg   HPAConfig
+	recs  []recommendation
+	ups   []scaleEvent
+	downs []scaleEvent
 }
 
 // NewHPA returns the controller of cfg with no history.
