@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+
 	"github.com/sandgate-dev/sandgate/test/env/controlplane"
 	"github.com/sandgate-dev/sandgate/test/env/harness"
 	"github.com/sandgate-dev/sandgate/test/performance/load"
@@ -282,7 +284,10 @@ func runTraceArm(ctx context.Context, o Options, cfg load.TraceConfig, tr *trace
 	}
 	cfg.Progress = progress
 	arm, err := load.RunTrace(ctx, env.Config, cfg, probes)
-	if err != nil {
+	switch {
+	case meta.IsNoMatchError(err):
+		return nil, err // the kind is not served: nothing in the operator's log to add
+	case err != nil:
 		return nil, fmt.Errorf("%w\n(operator log %s ends:\n%s)", err, env.Operator.LogPath, harness.Tail(env.Operator.LogPath, 15))
 	}
 	arm.Result.Parameters = p

@@ -52,9 +52,18 @@ func writeTracePlots(dir string, r *Result) ([]string, error) {
 
 // WriteTracePlot draws the trace of r (see the file's comment) to path.
 func WriteTracePlot(path string, r *Result) error {
+	drawOn, height, err := tracePlot(r)
+	if err != nil {
+		return fmt.Errorf("drawing %s: %w", path, err)
+	}
+	return writeSVG(path, timelineWidth, height, drawOn)
+}
+
+// tracePlot returns what draws the trace of r on a canvas, and the canvas's height.
+func tracePlot(r *Result) (func(draw.Canvas), vg.Length, error) {
 	t := r.Trace
 	if t == nil || len(t.Demand) == 0 {
-		return fmt.Errorf("drawing %s: %w", path, errNoTrace)
+		return nil, 0, errNoTrace
 	}
 	end := t.DurationSeconds
 	demand := newPlot(title(r, "demand, pool replicas and ready unbound members over time"))
@@ -67,7 +76,7 @@ func WriteTracePlot(path string, r *Result) error {
 	}
 	l, err := plotter.NewLine(xys)
 	if err != nil {
-		return fmt.Errorf("drawing %s: %w", path, err)
+		return nil, 0, err
 	}
 	l.LineStyle = lineStyle(demandColor, nil)
 	demand.Add(l)
@@ -116,7 +125,7 @@ func WriteTracePlot(path string, r *Result) error {
 			}
 			l, err := plotter.NewLine(pts)
 			if err != nil {
-				return fmt.Errorf("drawing %s: %w", path, err)
+				return nil, 0, err
 			}
 			l.LineStyle = lineStyle(line.c, line.dashes)
 			p.Add(l)
@@ -134,15 +143,14 @@ func WriteTracePlot(path string, r *Result) error {
 		p.X.Min, p.X.Max = 0, end
 		rows[i] = []*plot.Plot{p}
 	}
-	height := tracePanelHeight * vg.Length(len(panels))
-	return writeSVG(path, timelineWidth, height, func(c draw.Canvas) {
+	return func(c draw.Canvas) {
 		tiles := draw.Tiles{Rows: len(panels), Cols: 1, PadY: vg.Points(10), PadTop: vg.Points(4), PadBottom: vg.Points(4),
 			PadLeft: vg.Points(4), PadRight: vg.Points(8)}
 		aligned := plot.Align(rows, tiles, c)
 		for i, p := range panels {
 			p.Draw(aligned[i][0])
 		}
-	})
+	}, tracePanelHeight * vg.Length(len(panels)), nil
 }
 
 var errNoTrace = errors.New("no trace")
