@@ -392,10 +392,13 @@ func (a *traceArm) autoscalerNotes(ctx context.Context) []string {
 	if err := a.r.c.Get(ctx, client.ObjectKey{Namespace: a.tc.Namespace, Name: autoscalerName}, u); err != nil {
 		return []string{fmt.Sprintf("reading the WarmPoolAutoscaler at the end: %v", err)}
 	}
-	reason, _, _ := unstructured.NestedString(u.Object, "status", "lastScaleReason")
-	demand, _, _ := unstructured.NestedMap(u.Object, "status", "demand")
-	startup, _, _ := unstructured.NestedInt64(u.Object, "status", "demand", "memberStartupMilliseconds")
-	return []string{fmt.Sprintf("WarmPoolAutoscaler status at the end: last scale %q; demand %v; member start-up planned with %d ms", reason, demand, startup)}
+	str := func(path ...string) string {
+		v, _, _ := unstructured.NestedFieldNoCopy(u.Object, append([]string{"status"}, path...)...)
+		return fmt.Sprint(v)
+	}
+	return []string{fmt.Sprintf("WarmPoolAutoscaler status at the end: desired %s, last scale %q; demand %s claims/s (%s claims in the short window, %s in the long one), %s claims expected during a member start-up of %s ms (p90 of %s members)",
+		str("desiredReplicas"), str("lastScaleReason"), str("demand", "claimsPerSecond"), str("demand", "shortWindowClaims"), str("demand", "longWindowClaims"),
+		str("demand", "expectedClaimsDuringStartup"), str("demand", "memberStartupMilliseconds"), str("demand", "memberStartupSamples"))}
 }
 
 func (a *traceArm) noteScale(s report.PoolScale) {
