@@ -151,6 +151,12 @@ func scenarios(scalePool int) []scenario {
 			rounds: shortRounds, admissionFloor: true, targets: serialTargets, optional: true,
 		},
 		{
+			// Three clusters of several minutes each (trace.go, flags --trace-*): by name, so
+			// that `make bench` keeps within its hour.
+			name: "trace", description: "a seeded day of demand compressed to minutes (Poisson arrivals, bursts, random lifetimes) against three pool policies: static, the HPA recipe, the autoscaler",
+			run: runTrace, optional: true,
+		},
+		{
 			name: fmt.Sprintf("scale-%d", scalePool), description: "30 claims one at a time",
 			burstSize: 1, totalBursts: 30, qps: 1000, pool: scalePool,
 			targets: serialTargets, optional: true,

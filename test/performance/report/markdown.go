@@ -106,6 +106,10 @@ func WriteMarkdown(w io.Writer, m Machine, results []*Result, command string) er
 // WriteMarkdownWithPlots is WriteMarkdown for a report written to reportPath, linking the
 // pictures of each result (PlotNames) found in PlotDir(reportPath).
 func WriteMarkdownWithPlots(w io.Writer, m Machine, results []*Result, command, reportPath string) error {
+	all := results
+	// The trace scenario's runs are its policies', each a Result of its own: its section has
+	// them, the tables of single runs do not.
+	results, traces := splitTraces(all)
 	var buf bytes.Buffer
 	p := func(format string, args ...any) { _, _ = fmt.Fprintf(&buf, format+"\n", args...) } // a Buffer does not fail
 	p("# Performance")
@@ -121,10 +125,10 @@ func WriteMarkdownWithPlots(w io.Writer, m Machine, results []*Result, command, 
 	p("| memory | %.1f GiB |", m.MemoryGiB)
 	p("| kernel | %s |", orDash(m.Kernel))
 	p("| Go | %s |", m.Go)
-	p("| sandgate commit | %s |", commits(m, results))
+	p("| sandgate commit | %s |", commits(m, all))
 	p("| measured | %s |", m.Date)
-	if len(results) > 0 {
-		r := results[0].Parameters
+	if len(all) > 0 {
+		r := all[0].Parameters
 		p("| cluster | %s with kwok nodes (pod profile per scenario below) |", r.Cluster)
 		p("| operator | `%s` |", shorten(r.OperatorCommand))
 	}
@@ -157,6 +161,11 @@ func WriteMarkdownWithPlots(w io.Writer, m Machine, results []*Result, command, 
 	p("")
 	writeFloor(p, results)
 	writeLong(p, results)
+	plotDir := ""
+	if reportPath != "" {
+		plotDir = PlotDir(reportPath)
+	}
+	writeTraces(p, traces, plotDir)
 	p("## Startup latency")
 	p("")
 	p("Client view: from the start of the claim's create call to the watch event showing")

@@ -330,6 +330,8 @@ type Result struct {
 	Sustained *Sustained `json:"sustained,omitempty"`
 	// Scale is set by a scale run (load.RunScale).
 	Scale *Scale `json:"scale,omitempty"`
+	// Trace is set by the trace scenario: its policies' runs, each a Result of its own.
+	Trace *Trace `json:"trace,omitempty"`
 	// Rounds are every (floor, sandgate) pair of a scenario measured more than once, in run
 	// order; the result itself is the round with the median p50 ratio.
 	Rounds []Round `json:"rounds,omitempty"`
