@@ -58,7 +58,7 @@ var traceFlags = traceSettings{
 	Seed: 1, Duration: 8 * time.Minute, NightRate: 0.5, PeakRate: 6, Noise: 0.2,
 	Bursts: 3, BurstSize: "50-150", BurstSpread: 1500 * time.Millisecond, Lifetime: "10s-60s",
 	Policies: strings.Join([]string{report.PolicyStatic, report.PolicyHPA, report.PolicyAutoscaler}, ","),
-	Profile:  string(controlplane.ProfileFast), Startup: 8 * time.Second, Headroom: 0.25,
+	Profile:  string(controlplane.ProfileRealistic), Startup: 8 * time.Second, Headroom: 0.25,
 	HPATarget: 0.1, HPADelay: 30 * time.Second, HPAWindow: 15 * time.Second, Spare: 5,
 }
 
