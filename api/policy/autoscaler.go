@@ -1,17 +1,42 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	autoscalingv1alpha1 "github.com/sandgate-dev/sandgate/api/autoscaling/v1alpha1"
 )
 
-// The schedules of a WarmPoolAutoscaler: admission refuses a window that cannot be read
-// (ParseClock, LoadTimeZone) and the controller applies the open ones (OpenSchedules). Both
-// read them here, so a window admission accepts is one the controller understands.
+// The rules of a WarmPoolAutoscaler that admission and its controller both read: admission
+// refuses a window or a step that cannot be read (ParseClock, LoadTimeZone, ParseMaxStep) and
+// the controller applies them (OpenSchedules, ParseMaxStep). Both read them here, so what
+// admission accepts is what the controller understands.
+
+// ParseMaxStep reads a behavior's maxStep: a number of members (at least 1) or a percentage
+// of the current replicas ("25%", at least 1%).
+func ParseMaxStep(v intstr.IntOrString) (n int32, percent bool, err error) {
+	if v.Type == intstr.Int {
+		if v.IntVal < 1 {
+			return 0, false, errors.New("a number of members must be at least 1 (leave maxStep unset for no limit)")
+		}
+		return v.IntVal, false, nil
+	}
+	s, isPercent := strings.CutSuffix(v.StrVal, "%")
+	p, err := strconv.ParseInt(s, 10, 32)
+	if err != nil || !isPercent {
+		return 0, false, errors.New("must be a number of members (10) or a percentage of the current replicas (25%)")
+	}
+	if p < 1 {
+		return 0, false, errors.New("a percentage must be at least 1% (leave maxStep unset for no limit)")
+	}
+	return int32(p), true, nil
+}
 
 // ParseClock reads "HH:MM" (00:00 to 23:59) or "24:00" as minutes after midnight.
 func ParseClock(s string) (int, error) {
@@ -30,10 +55,14 @@ func ParseClock(s string) (int, error) {
 // would cost more than the rest of the decision.
 var zones sync.Map // string -> *time.Location
 
-// LoadTimeZone returns the IANA time zone name ("" is UTC).
+// LoadTimeZone returns the IANA time zone name ("" is UTC). "Local" is refused: it would be
+// whatever zone the operator's machine runs in.
 func LoadTimeZone(name string) (*time.Location, error) {
 	if name == "" {
 		name = autoscalingv1alpha1.DefaultTimeZone
+	}
+	if name == "Local" {
+		return nil, errors.New(`"Local" is the operator machine's zone, not a zone of the schedule`)
 	}
 	if loc, ok := zones.Load(name); ok {
 		return loc.(*time.Location), nil
