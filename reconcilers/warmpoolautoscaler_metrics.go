@@ -64,7 +64,9 @@ func (m *Metrics) autoscalerGone(key types.NamespacedName) {
 	}
 }
 
-func (m *Metrics) autoscalerScaled(direction string) { m.autoscaler.scales.WithLabelValues(direction).Inc() }
+func (m *Metrics) autoscalerScaled(direction string) {
+	m.autoscaler.scales.WithLabelValues(direction).Inc()
+}
 
 // AutoscalerScales is the number of scale writes in direction ("up", "down").
 func (m *Metrics) AutoscalerScales(direction string) float64 {
