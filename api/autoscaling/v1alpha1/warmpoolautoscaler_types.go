@@ -77,12 +77,14 @@ type Schedule struct {
 
 	// Start is when the window opens, "HH:MM" (24-hour clock) in TimeZone.
 	// +required
+	// +kubebuilder:validation:MaxLength=5
 	// +kubebuilder:validation:Pattern=`^([01][0-9]|2[0-3]):[0-5][0-9]$`
 	Start string `json:"start"`
 
 	// End is when the window closes, "HH:MM" or "24:00", in TimeZone; an End before Start
 	// closes the window the next day. End equal to Start is refused (an empty window).
 	// +required
+	// +kubebuilder:validation:MaxLength=5
 	// +kubebuilder:validation:Pattern=`^(([01][0-9]|2[0-3]):[0-5][0-9]|24:00)$`
 	End string `json:"end"`
 
