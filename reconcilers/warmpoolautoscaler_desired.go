@@ -112,11 +112,15 @@ func autoscalerRecommendation(r autoscalerRules, expected int, scheduleMin int32
 }
 
 // autoscalerHistory is an autoscaler's recent recommendations, the lowest and highest of
-// each second, as far back as the longer stabilization window. It lives in memory: a new
-// leader starts it with the pool's current replicas (seed), so that the scale-down window
-// holds them as if it had recommended them, rather than scaling down at once.
+// each second, as far back as the longer stabilization window. A recommendation stands until
+// the next one: reconciles come with events, not on a period, so the one before a change is
+// recorded again at the moment of the change (observe), and a window counts from when it was
+// last in force, not from when it was last computed. It lives in memory: a new leader starts
+// it with the pool's current replicas (seed), so that the scale-down window holds them as if
+// it had recommended them, rather than scaling down at once.
 type autoscalerHistory struct {
 	seconds []historySecond
+	last    int32
 }
 
 type historySecond struct {
@@ -128,7 +132,15 @@ type historySecond struct {
 func (h *autoscalerHistory) seed(now time.Time, current int32) {
 	if len(h.seconds) == 0 {
 		h.add(now, current)
+		h.last = current
 	}
+}
+
+// observe records recommendation n at now, the previous one standing until now.
+func (h *autoscalerHistory) observe(now time.Time, n int32) {
+	h.add(now, h.last)
+	h.add(now, n)
+	h.last = n
 }
 
 // add records recommendation n at now.
@@ -229,7 +241,7 @@ func decideReplicas(r autoscalerRules, current int32, est demand.Estimate, open 
 	lastUp, lastDown, now time.Time) autoscalerDecision {
 	rec, reason := autoscalerRecommendation(r, est.Expected, open.Minimum)
 	h.seed(now, current)
-	h.add(now, rec)
+	h.observe(now, rec)
 	h.prune(now, max(r.up.window, r.down.window)+time.Second)
 	stable, heldUntil := h.stabilize(now, current, rec, r.up.window, r.down.window)
 	d := autoscalerDecision{recommendation: rec, reason: reason}

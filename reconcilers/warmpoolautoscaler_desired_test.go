@@ -124,9 +124,9 @@ func TestDecideScalesUpAtOnceAndDownSlowly(t *testing.T) {
 	runDecisions(t, autoscalerRulesOf(&spec), 2, []decideStep{
 		{after: 0, expected: 0, want: 2},
 		{after: time.Second, expected: 30, want: 32},              // a burst: at once, no step limit up
-		{after: time.Second, expected: 10, want: 32},              // demand falls: held by the window
-		{after: 58 * time.Second, expected: 0, want: 32},          // 59 s after the peak: still held
-		{after: 2 * time.Second, expected: 0, want: 16},           // the peak left the window: 50% of 32
+		{after: time.Second, expected: 0, want: 32},               // demand gone: 32 stood until now, held by the window
+		{after: 59 * time.Second, expected: 0, want: 32},          // 59 s after 32 was last in force: still held
+		{after: 2 * time.Second, expected: 0, want: 16},           // past the window: 50% of 32
 		{after: 5 * time.Second, expected: 0, want: 16},           // within the period
 		{after: 5 * time.Second, expected: 0, want: 8},            // next step
 		{after: 10 * time.Second, expected: 0, want: 4},           // and the next
@@ -192,7 +192,8 @@ func TestDecideSaysWhenToLookAgain(t *testing.T) {
 	later := wpaT0.Add(5 * time.Second)
 	boundary := wpaT0.Add(time.Hour)
 	d = decideReplicas(rules, 10, demand.Estimate{}, policy.OpenWindows{Next: boundary}, &h, wpaT0, time.Time{}, later)
-	if d.replicas != 10 || !d.recheck.Equal(wpaT0.Add(61*time.Second)) {
-		t.Errorf("held: %d recheck %s, want 10 until the peak's second leaves the 60 s window (%s)", d.replicas, d.recheck, wpaT0.Add(61*time.Second))
+	// 10 stood until now (5 s): held until its second has left the 60 s window.
+	if want := later.Add(61 * time.Second); d.replicas != 10 || !d.recheck.Equal(want) {
+		t.Errorf("held: %d recheck %s, want 10 until %s", d.replicas, d.recheck, want)
 	}
 }
