@@ -28,11 +28,12 @@ import (
 //     others stand down while it exists;
 //   - any other writer of spec.replicas (kubectl scale, a script, a GitOps tool applying a
 //     manifest that sets replicas): the pool's managedFields name the field manager that
-//     last set the field. If it is not the autoscaler's (AutoscalerFieldManager) and set it
-//     after the autoscaler's last scale, the autoscaler stands down for one scale-down
-//     stabilization window (at least minConflictHold) after that write, then takes the field
-//     back. A manual `kubectl scale` is honoured for that long; a writer that keeps writing is
-//     seen again and keeps the autoscaler off, each time with one event, not one per reconcile.
+//     last set the field. The autoscaler's own writes take the field, so once it has scaled
+//     the pool, another manager owning it wrote after it: the autoscaler stands down for one
+//     scale-down stabilization window (at least minConflictHold) after that write, then takes
+//     the field back. A manual `kubectl scale` is honoured for that long; a writer that keeps
+//     writing is seen again and keeps the autoscaler off, with one event per conflict, not one
+//     per reconcile.
 //
 // The managedFields are read from the API server (the cache strips them), and only when the
 // cached replicas differ from what the autoscaler last wrote or read there: one GET after
@@ -98,9 +99,14 @@ func firstAutoscaler(items []autoscalingv1alpha1.WarmPoolAutoscaler) *autoscalin
 }
 
 // foreignReplicasWriter reads who last set the pool's spec.replicas when the cache shows a
-// value the autoscaler did not write, and returns a conflict while that writer's write is
-// recent. Until the autoscaler has scaled the pool once, whoever set the replicas before (the
-// pool's creator) is no conflict: the autoscaler takes the field over.
+// value the autoscaler did not write, and returns a conflict while that write is recent.
+// Until the autoscaler has scaled the pool once, whoever set the replicas before (the pool's
+// creator) is no conflict: the autoscaler takes the field over.
+//
+// "Recent" counts from the write's time in the managedFields when it has one, else from when
+// this process first saw the write: the API server records no time for writes through a
+// custom resource's /scale (an HPA's, `kubectl scale`), and a new leader sees the write anew,
+// holding off a little longer rather than less.
 func (r *autoscalerReconciler) foreignReplicasWriter(ctx context.Context, wpa *autoscalingv1alpha1.WarmPoolAutoscaler,
 	pool *extv1beta1.SandboxWarmPool, st *autoscalerState, rules autoscalerRules, now time.Time) (*autoscalerConflict, error) {
 	if wpa.Status.LastScaleTime == nil {
@@ -110,8 +116,13 @@ func (r *autoscalerReconciler) foreignReplicasWriter(ctx context.Context, wpa *a
 	if st.verifiedOK && current == st.verified {
 		return nil, nil
 	}
-	if c := st.conflict; c != nil && current == st.conflictReplicas && now.Before(c.until) {
-		return c, nil // the write it found is still the last one
+	if c := st.conflict; c != nil && current == st.conflictReplicas {
+		if now.Before(c.until) {
+			return c, nil // the write it found is still the last one
+		}
+		// Honoured for a hold: the field is the autoscaler's again from its next write.
+		st.conflict, st.verified, st.verifiedOK = nil, current, true
+		return nil, nil
 	}
 	st.conflict = nil
 	fresh := &extv1beta1.SandboxWarmPool{}
@@ -119,17 +130,24 @@ func (r *autoscalerReconciler) foreignReplicasWriter(ctx context.Context, wpa *a
 		return nil, fmt.Errorf("reading the pool's managedFields: %w", err)
 	}
 	manager, at, ok := replicasOwner(fresh.ManagedFields)
-	hold := max(rules.down.window, minConflictHold)
-	until := at.Add(hold)
-	if !ok || manager == AutoscalerFieldManager || at.Before(wpa.Status.LastScaleTime.Time) || !now.Before(until) {
-		// The autoscaler's own value, or one another writer set long enough ago: honoured for
-		// a window, the field is the autoscaler's again from its next write.
+	if !ok || manager == AutoscalerFieldManager {
+		st.verified, st.verifiedOK = int32(replicas(fresh)), true
+		return nil, nil
+	}
+	// The autoscaler's own writes take the field: another manager owning it wrote after the
+	// autoscaler's last write.
+	since := now
+	if !at.IsZero() && at.Before(now) {
+		since = at
+	}
+	until := since.Add(max(rules.down.window, minConflictHold))
+	if !now.Before(until) {
 		st.verified, st.verifiedOK = int32(replicas(fresh)), true
 		return nil, nil
 	}
 	st.conflict = &autoscalerConflict{
-		message: fmt.Sprintf("field manager %q set the replicas of SandboxWarmPool %s to %d at %s, after the autoscaler's last scale; "+
-			"the autoscaler leaves them until %s", manager, pool.Name, replicas(fresh), at.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339)),
+		message: fmt.Sprintf("field manager %q set the replicas of SandboxWarmPool %s to %d after the autoscaler's last scale; "+
+			"the autoscaler leaves them until %s", manager, pool.Name, replicas(fresh), until.UTC().Format(time.RFC3339)),
 		until: until,
 	}
 	st.conflictReplicas = current

@@ -227,3 +227,54 @@ func TestReplicasOwner(t *testing.T) {
 		})
 	}
 }
+
+// poolReader answers Gets of the pool with pool, counting them: the API server as the
+// autoscaler reads managedFields from it.
+type poolReader struct {
+	pool  *extv1beta1.SandboxWarmPool
+	reads int
+}
+
+func (p *poolReader) Get(_ context.Context, _ client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	p.reads++
+	p.pool.DeepCopyInto(obj.(*extv1beta1.SandboxWarmPool))
+	return nil
+}
+
+func (p *poolReader) List(context.Context, client.ObjectList, ...client.ListOption) error { return nil }
+
+// Another field manager's write of the replicas, after the autoscaler's last scale, holds the
+// autoscaler off for the hold (from when it was first seen: writes through /scale carry no
+// time), read from the API server once, not at every reconcile; then the autoscaler takes
+// the field back. The pool's creator, before the autoscaler ever scaled, is no conflict.
+func TestForeignReplicasWriterIsHonouredForAHold(t *testing.T) {
+	scaleWrite := metav1.ManagedFieldsEntry{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "scale",
+		FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:replicas":{}}}`)}}
+	pool := builders.MakePool("pool", "ns", "tmpl").Replicas(7).Obj()
+	pool.ManagedFields = []metav1.ManagedFieldsEntry{scaleWrite}
+	reader := &poolReader{pool: pool}
+	r := &autoscalerReconciler{APIReader: reader}
+	wpa := autoscaler(builders.MakeAutoscaler("wpa", "ns", "pool").ScaleDown(60, "", 0))
+	rules := autoscalerRulesOf(&wpa.Spec)
+	st := &autoscalerState{verified: 3, verifiedOK: true}
+
+	if c, err := r.foreignReplicasWriter(context.Background(), wpa, pool, st, rules, wpaT0); c != nil || err != nil {
+		t.Fatalf("before the autoscaler ever scaled: %+v %v, want no conflict", c, err)
+	}
+	wpa.Status.LastScaleTime = ptrTime(wpaT0.Add(-time.Minute))
+	c, err := r.foreignReplicasWriter(context.Background(), wpa, pool, st, rules, wpaT0)
+	if err != nil || c == nil || !c.until.Equal(wpaT0.Add(time.Minute)) {
+		t.Fatalf("got %+v %v, want a conflict until one scale-down window from now", c, err)
+	}
+	if c, _ := r.foreignReplicasWriter(context.Background(), wpa, pool, st, rules, wpaT0.Add(59*time.Second)); c == nil || reader.reads != 1 {
+		t.Errorf("within the hold: %+v after %d reads, want the conflict, read once", c, reader.reads)
+	}
+	if c, _ := r.foreignReplicasWriter(context.Background(), wpa, pool, st, rules, wpaT0.Add(time.Minute)); c != nil || !st.verifiedOK || st.verified != 7 {
+		t.Errorf("after the hold: %+v (verified %d), want none and 7 accepted until the autoscaler writes", c, st.verified)
+	}
+	pool.ManagedFields[0].Manager = AutoscalerFieldManager
+	pool.Spec.Replicas = ptr.To[int32](9)
+	if c, _ := r.foreignReplicasWriter(context.Background(), wpa, pool, st, rules, wpaT0.Add(2*time.Minute)); c != nil {
+		t.Errorf("the autoscaler's own write: %+v, want no conflict", c)
+	}
+}
