@@ -60,7 +60,7 @@ func TestAutoscalerDoesNotFightAnHPAOnThePool(t *testing.T) {
 		g.Expect(e.replicas(g, "pool")).To(Equal(int32(7)), "the HPA's replicas stay")
 		g.Expect(e.autoscalerEvents(g, "wpa", autoscalingv1alpha1.EventConflictingWriter)).To(Equal(1), "one event, not one per reconcile")
 	})
-	e.g.Expect(e.Metrics.AutoscalerScales("up") + e.Metrics.AutoscalerScales("down")).To(Equal(scales), "no scale written")
+	e.g.Expect(e.Metrics.AutoscalerScales("up")+e.Metrics.AutoscalerScales("down")).To(Equal(scales), "no scale written")
 
 	e.g.Expect(e.Client.Delete(e.ctx(), hpa)).To(Succeed())
 	e.eventually(func(g Gomega) {
