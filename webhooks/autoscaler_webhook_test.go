@@ -1,12 +1,15 @@
 package webhooks_test
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	autoscalingv1alpha1 "github.com/sandgate-dev/sandgate/api/autoscaling/v1alpha1"
 	"github.com/sandgate-dev/sandgate/test/builders"
@@ -109,5 +112,21 @@ func TestDefaultAutoscaler(t *testing.T) {
 	webhooks.DefaultAutoscaler(again)
 	if diff := cmp.Diff(a, again); diff != "" {
 		t.Errorf("defaulting twice changes the object (-once +twice):\n%s", diff)
+	}
+}
+
+// The sample of config/samples is admitted as written.
+func TestAutoscalerSampleIsValid(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "config", "samples", "autoscaling_v1alpha1_warmpoolautoscaler.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &autoscalingv1alpha1.WarmPoolAutoscaler{}
+	if err := yaml.UnmarshalStrict(raw, a); err != nil {
+		t.Fatal(err)
+	}
+	webhooks.DefaultAutoscaler(a)
+	if errs := webhooks.ValidateAutoscaler(a); len(errs) > 0 {
+		t.Errorf("the sample is refused: %v", errs)
 	}
 }
