@@ -162,7 +162,7 @@ func replicasOwner(entries []metav1.ManagedFieldsEntry) (string, time.Time, bool
 	var at time.Time
 	found := false
 	for _, e := range entries {
-		if e.FieldsV1 == nil || !ownsReplicas(e.FieldsV1.Raw) {
+		if e.FieldsV1 == nil || !ownsReplicas(e.FieldsV1.GetRawBytes()) {
 			continue
 		}
 		var t time.Time

@@ -194,7 +194,7 @@ func TestAutoscalerWithoutItsPool(t *testing.T) {
 // recognized, and a fieldset without the field is no owner.
 func TestReplicasOwner(t *testing.T) {
 	entry := func(manager string, at time.Time, fields string) metav1.ManagedFieldsEntry {
-		return metav1.ManagedFieldsEntry{Manager: manager, Time: ptr.To(metav1.NewTime(at)), FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}
+		return metav1.ManagedFieldsEntry{Manager: manager, Time: ptr.To(metav1.NewTime(at)), FieldsV1: metav1.NewFieldsV1(fields)}
 	}
 	replicasSet := `{"f:spec":{"f:replicas":{}}}`
 	type want struct {
@@ -249,7 +249,7 @@ func (p *poolReader) List(context.Context, client.ObjectList, ...client.ListOpti
 // the field back. The pool's creator, before the autoscaler ever scaled, is no conflict.
 func TestForeignReplicasWriterIsHonouredForAHold(t *testing.T) {
 	scaleWrite := metav1.ManagedFieldsEntry{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "scale",
-		FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:replicas":{}}}`)}}
+		FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:replicas":{}}}`)}
 	pool := builders.MakePool("pool", "ns", "tmpl").Replicas(7).Obj()
 	pool.ManagedFields = []metav1.ManagedFieldsEntry{scaleWrite}
 	reader := &poolReader{pool: pool}

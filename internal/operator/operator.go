@@ -11,12 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	// The autoscaler's schedules name IANA time zones: the operator carries the zone database
-	// so that a schedule means the same on every node, whatever its image holds.
-	_ "time/tzdata"
 
 	"github.com/go-logr/logr"
-
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
