@@ -111,15 +111,14 @@ func (r *autoscalerReconciler) stateOf(key types.NamespacedName, wpa *autoscalin
 	return st
 }
 
-func (r *autoscalerReconciler) forget(key types.NamespacedName, pool string) {
+// forget drops what this process keeps of an autoscaler that is gone. The pool's demand
+// stays: another autoscaler may read it, and admission records it for every pool anyway.
+func (r *autoscalerReconciler) forget(key types.NamespacedName) {
 	r.mu.Lock()
 	delete(r.state, key)
 	r.mu.Unlock()
 	r.written.forget(key)
 	r.Metrics.autoscalerGone(key)
-	if pool != "" {
-		r.Demand.Forget(types.NamespacedName{Namespace: key.Namespace, Name: pool})
-	}
 }
 
 // autoscalerEvent is an event decided during a reconcile, sent after the status write.
@@ -132,12 +131,12 @@ func (r *autoscalerReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	wpa := &autoscalingv1alpha1.WarmPoolAutoscaler{}
 	if err := r.Client.Get(ctx, req.NamespacedName, wpa); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.forget(req.NamespacedName, "")
+			r.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !wpa.DeletionTimestamp.IsZero() {
-		r.forget(req.NamespacedName, wpa.Spec.PoolRef.Name)
+		r.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	if w := r.written.newer(wpa); w != nil {
