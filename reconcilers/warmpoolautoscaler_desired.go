@@ -195,15 +195,24 @@ func (h *autoscalerHistory) stabilize(now time.Time, current, rec int32, up, dow
 	return out, heldUntil
 }
 
+// minLimitedStepPeriod is the least time between two limited steps: with a maxStep and no
+// period, a step per reconcile would be no limit at all (reconciles come with every claim).
+const minLimitedStepPeriod = time.Second
+
 // autoscalerStep paces a move from current to target: at most maxStep members, and none
-// within period of the last step in that direction. It returns where to go now and when the
+// within period (at least minLimitedStepPeriod with a maxStep) of the last step in that
+// direction. It returns where to go now and when the
 // pacing lets the next step go (zero when it held nothing back).
 func autoscalerStep(current, target int32, rules autoscalerStepRules, lastStep, now time.Time) (int32, time.Time) {
 	if target == current {
 		return current, time.Time{}
 	}
-	if rules.period > 0 && !lastStep.IsZero() && now.Before(lastStep.Add(rules.period)) {
-		return current, lastStep.Add(rules.period)
+	period := rules.period
+	if rules.maxStep > 0 {
+		period = max(period, minLimitedStepPeriod)
+	}
+	if period > 0 && !lastStep.IsZero() && now.Before(lastStep.Add(period)) {
+		return current, lastStep.Add(period)
 	}
 	var limit int64 = math.MaxInt32
 	if rules.maxStep > 0 {
@@ -215,11 +224,7 @@ func autoscalerStep(current, target int32, rules autoscalerStepRules, lastStep, 
 	diff := int64(target) - int64(current)
 	var next time.Time
 	if diff > limit || -diff > limit {
-		if rules.period > 0 {
-			next = now.Add(rules.period)
-		} else {
-			next = now // the next reconcile steps again
-		}
+		next = now.Add(period)
 	}
 	diff = max(min(diff, limit), -limit)
 	return int32(int64(current) + diff), next

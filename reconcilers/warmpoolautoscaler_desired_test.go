@@ -68,15 +68,16 @@ func TestAutoscalerStep(t *testing.T) {
 		want            int32
 		wantNext        time.Time
 	}{
-		"no limit":                        {3, 50, autoscalerStepRules{}, time.Time{}, 50, time.Time{}},
-		"limited to maxStep":              {3, 50, up, time.Time{}, 7, wpaT0.Add(10 * time.Second)},
-		"within maxStep":                  {3, 5, up, time.Time{}, 5, time.Time{}},
-		"within the period: held":         {3, 50, up, wpaT0.Add(-5 * time.Second), 3, wpaT0.Add(5 * time.Second)},
-		"period over":                     {3, 50, up, wpaT0.Add(-10 * time.Second), 7, wpaT0.Add(10 * time.Second)},
-		"percent down, rounded up":        {10, 0, pct, time.Time{}, 7, wpaT0.Add(30 * time.Second)},
-		"percent of few is one":           {2, 0, pct, time.Time{}, 1, wpaT0.Add(30 * time.Second)},
-		"no move":                         {5, 5, pct, wpaT0, 5, time.Time{}},
-		"limited without period: recheck": {3, 50, autoscalerStepRules{maxStep: 4}, time.Time{}, 7, wpaT0},
+		"no limit":                          {3, 50, autoscalerStepRules{}, time.Time{}, 50, time.Time{}},
+		"limited to maxStep":                {3, 50, up, time.Time{}, 7, wpaT0.Add(10 * time.Second)},
+		"within maxStep":                    {3, 5, up, time.Time{}, 5, time.Time{}},
+		"within the period: held":           {3, 50, up, wpaT0.Add(-5 * time.Second), 3, wpaT0.Add(5 * time.Second)},
+		"period over":                       {3, 50, up, wpaT0.Add(-10 * time.Second), 7, wpaT0.Add(10 * time.Second)},
+		"percent down, rounded up":          {10, 0, pct, time.Time{}, 7, wpaT0.Add(30 * time.Second)},
+		"percent of few is one":             {2, 0, pct, time.Time{}, 1, wpaT0.Add(30 * time.Second)},
+		"no move":                           {5, 5, pct, wpaT0, 5, time.Time{}},
+		"limited without period: a second":  {3, 50, autoscalerStepRules{maxStep: 4}, time.Time{}, 7, wpaT0.Add(time.Second)},
+		"unlimited without period: at once": {3, 50, autoscalerStepRules{}, wpaT0, 50, time.Time{}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
