@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	autoscalingv1alpha1 "github.com/sandgate-dev/sandgate/api/autoscaling/v1alpha1"
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
@@ -46,7 +47,7 @@ func TestBurstScalesThePoolUpBeforeItsMembersCouldStart(t *testing.T) {
 		e.g.Expect(meta.IsStatusConditionTrue(m.Status.Conditions, agentsv1beta1.ConditionReady)).To(BeFalse(), "member %s", m.Name)
 	}
 	var list agentsv1beta1.SandboxList
-	e.g.Expect(e.Client.List(e.ctx(), &list)).To(Succeed())
+	e.g.Expect(e.Client.List(e.ctx(), &list, client.InNamespace(e.ns))).To(Succeed())
 	for _, sb := range list.Items {
 		e.g.Expect(meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.ConditionReady)).To(BeFalse(), "sandbox %s", sb.Name)
 	}
@@ -128,7 +129,7 @@ func TestScaleDownNeverDeletesAClaimedMember(t *testing.T) {
 	bound := map[string]types.UID{}
 	e.eventually(func(g Gomega) {
 		var list agentsv1beta1.SandboxList
-		g.Expect(e.Client.List(e.ctx(), &list)).To(Succeed())
+		g.Expect(e.Client.List(e.ctx(), &list, client.InNamespace(e.ns))).To(Succeed())
 		for _, name := range claims {
 			c := &extv1beta1.SandboxClaim{}
 			g.Expect(e.Client.Get(e.ctx(), e.key(name), c)).To(Succeed())
@@ -149,7 +150,7 @@ func TestScaleDownNeverDeletesAClaimedMember(t *testing.T) {
 		g.Expect(e.members(g, "pool")).To(BeEmpty())
 	})
 	var list agentsv1beta1.SandboxList
-	e.g.Expect(e.Client.List(e.ctx(), &list)).To(Succeed())
+	e.g.Expect(e.Client.List(e.ctx(), &list, client.InNamespace(e.ns))).To(Succeed())
 	kept := map[string]types.UID{}
 	for _, name := range claims {
 		c := &extv1beta1.SandboxClaim{}
