@@ -31,7 +31,8 @@ import (
 //   - a claim of its pool: admitted (the demand recorder's wake-up, through a channel,
 //     before the claim is stored) or created (the claim informer: counted when this process
 //     did not admit it, after a failover for every claim in the cache);
-//   - its pool: created, deleted, or its spec changed (another writer of the replicas);
+//   - its pool: created, deleted (its demand is forgotten), or its spec changed (another
+//     writer of the replicas);
 //   - another autoscaler of its pool created or deleted, and an HPA targeting its pool
 //     (the writers it must not fight);
 //   - the pool's members, which wake nothing but measure the start-up time.
@@ -57,8 +58,11 @@ func (r *autoscalerReconciler) SetupWithManager(mgr ctrl.Manager, opts controlle
 		For(&autoscalingv1alpha1.WarmPoolAutoscaler{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&autoscalingv1alpha1.WarmPoolAutoscaler{}, handler.EnqueueRequestsFromMapFunc(r.autoscalersOfSamePool),
 			builder.WithPredicates(spawned)).
-		Watches(&extv1beta1.SandboxWarmPool{}, handler.EnqueueRequestsFromMapFunc(r.autoscalersOf),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&extv1beta1.SandboxWarmPool{}, handler.Funcs{
+			CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) { r.enqueue(ctx, q, r.autoscalersOf(ctx, e.Object)) },
+			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) { r.enqueue(ctx, q, r.autoscalersOf(ctx, e.ObjectNew)) },
+			DeleteFunc: r.poolDeleted,
+		}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&extv1beta1.SandboxClaim{}, handler.Funcs{CreateFunc: r.claimCreated}).
 		Watches(&agentsv1beta1.Sandbox{}, handler.Funcs{CreateFunc: r.memberCreated, UpdateFunc: r.memberUpdated, DeleteFunc: r.memberDeleted}).
 		Watches(&autoscalingv2.HorizontalPodAutoscaler{}, handler.EnqueueRequestsFromMapFunc(r.autoscalersOfHPATarget)).
@@ -87,6 +91,18 @@ func (r *autoscalerReconciler) notify(pool types.NamespacedName) {
 func (r *autoscalerReconciler) woken(ctx context.Context, obj client.Object) []reconcile.Request {
 	r.wakePending.Delete(types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()})
 	return r.autoscalersOf(ctx, obj)
+}
+
+func (r *autoscalerReconciler) enqueue(_ context.Context, q queue, reqs []reconcile.Request) {
+	for _, req := range reqs {
+		q.Add(req)
+	}
+}
+
+// poolDeleted forgets the pool's demand and wakes its autoscalers (PoolNotFound).
+func (r *autoscalerReconciler) poolDeleted(ctx context.Context, e event.DeleteEvent, q queue) {
+	r.Demand.Forget(types.NamespacedName{Namespace: e.Object.GetNamespace(), Name: e.Object.GetName()})
+	r.enqueue(ctx, q, r.autoscalersOf(ctx, e.Object))
 }
 
 // autoscalersOf maps a pool to its autoscalers.
@@ -141,9 +157,7 @@ func (r *autoscalerReconciler) claimCreated(ctx context.Context, e event.CreateE
 	}
 	pool := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Spec.WarmPoolRef.Name}
 	if r.Demand.Created(pool, at) {
-		for _, req := range r.autoscalersOfPool(ctx, pool.Namespace, pool.Name) {
-			q.Add(req)
-		}
+		r.enqueue(ctx, q, r.autoscalersOfPool(ctx, pool.Namespace, pool.Name))
 	}
 }
 

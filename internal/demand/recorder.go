@@ -22,8 +22,11 @@
 //     failed after admission (a taken name, a quota), or the webhook was called again for the
 //     same create (reinvocation), which stamps a new time.
 //
-// A follower's Admitted arrivals are never confirmed (it runs no controllers) and expire: its
-// memory stays bounded by what arrives in PendingTTL.
+// A follower's Admitted arrivals are never confirmed (it runs no controllers) and expire. What
+// the recorder holds of a pool is what arrived in its last LongWindow (counts of 250 ms
+// buckets that had arrivals) and its members' start-up samples; a pool with nothing recent and
+// nothing measured is dropped every LongWindow, and a deleted pool is forgotten: a claim may
+// name any pool, and tenants choose the names.
 //
 // # After a failover
 //
@@ -36,7 +39,9 @@
 package demand
 
 import (
+	"cmp"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -55,7 +60,8 @@ const (
 	PendingTTL = 30 * time.Second
 	// bucketWidth is the resolution of the arrival counts.
 	bucketWidth = 250 * time.Millisecond
-	buckets     = int(LongWindow / bucketWidth)
+	// sweepEvery is how often the recorder drops the pools it holds nothing recent of.
+	sweepEvery = LongWindow
 	// expectationSlack is the part of a claim the expectation may exceed a whole number by
 	// and still round down: one claim in two minutes is no reason for another member.
 	expectationSlack = 0.1
@@ -68,6 +74,8 @@ type Recorder struct {
 
 	mu    sync.Mutex
 	pools map[types.NamespacedName]*poolDemand
+	// swept is when the pools were last swept (sweep).
+	swept time.Time
 
 	notifyMu sync.RWMutex
 	notify   func(types.NamespacedName)
@@ -93,18 +101,24 @@ func (r *Recorder) SetNotify(f func(types.NamespacedName)) {
 	r.notify = f
 }
 
-// poolDemand is one pool's arrivals and start-up samples.
+// poolDemand is one pool's arrivals and start-up samples. Its size follows what arrived in the
+// last LongWindow, not the pool: a claim may name any pool, one that does not exist too, and
+// a pool the recorder holds nothing recent of is dropped (sweep).
 type poolDemand struct {
-	// counts[i] is the number of arrivals in the bucket whose absolute number is stamps[i]
-	// (time since the epoch / bucketWidth); a stamp other than the bucket asked about is an
-	// empty bucket.
-	counts [buckets]int32
-	stamps [buckets]int64
+	// buckets count the arrivals of the last LongWindow by bucketWidth, in time order;
+	// only buckets with arrivals are held.
+	buckets []bucket
 	// pending are the arrivals admitted here that the informer has not confirmed, by
 	// admission time (nanoseconds), with the order they expire in.
 	pending      map[int64]int
 	pendingOrder []int64
 	startup      startupSamples
+}
+
+// bucket is the number of arrivals in the bucketWidth numbered abs since the epoch.
+type bucket struct {
+	abs int64
+	n   int32
 }
 
 func (r *Recorder) pool(nn types.NamespacedName) *poolDemand {
@@ -116,12 +130,30 @@ func (r *Recorder) pool(nn types.NamespacedName) *poolDemand {
 	return p
 }
 
+// sweep drops, every sweepEvery, the pools with no arrival in the last LongWindow, nothing
+// pending and no member measured or starting: what tenants' claims naming pools that never
+// had a member leave behind. A measured pool is dropped when it is deleted (Forget).
+func (r *Recorder) sweep(now time.Time) {
+	if now.Sub(r.swept) < sweepEvery {
+		return
+	}
+	r.swept = now
+	for nn, p := range r.pools {
+		p.expire(now)
+		p.prune(now)
+		if len(p.buckets) == 0 && len(p.pending) == 0 && len(p.startup.samples) == 0 && len(p.startup.starting) == 0 {
+			delete(r.pools, nn)
+		}
+	}
+}
+
 // Admitted records a claim of pool admitted at at (the webhook's time: Now), pending until
 // the informer's create confirms it.
 func (r *Recorder) Admitted(pool types.NamespacedName, at time.Time) {
 	r.mu.Lock()
-	p := r.pool(pool)
 	now := r.clock.Now()
+	r.sweep(now)
+	p := r.pool(pool)
 	p.expire(now)
 	p.add(at, now, 1)
 	key := at.UnixNano()
@@ -144,8 +176,9 @@ func (r *Recorder) Admitted(pool types.NamespacedName, at time.Time) {
 func (r *Recorder) Created(pool types.NamespacedName, at time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	p := r.pool(pool)
 	now := r.clock.Now()
+	r.sweep(now)
+	p := r.pool(pool)
 	p.expire(now)
 	key := at.UnixNano()
 	if n := p.pending[key]; n > 0 {
@@ -169,13 +202,26 @@ func (p *poolDemand) add(at, now time.Time, n int32) bool {
 	if !at.After(now.Add(-LongWindow)) {
 		return false
 	}
+	p.prune(now)
 	abs := at.UnixNano() / int64(bucketWidth)
-	i := int(abs % int64(buckets))
-	if p.stamps[i] != abs {
-		p.stamps[i], p.counts[i] = abs, 0
+	// Arrivals come in time order but for a few (another replica's, a new leader's listing).
+	i, found := slices.BinarySearchFunc(p.buckets, abs, func(b bucket, abs int64) int { return cmp.Compare(b.abs, abs) })
+	if found {
+		p.buckets[i].n += n
+	} else {
+		p.buckets = slices.Insert(p.buckets, i, bucket{abs: abs, n: n})
 	}
-	p.counts[i] += n
 	return true
+}
+
+// prune drops the buckets that left the long window.
+func (p *poolDemand) prune(now time.Time) {
+	first := now.Add(-LongWindow).UnixNano() / int64(bucketWidth)
+	i := 0
+	for i < len(p.buckets) && p.buckets[i].abs <= first {
+		i++
+	}
+	p.buckets = p.buckets[i:]
 }
 
 // expire drops the pending arrivals older than PendingTTL, uncounting them.
@@ -202,9 +248,12 @@ func (p *poolDemand) expire(now time.Time) {
 // remove uncounts one arrival at the time key (nanoseconds), if its bucket is still held.
 func (p *poolDemand) remove(key int64) {
 	abs := key / int64(bucketWidth)
-	i := int(abs % int64(buckets))
-	if p.stamps[i] == abs && p.counts[i] > 0 {
-		p.counts[i]--
+	i, found := slices.BinarySearchFunc(p.buckets, abs, func(b bucket, abs int64) int { return cmp.Compare(b.abs, abs) })
+	if !found {
+		return
+	}
+	if p.buckets[i].n--; p.buckets[i].n <= 0 {
+		p.buckets = slices.Delete(p.buckets, i, i+1)
 	}
 }
 
@@ -213,16 +262,15 @@ func (p *poolDemand) count(now time.Time, w time.Duration) int {
 	last := now.UnixNano() / int64(bucketWidth)
 	first := last - int64(w/bucketWidth) + 1
 	total := 0
-	for abs := first; abs <= last; abs++ {
-		i := int(abs % int64(buckets))
-		if p.stamps[i] == abs {
-			total += int(p.counts[i])
+	for i := len(p.buckets) - 1; i >= 0 && p.buckets[i].abs >= first; i-- {
+		if p.buckets[i].abs <= last {
+			total += int(p.buckets[i].n)
 		}
 	}
 	return total
 }
 
-// Forget drops everything recorded of pool (its autoscaler is gone).
+// Forget drops everything recorded of pool (the pool is gone).
 func (r *Recorder) Forget(pool types.NamespacedName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

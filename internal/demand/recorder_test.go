@@ -1,6 +1,7 @@
 package demand
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -167,5 +168,47 @@ func TestForget(t *testing.T) {
 	r.Forget(poolA)
 	if got := r.Estimate(poolA).LongWindowClaims; got != 0 {
 		t.Errorf("after Forget: %d claims", got)
+	}
+}
+
+// A claim may name any pool: what the recorder holds of a pool that had no arrival in the long
+// window, has nothing pending and no member measured is dropped, so tenants' claims naming
+// pools that do not exist leave nothing behind. A measured pool stays until it is forgotten.
+func TestPoolsWithNothingRecentAreDropped(t *testing.T) {
+	r, clk := newTestRecorder()
+	for i := range 1000 {
+		r.Admitted(types.NamespacedName{Namespace: "ns", Name: fmt.Sprint("made-up-", i)}, clk.Now())
+	}
+	r.MemberReady(poolB, "m", clk.Now().Add(-time.Second), clk.Now())
+	if got := len(r.pools); got != 1001 {
+		t.Fatalf("%d pools held, want 1001", got)
+	}
+	clk.Step(sweepEvery + time.Second)
+	r.Admitted(poolA, clk.Now())
+	if got := len(r.pools); got != 2 {
+		t.Errorf("%d pools held after a sweep, want the measured pool and the one that just had a claim", got)
+	}
+	r.Forget(poolB)
+	if _, held := r.pools[poolB]; held {
+		t.Error("a forgotten pool is still held")
+	}
+}
+
+// Arrivals out of time order (another replica's, a new leader's listing) land in their
+// buckets, and an unconfirmed one is uncounted from its own.
+func TestArrivalsOutOfOrder(t *testing.T) {
+	r, clk := newTestRecorder()
+	clk.Step(time.Minute)
+	now := clk.Now()
+	for _, age := range []time.Duration{time.Second, 50 * time.Second, 20 * time.Second, 50 * time.Second, 5 * time.Second} {
+		r.Created(poolA, now.Add(-age))
+	}
+	r.Admitted(poolA, now.Add(-15*time.Second))
+	if diff := cmp.Diff([2]int{2, 6}, counts(r, poolA)); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	clk.Step(PendingTTL)
+	if diff := cmp.Diff([2]int{0, 5}, counts(r, poolA)); diff != "" {
+		t.Errorf("after the unconfirmed arrival expired (-want +got):\n%s", diff)
 	}
 }
