@@ -59,8 +59,12 @@ func (r *autoscalerReconciler) SetupWithManager(mgr ctrl.Manager, opts controlle
 		Watches(&autoscalingv1alpha1.WarmPoolAutoscaler{}, handler.EnqueueRequestsFromMapFunc(r.autoscalersOfSamePool),
 			builder.WithPredicates(spawned)).
 		Watches(&extv1beta1.SandboxWarmPool{}, handler.Funcs{
-			CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) { r.enqueue(ctx, q, r.autoscalersOf(ctx, e.Object)) },
-			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) { r.enqueue(ctx, q, r.autoscalersOf(ctx, e.ObjectNew)) },
+			CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) {
+				r.enqueue(ctx, q, r.autoscalersOf(ctx, e.Object))
+			},
+			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
+				r.enqueue(ctx, q, r.autoscalersOf(ctx, e.ObjectNew))
+			},
 			DeleteFunc: r.poolDeleted,
 		}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&extv1beta1.SandboxClaim{}, handler.Funcs{CreateFunc: r.claimCreated}).
