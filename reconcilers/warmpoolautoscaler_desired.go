@@ -199,15 +199,22 @@ func (h *autoscalerHistory) stabilize(now time.Time, current, rec int32, up, dow
 // period, a step per reconcile would be no limit at all (reconciles come with every claim).
 const minLimitedStepPeriod = time.Second
 
+// minStepPeriod is the least time between two steps in one direction, whatever the rules: a
+// burst's arrivals each raise the estimate a little, and a write of the pool's replicas per
+// claim would cost the API server a write, and wake the pool, as often as claims arrive.
+// Coalesced to four writes a second, a scale-up is late by at most this, against a member
+// start-up of seconds.
+const minStepPeriod = 250 * time.Millisecond
+
 // autoscalerStep paces a move from current to target: at most maxStep members, and none
-// within period (at least minLimitedStepPeriod with a maxStep) of the last step in that
-// direction. It returns where to go now and when the
+// within period (at least minStepPeriod, and minLimitedStepPeriod with a maxStep) of the last
+// step in that direction. It returns where to go now and when the
 // pacing lets the next step go (zero when it held nothing back).
 func autoscalerStep(current, target int32, rules autoscalerStepRules, lastStep, now time.Time) (int32, time.Time) {
 	if target == current {
 		return current, time.Time{}
 	}
-	period := rules.period
+	period := max(rules.period, minStepPeriod)
 	if rules.maxStep > 0 {
 		period = max(period, minLimitedStepPeriod)
 	}

@@ -77,7 +77,8 @@ func TestAutoscalerStep(t *testing.T) {
 		"percent of few is one":             {2, 0, pct, time.Time{}, 1, wpaT0.Add(30 * time.Second)},
 		"no move":                           {5, 5, pct, wpaT0, 5, time.Time{}},
 		"limited without period: a second":  {3, 50, autoscalerStepRules{maxStep: 4}, time.Time{}, 7, wpaT0.Add(time.Second)},
-		"unlimited without period: at once": {3, 50, autoscalerStepRules{}, wpaT0, 50, time.Time{}},
+		"unlimited without period: at once": {3, 50, autoscalerStepRules{}, wpaT0.Add(-time.Second), 50, time.Time{}},
+		"coalesced: a quarter second apart": {3, 50, autoscalerStepRules{}, wpaT0.Add(-100 * time.Millisecond), 3, wpaT0.Add(150 * time.Millisecond)},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -133,8 +134,9 @@ func TestDecideScalesUpAtOnceAndDownSlowly(t *testing.T) {
 		{after: 10 * time.Second, expected: 0, want: 4},           // and the next
 		{after: 10 * time.Second, expected: 0, want: 2},           // down to minReplicas
 		{after: 10 * time.Second, expected: 5, want: 7},           // demand again: up at once
-		{after: 0, expected: 40, want: 42},                        // same second, more demand
-		{after: 200 * time.Millisecond, expected: 200, want: 100}, // maxReplicas
+		{after: 0, expected: 40, want: 7},                         // more demand at the same moment: coalesced
+		{after: 300 * time.Millisecond, expected: 40, want: 42},   // a quarter second later
+		{after: 300 * time.Millisecond, expected: 200, want: 100}, // maxReplicas
 	})
 }
 

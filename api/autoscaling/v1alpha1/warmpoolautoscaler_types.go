@@ -33,8 +33,9 @@ type ScalingRules struct {
 	// +kubebuilder:validation:XIntOrString
 	MaxStep *intstr.IntOrString `json:"maxStep,omitempty"`
 
-	// PeriodSeconds is the least time between two steps in this direction (with a MaxStep, at
-	// least one second). Defaults: 0 up (a burst is answered as it arrives), 30 down.
+	// PeriodSeconds is the least time between two steps in this direction (a quarter second at
+	// least, and a second with a MaxStep). Defaults: 0 up (a burst is answered as it arrives),
+	// 30 down.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1800
