@@ -1,6 +1,7 @@
 // Package reconcilers runs the lifecycle of the agent-sandbox resources: the Sandbox
 // controller (always) and, with extensions enabled, the SandboxTemplate, SandboxWarmPool and
-// SandboxClaim controllers. For what admission guarantees, see
+// SandboxClaim controllers; and sandgate's own WarmPoolAutoscaler controller, which sets pools'
+// replicas through their /scale subresource. For what admission guarantees, see
 // README.md#what-admission-guarantees.
 //
 // Every controller here follows the same write discipline, because on a small control plane
@@ -39,6 +40,11 @@
 //     sandboxclaim_metrics.go (startup latency). sandboxclaim_events.go holds its watches,
 //     sandboxclaim_warmindex.go the index of ready, unbound members a claim picks from
 //     (fed by the Sandbox informer, picked without a List in O(log nodes), spread over nodes).
+//   - warmpoolautoscaler_controller.go: the WarmPoolAutoscaler controller (Reconcile, the
+//     /scale write, status and conditions); warmpoolautoscaler_desired.go what it decides
+//     (pure: recommendation, stabilization, pacing), warmpoolautoscaler_conflict.go the other
+//     writers of a pool's replicas it does not fight, warmpoolautoscaler_events.go what wakes
+//     it and feeds its estimate (internal/demand), warmpoolautoscaler_metrics.go its series.
 //
 // What more than one controller uses is in files of its own: setup.go (Setup, Config),
 // requeue.go (quiet, requeueWithin), watches.go (the queue, controllerUID,

@@ -10,9 +10,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	autoscalingv1alpha1 "github.com/sandgate-dev/sandgate/api/autoscaling/v1alpha1"
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/internal/demand"
 	"github.com/sandgate-dev/sandgate/internal/tracing"
 )
 
@@ -59,6 +61,8 @@ const DefaultOperatorUser = "system:serviceaccount:sandgate-system:sandgate-cont
 // +kubebuilder:webhook:path=/validate-extensions-agents-x-k8s-io-v1beta1-sandboxtemplate,mutating=false,failurePolicy=fail,sideEffects=None,groups=extensions.agents.x-k8s.io,resources=sandboxtemplates,verbs=create;update,versions=v1beta1,name=validate.sandboxtemplates.extensions.agents.x-k8s.io,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10
 // +kubebuilder:webhook:path=/mutate-extensions-agents-x-k8s-io-v1beta1-sandboxwarmpool,mutating=true,failurePolicy=fail,sideEffects=None,groups=extensions.agents.x-k8s.io,resources=sandboxwarmpools,verbs=create;update,versions=v1beta1,name=default.sandboxwarmpools.extensions.agents.x-k8s.io,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10
 // +kubebuilder:webhook:path=/validate-extensions-agents-x-k8s-io-v1beta1-sandboxwarmpool,mutating=false,failurePolicy=fail,sideEffects=None,groups=extensions.agents.x-k8s.io,resources=sandboxwarmpools,verbs=create;update,versions=v1beta1,name=validate.sandboxwarmpools.extensions.agents.x-k8s.io,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/mutate-autoscaling-sandgate-dev-v1alpha1-warmpoolautoscaler,mutating=true,failurePolicy=fail,sideEffects=None,groups=autoscaling.sandgate.dev,resources=warmpoolautoscalers,verbs=create;update,versions=v1alpha1,name=default.warmpoolautoscalers.autoscaling.sandgate.dev,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/validate-autoscaling-sandgate-dev-v1alpha1-warmpoolautoscaler,mutating=false,failurePolicy=fail,sideEffects=None,groups=autoscaling.sandgate.dev,resources=warmpoolautoscalers,verbs=create;update,versions=v1alpha1,name=validate.warmpoolautoscalers.autoscaling.sandgate.dev,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10
 
 // The webhooks read pools and templates (stamping) and claims (binding guard).
 // +kubebuilder:rbac:groups=extensions.agents.x-k8s.io,resources=sandboxwarmpools;sandboxtemplates,verbs=get
@@ -84,6 +88,9 @@ type Options struct {
 	// AnnotationDomains is the claims' annotation allowlist; empty is the default
 	// (policy.DefaultClaimAnnotationDomains).
 	AnnotationDomains []string
+	// Demand receives the arrival of every admitted claim, for the warm pool autoscaler
+	// (ClaimWebhook.Demand); nil records nothing.
+	Demand *demand.Recorder
 }
 
 // Setup registers every webhook with the manager's webhook server (the conversion webhook at
@@ -95,7 +102,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	authority := Authority{OperatorUser: opts.OperatorUser, PlatformGroups: opts.PlatformGroups}
 	claims := &ClaimWebhook{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), OperatorUser: opts.OperatorUser, Authority: authority, Now: opts.Now, Tracer: opts.Tracer,
-		LabelDomains: opts.LabelDomains, AnnotationDomains: opts.AnnotationDomains}
+		LabelDomains: opts.LabelDomains, AnnotationDomains: opts.AnnotationDomains, Demand: opts.Demand}
 	guard := &BindingGuard{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), OperatorUser: opts.OperatorUser,
 		Authority: authority, Authorizer: mgr.GetClient(), Tracer: opts.Tracer}
 	for _, err := range []error{
@@ -103,6 +110,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		wrap("Sandbox (defaulting, binding guard)", register(mgr, &agentsv1beta1.Sandbox{}, SandboxDefaulter{}, guard)),
 		wrap("SandboxTemplate", register(mgr, &extv1beta1.SandboxTemplate{}, TemplateWebhook{}, TemplateWebhook{})),
 		wrap("SandboxWarmPool", register(mgr, &extv1beta1.SandboxWarmPool{}, PoolWebhook{}, PoolWebhook{})),
+		wrap("WarmPoolAutoscaler", register(mgr, &autoscalingv1alpha1.WarmPoolAutoscaler{}, AutoscalerWebhook{}, AutoscalerWebhook{})),
 		wrap("conversion", registerConversion(mgr)),
 	} {
 		if err != nil {

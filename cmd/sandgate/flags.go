@@ -58,6 +58,7 @@ type options struct {
 	annotationDomains       stringList
 	configNamespace         string
 	restamp                 bool
+	warmPoolAutoscaler      bool
 	disableClaimEvents      bool
 	disableSandboxEvents    bool
 	cacheLabelSelectors     bool
@@ -142,6 +143,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.Var(&o.annotationDomains, "claim-allowed-annotation-domains", "Comma-separated annotation domains a claim's additionalPodMetadata may use (each domain and its subdomains; unprefixed keys are refused). Empty means the default, "+strings.Join(policy.DefaultClaimAnnotationDomains, ",")+".")
 	fs.StringVar(&o.configNamespace, "config-namespace", d.ConfigNamespace, "Namespace of the ConfigMap agent-sandbox-config, whose allowed-label-domains lists the label domains claims may use (watched). Default: the pod's namespace (POD_NAMESPACE), else "+operator.DefaultConfigNamespace+".")
 	fs.BoolVar(&o.restamp, "restamp", !d.RefuseRestamp, "Restamp a claim whose stamped template version is gone (no member of it left, the template changed) to the current version, visibly (ClaimRestamped event, Ready reason Restamped); false leaves such a claim Ready=False with reason StampedVersionGone.")
+	fs.BoolVar(&o.warmPoolAutoscaler, "enable-warm-pool-autoscaler", d.WarmPoolAutoscaler, "Run the WarmPoolAutoscaler controller (autoscaling.sandgate.dev), which sets pools' replicas from the claims admission sees arrive (docs/autoscaling.md). It runs only where its CRD is installed; without it a line says so at start.")
 	fs.BoolVar(&o.disableClaimEvents, "disable-claim-events", d.DisableClaimEvents, "Emit no Kubernetes Events from the SandboxClaim controller: fewer API writes during claim bursts.")
 	fs.BoolVar(&o.disableSandboxEvents, "disable-sandbox-events", d.DisableSandboxEvents, "Emit no Kubernetes Events from the Sandbox controller (the public controller's, from its v1.0 Helm chart).")
 
@@ -358,6 +360,7 @@ func (o *options) operatorOptions() operator.Options {
 		ColdStartGrace:            o.coldStartGrace,
 		Refill:                    reconcilers.RefillPolicy{QuietPeriod: o.refillQuietPeriod, LowWaterPercent: o.refillLowWaterPercent, MaxDeferral: o.refillMaxDeferral},
 		RefuseRestamp:             !o.restamp,
+		WarmPoolAutoscaler:        o.warmPoolAutoscaler,
 		GracefulShutdownTimeout:   o.gracefulShutdownTimeout,
 	}
 }

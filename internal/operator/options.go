@@ -157,6 +157,9 @@ type Options struct {
 	// RefuseRestamp leaves a claim whose stamped template version is gone Ready=False
 	// (StampedVersionGone) instead of restamping it.
 	RefuseRestamp bool
+	// WarmPoolAutoscaler runs the WarmPoolAutoscaler controller where its CRD is served
+	// (New asks discovery once; without the CRD it logs that it does not run).
+	WarmPoolAutoscaler bool
 	// GracefulShutdownTimeout is how long running reconciles may take to finish on shutdown;
 	// 0 skips waiting, a negative duration waits without bound (as controller-runtime has it).
 	GracefulShutdownTimeout time.Duration
@@ -264,6 +267,7 @@ func DefaultOptions() Options {
 		},
 		GracefulShutdownTimeout: DefaultGracefulShutdownTimeout,
 		LeaderElectionTimings:   DefaultLeaderElectionTimings(),
+		WarmPoolAutoscaler:      true,
 	}
 }
 

@@ -67,7 +67,7 @@ func setupWebhooks(op *Operator, opts Options, watcher *certs.Watcher) error {
 		return fmt.Errorf("adding the certificate watcher: %w", err)
 	}
 	wopts := webhooks.Options{OperatorUser: opts.OperatorUser, PlatformGroups: opts.PlatformGroups, Tracer: op.tracer,
-		LabelDomains: op.labelDomains, AnnotationDomains: opts.ClaimAnnotationDomains}
+		LabelDomains: op.labelDomains, AnnotationDomains: opts.ClaimAnnotationDomains, Demand: op.demand}
 	if opts.Clock != nil {
 		wopts.Now = opts.Clock.Now
 	}

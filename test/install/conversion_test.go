@@ -3,6 +3,7 @@
 package install_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -11,18 +12,37 @@ import (
 	"github.com/sandgate-dev/sandgate/webhooks"
 )
 
-// Every CRD serves v1alpha1 by converting through the manager: its conversion webhook is the
-// webhook Service at /convert (the path the manager serves), trusting the CA cert-manager
-// injects from the serving certificate, as the webhook configurations do.
+// publicCRDs are the CRDs of the public API's groups, which serve v1alpha1 and v1beta1;
+// own is sandgate's autoscaling.sandgate.dev CRD, of one version.
+func publicCRDs(t *testing.T, r *rendered) (public []apiextensionsv1.CustomResourceDefinition, own *apiextensionsv1.CustomResourceDefinition) {
+	t.Helper()
+	for i, crd := range r.crds {
+		if strings.HasSuffix(crd.Spec.Group, "agents.x-k8s.io") {
+			public = append(public, crd)
+		} else {
+			own = &r.crds[i]
+		}
+	}
+	if len(public) != 4 || own == nil || len(r.crds) != 5 {
+		t.Fatalf("want the 4 CRDs of the public API and sandgate's own, got %d and %v of %d", len(public), own != nil, len(r.crds))
+	}
+	return public, own
+}
+
+// Every CRD of the public API serves v1alpha1 by converting through the manager: its
+// conversion webhook is the webhook Service at /convert (the path the manager serves), trusting
+// the CA cert-manager injects from the serving certificate, as the webhook configurations do.
+// sandgate's own WarmPoolAutoscaler has one version and nothing to convert: no webhook, no CA.
 func TestCRDsConvertThroughTheWebhookService(t *testing.T) {
 	r := render(t)
 	cert := r.servingCertificate(t)
 	// The Service the webhook configurations call.
 	svc := r.mutating[0].Webhooks[0].ClientConfig.Service
-	if len(r.crds) != 4 {
-		t.Fatalf("want 4 CRDs, got %d", len(r.crds))
+	public, own := publicCRDs(t, r)
+	if own.Spec.Conversion != nil && own.Spec.Conversion.Strategy != apiextensionsv1.NoneConverter || own.Annotations["cert-manager.io/inject-ca-from"] != "" {
+		t.Errorf("%s: conversion %+v, annotations %v: want none", own.Name, own.Spec.Conversion, own.Annotations)
 	}
-	for _, crd := range r.crds {
+	for _, crd := range public {
 		conv := crd.Spec.Conversion
 		if conv == nil || conv.Strategy != apiextensionsv1.WebhookConverter || conv.Webhook == nil || conv.Webhook.ClientConfig == nil {
 			t.Errorf("%s: conversion %+v, want a webhook", crd.Name, conv)
@@ -45,15 +65,19 @@ func TestCRDsConvertThroughTheWebhookService(t *testing.T) {
 	}
 }
 
-// config/v1beta1-only is config/default with v1alpha1 no longer served by any CRD: every other
-// object, and every other field of the CRDs, is the same.
+// config/v1beta1-only is config/default with v1alpha1 no longer served by any CRD of the
+// public API: every other object, and every other field of the CRDs, is the same. sandgate's
+// own autoscaling.sandgate.dev/v1alpha1, its only version, is served either way.
 func TestV1beta1OnlyStopsServingV1alpha1(t *testing.T) {
 	def, only := render(t), renderDir(t, "v1beta1-only")
-	if len(only.crds) != 4 || len(only.crds) != len(def.crds) {
-		t.Fatalf("want the 4 CRDs of config/default, got %d", len(only.crds))
+	public, own := publicCRDs(t, only)
+	_, defOwn := publicCRDs(t, def)
+	if diff := cmp.Diff(defOwn, own); diff != "" {
+		t.Errorf("%s differs from config/default's (-default +v1beta1-only):\n%s", own.Name, diff)
 	}
-	for i, crd := range only.crds {
-		want := def.crds[i].DeepCopy()
+	defPublic, _ := publicCRDs(t, def)
+	for i, crd := range public {
+		want := defPublic[i].DeepCopy()
 		for j := range want.Spec.Versions {
 			if want.Spec.Versions[j].Name == "v1alpha1" {
 				want.Spec.Versions[j].Served = false

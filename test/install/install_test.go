@@ -194,7 +194,8 @@ func TestInstallRendersEveryPiece(t *testing.T) {
 		crds = append(crds, crd.Name)
 	}
 	want := []string{"sandboxclaims.extensions.agents.x-k8s.io", "sandboxes.agents.x-k8s.io",
-		"sandboxtemplates.extensions.agents.x-k8s.io", "sandboxwarmpools.extensions.agents.x-k8s.io"}
+		"sandboxtemplates.extensions.agents.x-k8s.io", "sandboxwarmpools.extensions.agents.x-k8s.io",
+		"warmpoolautoscalers.autoscaling.sandgate.dev"}
 	if diff := cmp.Diff(want, crds); diff != "" {
 		t.Errorf("CRDs (-want +got):\n%s", diff)
 	}
