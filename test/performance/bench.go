@@ -35,6 +35,7 @@ type Options struct {
 	Template       string               // --template: file with the template's pod spec; "" means built-in
 	PoolCreateWait time.Duration        // --pool-create-wait
 	Timeout        time.Duration        // --timeout: how long a burst's claims may take to be Ready
+	BurstPause     time.Duration        // --burst-pause: wait after a burst's last Ready before the next
 	RefillWait     time.Duration        // --refill-wait
 	Kubeconfig     string               // --kubeconfig of an existing cluster; "" starts a local one
 	OperatorCmd    string               // --operator-cmd (see harness.Options.OperatorCommand)
@@ -95,6 +96,9 @@ func (o Options) Validate() error {
 	}
 	if o.Profile != controlplane.ProfileFast && o.Profile != controlplane.ProfileKubelet {
 		errs = append(errs, fmt.Errorf("--profile must be fast or kubelet, got %q", o.Profile))
+	}
+	if o.BurstPause < 0 {
+		errs = append(errs, errors.New("--burst-pause must not be negative"))
 	}
 	if o.Rounds < 0 {
 		errs = append(errs, errors.New("--rounds must not be negative"))
@@ -256,6 +260,7 @@ func runOnce(ctx context.Context, o Options, podSpec corev1.PodSpec, templateNam
 		QPS:              o.QPS,
 		PoolCreateWait:   o.PoolCreateWait,
 		Timeout:          o.Timeout,
+		BurstPause:       o.BurstPause,
 		RefillWait:       o.RefillWait,
 		Progress:         progress,
 		APIServerProfile: o.CPUProfile,

@@ -32,6 +32,7 @@ func main() {
 	o.AddFlags(fs)
 	performance.AddSustainedFlags(fs)
 	performance.AddScaleFlags(fs)
+	performance.AddRapidBurstFlags(fs)
 	err := fs.Parse(os.Args[1:])
 	if err == nil && fs.NArg() > 0 {
 		err = fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())
