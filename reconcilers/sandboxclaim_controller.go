@@ -257,7 +257,7 @@ func (r *claimReconciler) forget(nn types.NamespacedName) {
 	delete(r.claims, nn)
 	r.mu.Unlock()
 	r.expected.forget(nn)
-	r.Index.StopWaiting(nn)
+	r.stopWaiting(nn)
 	r.losses.forget(nn)
 	r.wakeBookkeeping(r.activity.claimGone(nn))
 }
@@ -309,7 +309,7 @@ func (r *claimReconciler) reconcile(ctx context.Context, s *claimStep) (ctrl.Res
 				return result, err
 			}
 			wait, err := r.recordSandboxName(ctx, s, sb)
-			return requeueWithin(result, wait), err
+			return background(requeueWithin(result, wait)), err
 		}
 		if wait := r.holdInterimReport(s, sb); wait > 0 {
 			return requeueWithin(result, wait), nil
@@ -323,7 +323,7 @@ func (r *claimReconciler) reconcile(ctx context.Context, s *claimStep) (ctrl.Res
 			meta.IsStatusConditionTrue(claim.Status.Conditions, agentsv1beta1.ConditionReady) {
 			// This reconcile reports the claim Ready; the next one does the bookkeeping. Nothing
 			// else need wake the claim: a cold-started Sandbox's last change was becoming Ready.
-			return requeueWithin(result, max(r.BookkeepingDelay, retryAfterCacheCatchesUp)), nil
+			return background(requeueWithin(result, max(r.BookkeepingDelay, retryAfterCacheCatchesUp))), nil
 		}
 		return result, nil
 	}
@@ -339,6 +339,16 @@ func (r *claimReconciler) reconcile(ctx context.Context, s *claimStep) (ctrl.Res
 	}
 	serve, err := r.serve(ctx, s)
 	return requeueWithin(result, serve.RequeueAfter), err
+}
+
+// background queues a served claim's next reconcile, its bookkeeping, behind the claims
+// still waiting to be served (queue.go): past MaxBookkeepingDelay a burst's bookkeeping comes
+// due all at once, while the next burst's claims arrive. An event of its Sandbox brings it
+// forward again.
+func background(result ctrl.Result) ctrl.Result {
+	p := priorityBackground
+	result.Priority = &p
+	return result
 }
 
 // boundSandbox finds the claim's Sandbox through the claim-uid index: the Sandbox, not the

@@ -121,6 +121,11 @@ func (r *warmPoolReconciler) paceCreates(pool types.NamespacedName, plan poolPla
 		since = v.(time.Time)
 	}
 	wait := refillDelay(r.Refill, last, claimed, now, members, replicas, since)
+	if r.activity.waitingClaims(pool) > 0 {
+		// Claims wait for a member and found none to take: the pool has run dry under
+		// traffic, as at its low-water mark, and refills now (poolActivity.claimWaits).
+		wait = 0
+	}
 	switch {
 	case !claimed || now.Sub(last) >= r.Refill.QuietPeriod:
 		// Claims paused: the next ones start a deferral of their own.

@@ -224,3 +224,33 @@ func TestLowWaterEndsADeferralUntilClaimsPause(t *testing.T) {
 		t.Errorf("refills at %v, want %v", created, want)
 	}
 }
+
+// A claim that waits for a member ends its pool's deferral: claims that keep coming never give
+// the pool its pause, and a waiting claim has found nothing to take. Once they are served the
+// deferral is spent (as at the low-water mark), until claims pause.
+func TestWaitingClaimsEndTheDeferral(t *testing.T) {
+	r, pool := steadyRefill(10 * time.Second)
+	var members []*agentsv1beta1.Sandbox
+	for i := range 8 {
+		members = append(members, poolMember(fmt.Sprintf("m%d", i), "h1", true, "1"))
+	}
+	claim := types.NamespacedName{Namespace: "ns", Name: "c"}
+	var created []time.Duration
+	for step := time.Duration(0); step <= 4*time.Second; step += 500 * time.Millisecond {
+		now := planNow.Add(step)
+		r.activity.touch(pool, now.Add(-10*time.Millisecond)) // claims never pause
+		switch step {
+		case 2 * time.Second:
+			r.activity.claimWaits(pool, claim)
+		case 3 * time.Second:
+			r.activity.claimDone(claim)
+		}
+		if n, _, _ := r.paceCreates(pool, poolPlan{create: 2, active: 8}, members, 10, now); n > 0 {
+			created = append(created, step)
+		}
+	}
+	want := []time.Duration{2 * time.Second, 2500 * time.Millisecond, 3 * time.Second, 3500 * time.Millisecond, 4 * time.Second}
+	if fmt.Sprint(created) != fmt.Sprint(want) {
+		t.Errorf("refills at %v, want %v", created, want)
+	}
+}
