@@ -28,8 +28,8 @@ type poolActivity struct {
 	// unservedPool is the pool each of them waits on.
 	unserved     map[types.NamespacedName]map[types.NamespacedName]struct{}
 	unservedPool map[types.NamespacedName]types.NamespacedName
-	// wakePool brings a pool to its controller when the first of its claims starts waiting
-	// for a member: its wake-ups for members leaving wait to coalesce (memberReadinessDelay).
+	// wakePool brings a pool to its controller when one of its claims starts waiting for a
+	// member: its wake-ups for members leaving wait to coalesce (memberReadinessDelay).
 	wakePool chan event.GenericEvent
 }
 
@@ -53,7 +53,8 @@ func newPoolActivity() *poolActivity {
 // members the pool holds back, and then start one of its own beside them.
 
 // claimWaits records that claim waits for a member of pool; the pool's controller is woken
-// when it is the first to.
+// when the claim starts waiting (its queue holds the pool once however many claims wake it),
+// to start a member for it.
 func (a *poolActivity) claimWaits(pool, claim types.NamespacedName) {
 	if a == nil {
 		return
@@ -62,14 +63,14 @@ func (a *poolActivity) claimWaits(pool, claim types.NamespacedName) {
 	if prev, ok := a.unservedPool[claim]; ok && prev != pool {
 		a.dropUnservedLocked(claim)
 	}
-	first := len(a.unserved[pool]) == 0
 	if a.unserved[pool] == nil {
 		a.unserved[pool] = map[types.NamespacedName]struct{}{}
 	}
+	_, already := a.unserved[pool][claim]
 	a.unserved[pool][claim] = struct{}{}
 	a.unservedPool[claim] = pool
 	a.mu.Unlock()
-	if first {
+	if !already {
 		select {
 		case a.wakePool <- event.GenericEvent{Object: &extv1beta1.SandboxWarmPool{ObjectMeta: metav1.ObjectMeta{Namespace: pool.Namespace, Name: pool.Name}}}:
 		default:

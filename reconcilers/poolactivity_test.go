@@ -3,6 +3,7 @@ package reconcilers
 import (
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 )
@@ -50,8 +51,8 @@ func TestPauseWatcherHandsOver(t *testing.T) {
 }
 
 // The claims waiting for a member of a pool are counted per pool, each once, until served,
-// gone or waiting on another pool; the pool is woken when the first of them starts waiting,
-// not for every one, and a deleted pool forgets its waiting claims.
+// gone or waiting on another pool; the pool is woken when a claim starts waiting, not again
+// while it waits, and a deleted pool forgets its waiting claims.
 func TestClaimsWaitingForAMember(t *testing.T) {
 	p1, p2 := types.NamespacedName{Namespace: "ns", Name: "p1"}, types.NamespacedName{Namespace: "ns", Name: "p2"}
 	c1, c2 := types.NamespacedName{Namespace: "ns", Name: "c1"}, types.NamespacedName{Namespace: "ns", Name: "c2"}
@@ -74,8 +75,8 @@ func TestClaimsWaitingForAMember(t *testing.T) {
 	if n := a.waitingClaims(p1); n != 2 {
 		t.Errorf("waiting claims of p1 = %d, want 2", n)
 	}
-	if got := wakes(); len(got) != 1 || got[0] != "p1" {
-		t.Errorf("pool wake-ups = %v, want p1 once", got)
+	if diff := cmp.Diff([]string{"p1", "p1"}, wakes()); diff != "" {
+		t.Errorf("pool wake-ups, one per claim that starts waiting (-want +got):\n%s", diff)
 	}
 	a.claimWaits(p2, c2) // c2 now waits on p2
 	if a.waitingClaims(p1) != 1 || a.waitingClaims(p2) != 1 {
@@ -87,8 +88,8 @@ func TestClaimsWaitingForAMember(t *testing.T) {
 		t.Errorf("waiting claims of p1 after c1 was served = %d, want 0", n)
 	}
 	a.claimWaits(p1, c1)
-	if got := wakes(); len(got) != 2 {
-		t.Errorf("pool wake-ups = %v, want p2 (its first waiting claim) and p1 again (a first one again)", got)
+	if diff := cmp.Diff([]string{"p2", "p1"}, wakes()); diff != "" {
+		t.Errorf("pool wake-ups after c2 moved and c1 waits again (-want +got):\n%s", diff)
 	}
 	a.forget(p1)
 	if n := a.waitingClaims(p1); n != 0 {

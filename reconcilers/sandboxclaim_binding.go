@@ -6,7 +6,8 @@ package reconcilers
 //
 //  1. Pick: take a ready, unbound member of (namespace, pool, claim's stamp) from the
 //     warmIndex and reserve it in memory, so that concurrent claims of this process do not
-//     race for it. O(1), no List.
+//     race for it; when none is ready, one that is starting (warmIndex.PickStarting). No
+//     List.
 //  2. Bind: ONE JSON merge patch of the member, with its resourceVersion as precondition:
 //     ownerReferences = [controller → claim], labels claim-uid and launch-type=warm, the
 //     warm-pool label removed (and the claim's created-by and additional pod metadata, so
@@ -65,8 +66,8 @@ const (
 	bindLostGone     = "gone"
 )
 
-// serve gives an unbound claim a Sandbox: warm when a ready member of its template version
-// exists, after a bounded wait for members being created, cold otherwise.
+// serve gives an unbound claim a Sandbox: warm when a member of its template version is
+// ready or starting, after a bounded wait for members on their way, cold otherwise.
 func (r *claimReconciler) serve(ctx context.Context, s *claimStep) (result ctrl.Result, err error) {
 	claim := s.claim
 	nn := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}

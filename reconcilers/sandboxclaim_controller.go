@@ -36,8 +36,10 @@ const claimControllerName = "sandboxclaim"
 
 const claimKind = "SandboxClaim"
 
-// DefaultColdStartGrace is how long a claim with no ready member of its template version
-// waits for members being created before it cold-starts a Sandbox of its own.
+// DefaultColdStartGrace is how long a claim that finds no member of its template version to
+// take (none ready, none starting that it could take) waits for members on their way (one
+// whose pod does not fit anywhere yet, one the pool is about to create) before it
+// cold-starts a Sandbox of its own.
 const DefaultColdStartGrace = 2 * time.Second
 
 // Messages of claim conditions (the contract fixes the reasons, not these).

@@ -173,6 +173,7 @@ func burstWindow(before, after *burstSnapshot) (warmNotReady int, w *report.Burs
 	if before.operator != nil && after.operator != nil {
 		d := scrape.Delta(before.operator, after.operator)
 		w.QueueWaitMs = means(d, "workqueue_queue_duration_seconds", "name")
+		w.WorkMs = means(d, "workqueue_work_duration_seconds", "name")
 		w.Phases = operatorFigures(d, 0).Phases
 		const created = "agent_sandbox_claim_creation_total"
 		if slices.ContainsFunc(slices.Collect(maps.Values(after.operator)), func(s scrape.Series) bool { return s.Name == created }) {

@@ -63,6 +63,10 @@ type BurstWindow struct {
 	// QueueWaitMs is the mean time an item waited in each controller's queue
 	// (workqueue_queue_duration_seconds), by controller.
 	QueueWaitMs map[string]float64 `json:"queueWaitMs,omitempty"`
+	// WorkMs is the mean time of one reconcile (workqueue_work_duration_seconds), by
+	// controller: with the queue wait, whether a controller's workers or its queue's order
+	// held its items up.
+	WorkMs map[string]float64 `json:"workMs,omitempty"`
 	// Phases are sandgate_claim_phase_seconds over the burst.
 	Phases []Phase `json:"phases,omitempty"`
 	// APFWaitMs is the mean time the API server's flow control queued a request, by priority
@@ -150,14 +154,14 @@ func WriteBurstsText(w io.Writer, r *Result) error {
 	}
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	pf = func(format string, args ...any) { _, _ = fmt.Fprintf(tw, format, args...) }
-	pf("\nburst\tSandbox / pod creates\tqueue wait, mean ms by controller\tclaim phases, mean ms\tAPI flow-control wait, mean ms\n")
+	pf("\nburst\tSandbox / pod creates\tqueue wait, mean ms by controller\treconcile, mean ms by controller\tclaim phases, mean ms\tAPI flow-control wait, mean ms\n")
 	for _, b := range r.Bursts.Bursts {
 		d := b.During
 		if d == nil {
-			pf("%d\tnot measured\t\t\t\n", b.Index)
+			pf("%d\tnot measured\t\t\t\t\n", b.Index)
 			continue
 		}
-		pf("%d\t%.0f / %.0f\t%s\t%s\t%s\n", b.Index, d.SandboxCreates, d.PodCreates, msMap(d.QueueWaitMs), phaseMeans(d.Phases), msMap(d.APFWaitMs))
+		pf("%d\t%.0f / %.0f\t%s\t%s\t%s\t%s\n", b.Index, d.SandboxCreates, d.PodCreates, msMap(d.QueueWaitMs), msMap(d.WorkMs), phaseMeans(d.Phases), msMap(d.APFWaitMs))
 	}
 	return tw.Flush()
 }
