@@ -77,7 +77,14 @@ func (r *claimReconciler) serve(ctx context.Context, s *claimStep) (result ctrl.
 			r.stopWaiting(nn) // served, cold-started, or waiting for something else than a member
 		}
 	}()
-	r.activity.touch(types.NamespacedName{Namespace: claim.Namespace, Name: claim.Spec.WarmPoolRef.Name}, r.Clock.Now())
+	poolNN := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Spec.WarmPoolRef.Name}
+	if !s.mem.servedOnce {
+		// Whether the claim came while other claims of its pool kept coming, decided when it
+		// is first served (its own later looks do not count).
+		last, seen := r.activity.lastClaim(poolNN)
+		s.mem.servedOnce, s.mem.amidClaims = true, seen && r.Clock.Since(last) < r.BookkeepingDelay
+	}
+	r.activity.touch(poolNN, r.Clock.Now())
 	pool := &extv1beta1.SandboxWarmPool{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: claim.Namespace, Name: claim.Spec.WarmPoolRef.Name}, pool); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -120,7 +127,6 @@ func (r *claimReconciler) serve(ctx context.Context, s *claimStep) (result ctrl.
 		return r.coldStart(ctx, s, tmpl, stamp)
 	}
 
-	poolNN := types.NamespacedName{Namespace: pool.Namespace, Name: pool.Name}
 	key := memberKey{Namespace: claim.Namespace, Pool: pool.Name, Hash: stamp}
 	// A ready member; else one that is starting (PickStarting), whose start is under way.
 	sb, err := r.bindWarm(ctx, s, pool, key, tmpl.Name)
@@ -138,14 +144,19 @@ func (r *claimReconciler) serve(ctx context.Context, s *claimStep) (result ctrl.
 		return ctrl.Result{RequeueAfter: wait}, err
 	}
 
-	// No member to take. Wait while members of the claim's version are on their way: being
-	// created but not startable (PickStarting), or about to be (the pool refills with the
-	// current version when it has fewer members than replicas; stale members kept under
-	// OnReplenish fill it too). The pool does not defer its refill while a claim waits
-	// (waitingClaims), and a member it creates wakes the claim, which takes it starting.
+	// No member to take. Wait while members of the claim's version are on their way: created
+	// but not startable yet (PickStarting), or about to be (the pool refills with the current
+	// version when it has fewer members than replicas; stale members kept under OnReplenish
+	// fill it too). The pool does not defer its refill while a claim waits (waitingClaims),
+	// and a member it creates wakes the claim, which takes it starting. But not for members
+	// yet to be created when the claim came amid others of its pool: those claims took the
+	// members there were, the pool starts more only a few at a time (MaxStartingPercent), and
+	// a cold start, first in every queue, is the quicker way; it costs the same one Sandbox
+	// and leaves the pool's members to the claims after it. (Measured with the rapid-burst
+	// recipe: the third burst's claims waited out their grace for the refill, then cold-started.)
 	_, pending := r.Index.Counts(key)
-	coming := pending > 0 ||
-		(stamp == policy.TemplateHash(tmpl) && r.Index.PoolMembers(pool.Namespace, pool.Name) < replicas(pool))
+	coming := pending > 0 || (!s.mem.amidClaims &&
+		stamp == policy.TemplateHash(tmpl) && r.Index.PoolMembers(pool.Namespace, pool.Name) < replicas(pool))
 	left := s.mem.firstSeen.Add(r.ColdStartGrace).Sub(r.Clock.Now())
 	if coming && left > 0 {
 		waiting = true

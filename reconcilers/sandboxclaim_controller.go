@@ -111,8 +111,13 @@ type claimReconciler struct {
 	// Tracer traces binds and readiness (sandboxclaim_tracing.go); nil is tracing off.
 	Tracer *tracing.Tracer
 	// bookkeepingWake wakes bound claims whose bookkeeping waited for their pool's claims to
-	// pause (poolActivity.awaitPause).
+	// pause (poolActivity.awaitPause), or for a slot (slots).
 	bookkeepingWake chan event.GenericEvent
+	// BookkeepingConcurrency bounds the claims that write their bookkeeping at once past
+	// MaxBookkeepingDelay while claims still come (sandboxclaim_bookkeeping.go); 0 leaves it
+	// unbounded.
+	BookkeepingConcurrency int
+	slots                  *bookkeepingSlots
 }
 
 // bookkeepingWakeBuffer bounds the claims woken at once for their bookkeeping; one left out
@@ -144,6 +149,9 @@ type claimMemory struct {
 	// Should the Sandbox be gone before it is reported, the claim is still not served again.
 	unreported string
 	createdAt  time.Time
+	// servedOnce: the claim has been served (or waited) once; amidClaims: when it first was,
+	// another claim of its pool had come within the refill's quiet period.
+	servedOnce, amidClaims bool
 	// uncertainBind names a member whose bind patch got no answer (the connection cut, a
 	// timeout, a 5xx): the API server may have applied it. Nothing else is bound or created
 	// for the claim until a read of that member says (bindWarm).
@@ -165,6 +173,9 @@ func (r *claimReconciler) init() {
 	r.expected = newExpectations(r.Clock)
 	r.losses = newSeenLosses()
 	r.bookkeepingWake = make(chan event.GenericEvent, bookkeepingWakeBuffer)
+	if r.BookkeepingConcurrency > 0 {
+		r.slots = newBookkeepingSlots(r.BookkeepingConcurrency)
+	}
 	if r.activity == nil {
 		r.activity = newPoolActivity()
 	}
@@ -194,7 +205,8 @@ func (r *claimReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Opt
 	if r.LabelDomainsChanged != nil {
 		b = b.WatchesRawSource(source.Channel(r.LabelDomainsChanged, handler.EnqueueRequestsFromMapFunc(r.claimsRefusedForMetadata)))
 	}
-	b = b.WatchesRawSource(source.Channel(r.bookkeepingWake, &handler.EnqueueRequestForObject{}))
+	// Woken bookkeeping is still behind the claims waiting to be served.
+	b = b.WatchesRawSource(source.Channel(r.bookkeepingWake, backgroundWake{}))
 	return b.Complete(r)
 }
 
@@ -262,6 +274,17 @@ func (r *claimReconciler) forget(nn types.NamespacedName) {
 	r.stopWaiting(nn)
 	r.losses.forget(nn)
 	r.wakeBookkeeping(r.activity.claimGone(nn))
+	r.wakeBookkeeping(r.slots.drop(nn))
+}
+
+// backgroundWake queues the claims a channel names at the background priority.
+type backgroundWake struct{}
+
+func (backgroundWake) Create(context.Context, event.TypedCreateEvent[client.Object], queue) {}
+func (backgroundWake) Update(context.Context, event.TypedUpdateEvent[client.Object], queue) {}
+func (backgroundWake) Delete(context.Context, event.TypedDeleteEvent[client.Object], queue) {}
+func (backgroundWake) Generic(_ context.Context, e event.TypedGenericEvent[client.Object], q queue) {
+	addWithPriority(q, requestFor(e.Object), priorityBackground, 0)
 }
 
 // memory returns what the controller remembers of claim, starting afresh for a new claim.

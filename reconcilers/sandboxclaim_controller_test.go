@@ -822,3 +822,40 @@ func TestServedClaimBookkeepingIsBackground(t *testing.T) {
 		}
 	}
 }
+
+// A claim that finds no member to take waits its grace for the members its pool is about to
+// create, unless it came amid other claims of its pool (within the refill's quiet period):
+// those took the members there were, the pool starts more only a few at a time, and the
+// claim cold-starts at once rather than wait out its grace for them.
+func TestClaimAmidOthersDoesNotWaitForMembersToBeCreated(t *testing.T) {
+	for name, tc := range map[string]struct {
+		lastClaim  time.Duration // before planNow; negative: none
+		wantReason string
+		wantCold   bool
+	}{
+		"the first claim in a while waits for the pool":   {lastClaim: -1, wantReason: extv1beta1.ReasonSandboxCreatePending},
+		"a claim after a pause waits for the pool":        {lastClaim: 5 * time.Second, wantReason: extv1beta1.ReasonSandboxCreatePending},
+		"a claim amid others cold-starts without waiting": {lastClaim: 200 * time.Millisecond, wantCold: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tmpl := testTemplate()
+			a := newFakeAPI(t, tmpl, testPool(2), testClaim(tmpl)) // no member yet: the pool is to create two
+			r := newClaimReconciler(t, a, clocktesting.NewFakeClock(planNow))
+			r.BookkeepingDelay = time.Second
+			if tc.lastClaim >= 0 {
+				r.activity.touch(types.NamespacedName{Namespace: "ns", Name: "pool"}, planNow.Add(-tc.lastClaim))
+			}
+			reconcileClaim(t, r)
+			sbs := claimSandboxes(t, a, "claim-uid")
+			if cold := len(sbs) == 1; cold != tc.wantCold {
+				t.Fatalf("cold-started: %v, want %v (%v)", cold, tc.wantCold, a.Journal())
+			}
+			if tc.wantReason != "" {
+				ready := meta.FindStatusCondition(getClaim(t, a).Status.Conditions, agentsv1beta1.ConditionReady)
+				if ready == nil || ready.Reason != tc.wantReason {
+					t.Errorf("Ready = %+v, want reason %q", ready, tc.wantReason)
+				}
+			}
+		})
+	}
+}

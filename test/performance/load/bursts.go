@@ -168,12 +168,15 @@ func burstWindow(before, after *burstSnapshot) (warmNotReady int, w *report.Burs
 		d := scrape.Delta(before.api, after.api)
 		w.SandboxCreates = d.Sum("apiserver_request_total", map[string]string{"verb": "POST", "resource": "sandboxes", "code": "201"})
 		w.PodCreates = d.Sum("apiserver_request_total", map[string]string{"verb": "POST", "resource": "pods", "subresource": "", "code": "201"})
-		w.APFWaitMs = means(d, "apiserver_flowcontrol_request_wait_duration_seconds", "priority_level")
+		api := apiRequests(d, 0)
+		w.Mutating = api.Mutating
+		w.Requests = api.ByVerbResourceCode[:min(len(api.ByVerbResourceCode), 10)]
 	}
 	if before.operator != nil && after.operator != nil {
 		d := scrape.Delta(before.operator, after.operator)
 		w.QueueWaitMs = means(d, "workqueue_queue_duration_seconds", "name")
 		w.WorkMs = means(d, "workqueue_work_duration_seconds", "name")
+		w.Reconciles = d.GroupBy("controller_runtime_reconcile_total", nil, "controller")
 		w.Phases = operatorFigures(d, 0).Phases
 		const created = "agent_sandbox_claim_creation_total"
 		if slices.ContainsFunc(slices.Collect(maps.Values(after.operator)), func(s scrape.Series) bool { return s.Name == created }) {

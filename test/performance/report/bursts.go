@@ -60,6 +60,10 @@ type BurstWindow struct {
 	// the pool's members and the claims' cold starts together; PodCreates POST pods 201.
 	SandboxCreates float64 `json:"sandboxCreates"`
 	PodCreates     float64 `json:"podCreates"`
+	// Mutating are the API server's mutating requests over the burst (every client), and
+	// Requests the most frequent of them by "verb resource code".
+	Mutating float64        `json:"mutating"`
+	Requests []scrape.Count `json:"requests,omitempty"`
 	// QueueWaitMs is the mean time an item waited in each controller's queue
 	// (workqueue_queue_duration_seconds), by controller.
 	QueueWaitMs map[string]float64 `json:"queueWaitMs,omitempty"`
@@ -67,11 +71,10 @@ type BurstWindow struct {
 	// controller: with the queue wait, whether a controller's workers or its queue's order
 	// held its items up.
 	WorkMs map[string]float64 `json:"workMs,omitempty"`
+	// Reconciles counts each controller's reconciles (controller_runtime_reconcile_total).
+	Reconciles map[string]float64 `json:"reconciles,omitempty"`
 	// Phases are sandgate_claim_phase_seconds over the burst.
 	Phases []Phase `json:"phases,omitempty"`
-	// APFWaitMs is the mean time the API server's flow control queued a request, by priority
-	// level (apiserver_flowcontrol_request_wait_duration_seconds).
-	APFWaitMs map[string]float64 `json:"apfWaitMs,omitempty"`
 }
 
 // TimelinePoint is the pool and the operator at one moment of a burst run.
@@ -154,16 +157,24 @@ func WriteBurstsText(w io.Writer, r *Result) error {
 	}
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	pf = func(format string, args ...any) { _, _ = fmt.Fprintf(tw, format, args...) }
-	pf("\nburst\tSandbox / pod creates\tqueue wait, mean ms by controller\treconcile, mean ms by controller\tclaim phases, mean ms\tAPI flow-control wait, mean ms\n")
+	pf("\nburst\tSandbox / pod creates\tqueue wait, mean ms by controller\treconciles by controller\treconcile, mean ms by controller\tclaim phases, mean ms\n")
 	for _, b := range r.Bursts.Bursts {
 		d := b.During
 		if d == nil {
 			pf("%d\tnot measured\t\t\t\t\n", b.Index)
 			continue
 		}
-		pf("%d\t%.0f / %.0f\t%s\t%s\t%s\t%s\n", b.Index, d.SandboxCreates, d.PodCreates, msMap(d.QueueWaitMs), msMap(d.WorkMs), phaseMeans(d.Phases), msMap(d.APFWaitMs))
+		pf("%d\t%.0f / %.0f\t%s\t%s\t%s\t%s\n", b.Index, d.SandboxCreates, d.PodCreates, msMap(d.QueueWaitMs), counts(d.Reconciles), msMap(d.WorkMs), phaseMeans(d.Phases))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, b := range r.Bursts.Bursts {
+		if d := b.During; d != nil && len(d.Requests) > 0 {
+			_, _ = fmt.Fprintf(w, "burst %d: %.0f mutating requests: %s\n", b.Index, d.Mutating, keys(d.Requests))
+		}
+	}
+	return nil
 }
 
 // writeBursts writes the section of the burst runs among results: one table per run.
@@ -220,6 +231,13 @@ func pause(seconds float64) string {
 }
 
 func msMap(m map[string]float64) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	return keys(scrape.Sorted(m))
+}
+
+func counts(m map[string]float64) string {
 	if len(m) == 0 {
 		return "-"
 	}
