@@ -38,8 +38,9 @@
 //     (expiry), sandboxclaim_status.go (what the claim reports), sandboxclaim_binding.go
 //     (serving an unbound claim, warm or cold: the binding protocol is stated there),
 //     sandboxclaim_metrics.go (startup latency). sandboxclaim_events.go holds its watches,
-//     sandboxclaim_warmindex.go the index of ready, unbound members a claim picks from
-//     (fed by the Sandbox informer, picked without a List in O(log nodes), spread over nodes).
+//     sandboxclaim_warmindex.go the index of unbound members a claim picks from (fed by the
+//     Sandbox informer, picked without a List: a ready one in O(log nodes), spread over
+//     nodes, else one that is starting).
 //   - warmpoolautoscaler_controller.go: the WarmPoolAutoscaler controller (Reconcile, the
 //     /scale write, status and conditions); warmpoolautoscaler_desired.go what it decides
 //     (pure: recommendation, stabilization, pacing), warmpoolautoscaler_conflict.go the other
@@ -47,8 +48,10 @@
 //     it and feeds its estimate (internal/demand), warmpoolautoscaler_metrics.go its series.
 //
 // What more than one controller uses is in files of its own: setup.go (Setup, Config),
-// requeue.go (quiet, requeueWithin), watches.go (the queue, controllerUID,
-// listPoolsOfTemplate), objects.go (sandboxKind, replicas, sandboxFromTemplate),
-// poolactivity.go (when claims last arrived), expectations.go, ownstatus.go, patch.go,
-// conditions.go, metrics.go and rbac.go. The cache indexes are package indexes.
+// queue.go (every controller's queue: first in, first out within a priority, a claim's path
+// before the work nobody waits on), requeue.go (quiet, requeueWithin), watches.go (the queue
+// type, controllerUID, listPoolsOfTemplate), objects.go (sandboxKind, replicas,
+// sandboxFromTemplate), poolactivity.go (when claims last arrived, which wait for a member),
+// expectations.go, ownstatus.go, patch.go, conditions.go, metrics.go and rbac.go. The cache
+// indexes are package indexes.
 package reconcilers

@@ -4,7 +4,11 @@ import (
 	"sync"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 )
 
 // What claims tell the other controllers about their arrival, so that work that can wait
@@ -20,10 +24,90 @@ type poolActivity struct {
 	any time.Time
 	// waiters are, per pool, the bound claims whose bookkeeping waits for a pause.
 	waiters map[types.NamespacedName]*pauseWaiters
+	// unserved are, per pool, the claims that found no member to take and wait for one;
+	// unservedPool is the pool each of them waits on.
+	unserved     map[types.NamespacedName]map[types.NamespacedName]struct{}
+	unservedPool map[types.NamespacedName]types.NamespacedName
+	// wakePool brings a pool to its controller when one of its claims starts waiting for a
+	// member: its wake-ups for members leaving wait to coalesce (memberReadinessDelay).
+	wakePool chan event.GenericEvent
 }
 
+// wakePoolBuffer bounds the pool wake-ups in flight; one left out has its pool reconciled
+// by its members' events anyway.
+const wakePoolBuffer = 256
+
 func newPoolActivity() *poolActivity {
-	return &poolActivity{last: map[types.NamespacedName]time.Time{}}
+	return &poolActivity{
+		last:         map[types.NamespacedName]time.Time{},
+		unserved:     map[types.NamespacedName]map[types.NamespacedName]struct{}{},
+		unservedPool: map[types.NamespacedName]types.NamespacedName{},
+		wakePool:     make(chan event.GenericEvent, wakePoolBuffer),
+	}
+}
+
+// A claim that finds no member to take waits for one (DefaultColdStartGrace), and the pool
+// must not defer its refill meanwhile: waiting for claims to pause is for a pool that still
+// has members to give, and one whose claims wait has none. Under bursts that come back to
+// back claims never pause, and a waiting claim would otherwise wait out its grace for
+// members the pool holds back, and then start one of its own beside them.
+
+// claimWaits records that claim waits for a member of pool; the pool's controller is woken
+// when the claim starts waiting (its queue holds the pool once however many claims wake it),
+// to start a member for it.
+func (a *poolActivity) claimWaits(pool, claim types.NamespacedName) {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	if prev, ok := a.unservedPool[claim]; ok && prev != pool {
+		a.dropUnservedLocked(claim)
+	}
+	if a.unserved[pool] == nil {
+		a.unserved[pool] = map[types.NamespacedName]struct{}{}
+	}
+	_, already := a.unserved[pool][claim]
+	a.unserved[pool][claim] = struct{}{}
+	a.unservedPool[claim] = pool
+	a.mu.Unlock()
+	if !already {
+		select {
+		case a.wakePool <- event.GenericEvent{Object: &extv1beta1.SandboxWarmPool{ObjectMeta: metav1.ObjectMeta{Namespace: pool.Namespace, Name: pool.Name}}}:
+		default:
+		}
+	}
+}
+
+// claimDone records that claim no longer waits for a member (served, cold-started or gone).
+func (a *poolActivity) claimDone(claim types.NamespacedName) {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	a.dropUnservedLocked(claim)
+	a.mu.Unlock()
+}
+
+func (a *poolActivity) dropUnservedLocked(claim types.NamespacedName) {
+	pool, ok := a.unservedPool[claim]
+	if !ok {
+		return
+	}
+	delete(a.unservedPool, claim)
+	delete(a.unserved[pool], claim)
+	if len(a.unserved[pool]) == 0 {
+		delete(a.unserved, pool)
+	}
+}
+
+// waitingClaims is how many claims wait for a member of pool.
+func (a *poolActivity) waitingClaims(pool types.NamespacedName) int {
+	if a == nil {
+		return 0
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.unserved[pool])
 }
 
 func (a *poolActivity) touch(pool types.NamespacedName, now time.Time) {
@@ -57,6 +141,10 @@ func (a *poolActivity) lastClaim(pool types.NamespacedName) (time.Time, bool) {
 func (a *poolActivity) forget(pool types.NamespacedName) {
 	a.mu.Lock()
 	delete(a.last, pool)
+	for claim := range a.unserved[pool] {
+		delete(a.unservedPool, claim)
+	}
+	delete(a.unserved, pool)
 	a.mu.Unlock()
 }
 

@@ -261,9 +261,10 @@ func DefaultOptions() Options {
 		ClusterDomain:             DefaultClusterDomain,
 		ColdStartGrace:            reconcilers.DefaultColdStartGrace,
 		Refill: reconcilers.RefillPolicy{
-			QuietPeriod:     reconcilers.DefaultRefillQuietPeriod,
-			LowWaterPercent: reconcilers.DefaultRefillLowWaterPercent,
-			MaxDeferral:     reconcilers.DefaultRefillMaxDeferral,
+			QuietPeriod:        reconcilers.DefaultRefillQuietPeriod,
+			LowWaterPercent:    reconcilers.DefaultRefillLowWaterPercent,
+			MaxDeferral:        reconcilers.DefaultRefillMaxDeferral,
+			MaxStartingPercent: reconcilers.DefaultRefillMaxStartingPercent,
 		},
 		GracefulShutdownTimeout: DefaultGracefulShutdownTimeout,
 		LeaderElectionTimings:   DefaultLeaderElectionTimings(),
@@ -316,6 +317,9 @@ func (o Options) Validate() error {
 	}
 	if o.Refill.MaxDeferral < 0 {
 		errs = append(errs, fmt.Errorf("invalid Options.Refill.MaxDeferral: must not be negative, got %s", o.Refill.MaxDeferral))
+	}
+	if o.Refill.MaxStartingPercent < 0 || o.Refill.MaxStartingPercent > 100 {
+		errs = append(errs, fmt.Errorf("invalid Options.Refill.MaxStartingPercent: must be between 0 and 100, got %d", o.Refill.MaxStartingPercent))
 	}
 	if o.Refill.LowWaterPercent < 0 || o.Refill.LowWaterPercent > 100 {
 		errs = append(errs, fmt.Errorf("invalid Options.Refill.LowWaterPercent: must be between 0 and 100, got %d", o.Refill.LowWaterPercent))

@@ -35,6 +35,7 @@ type Options struct {
 	Template       string                  // --template: file with the template's pod spec; "" means built-in
 	PoolCreateWait time.Duration           // --pool-create-wait
 	Timeout        time.Duration           // --timeout: how long a burst's claims may take to be Ready
+	BurstPause     time.Duration           // --burst-pause: wait after a burst's last Ready before the next
 	RefillWait     time.Duration           // --refill-wait
 	Kubeconfig     string                  // --kubeconfig of an existing cluster; "" starts a local one
 	OperatorCmd    string                  // --operator-cmd (see harness.Options.OperatorCommand)
@@ -103,6 +104,9 @@ func (o Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--profile: %w", err))
 	} else if err := controlplane.CheckProfile(startupProfile, o.PodStartup); err != nil {
 		errs = append(errs, fmt.Errorf("--pod-startup-*: %w", err))
+	}
+	if o.BurstPause < 0 {
+		errs = append(errs, errors.New("--burst-pause must not be negative"))
 	}
 	if o.Rounds < 0 {
 		errs = append(errs, errors.New("--rounds must not be negative"))
@@ -268,6 +272,7 @@ func runOnce(ctx context.Context, o Options, podSpec corev1.PodSpec, templateNam
 		QPS:              o.QPS,
 		PoolCreateWait:   o.PoolCreateWait,
 		Timeout:          o.Timeout,
+		BurstPause:       o.BurstPause,
 		RefillWait:       o.RefillWait,
 		Progress:         progress,
 		APIServerProfile: o.CPUProfile,

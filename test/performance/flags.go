@@ -19,6 +19,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Template, "template", o.Template, "YAML or JSON file with the pod spec of the template (default: one container, image registry.example/agent:1)")
 	fs.DurationVar(&o.PoolCreateWait, "pool-create-wait", o.PoolCreateWait, "how long to wait for the pool to be full and Ready before the run")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "how long a burst's claims may take to become Ready")
+	fs.DurationVar(&o.BurstPause, "burst-pause", o.BurstPause, "wait this long after a burst's claims are all Ready before the next burst (the public rapid-burst recipe pauses 20s); scenarios set their own")
 	fs.DurationVar(&o.RefillWait, "refill-wait", o.RefillWait, "how long to wait after the run for the pool to be full again (its requests are counted)")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig of an existing cluster (an admin: the API server's /metrics is read); default: start a local control plane")
 	fs.StringVar(&o.OperatorCmd, "operator-cmd", o.OperatorCmd,

@@ -35,6 +35,7 @@ func main() {
 	o.AddFlags(fs)
 	performance.AddSustainedFlags(fs)
 	performance.AddScaleFlags(fs)
+	performance.AddRapidBurstFlags(fs)
 	performance.AddTraceFlags(fs)
 	// The load generator's own caches log through controller-runtime; the run's progress is
 	// its own lines, and an unset logger prints a stack trace in their middle instead.

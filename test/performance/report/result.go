@@ -332,6 +332,8 @@ type Result struct {
 	Scale *Scale `json:"scale,omitempty"`
 	// Trace is set by the trace scenario: its policies' runs, each a Result of its own.
 	Trace *Trace `json:"trace,omitempty"`
+	// Bursts is set by a run of several bursts of several claims: each burst's figures.
+	Bursts *Bursts `json:"bursts,omitempty"`
 	// Rounds are every (floor, sandgate) pair of a scenario measured more than once, in run
 	// order; the result itself is the round with the median p50 ratio.
 	Rounds []Round `json:"rounds,omitempty"`
@@ -347,6 +349,9 @@ type Sample struct {
 	Ms float64 `json:"ms"`
 	// Warm is whether its Sandbox was a pool member (launch-type warm).
 	Warm bool `json:"warm,omitempty"`
+	// Burst is the burst it was sent in, counted from 1, in a run of several bursts of
+	// several claims; 0 otherwise.
+	Burst int `json:"burst,omitempty"`
 }
 
 // Round is one (floor, sandgate) pair of a scenario run several times: client p50 and p99 of
