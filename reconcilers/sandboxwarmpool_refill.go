@@ -132,8 +132,16 @@ func quietWait(policy RefillPolicy, lastClaim time.Time, claimed bool, now time.
 func (r *warmPoolReconciler) paceCreates(pool types.NamespacedName, plan poolPlan, members []*agentsv1beta1.Sandbox, replicas int,
 	now time.Time) (create int, deferred, paced time.Duration) {
 	hold := r.pacing.replenishHold(pool, r.WarmPool.ReplenishDelay, plan.active, replicas, now)
+	growth := r.pacing.grown(pool, replicas, plan.create)
 	if plan.create == 0 {
 		return 0, 0, 0
+	}
+	if growth > 0 {
+		// Members the pool gained by a raise of its replicas go out now, deferral or not: they
+		// are capacity asked for ahead of demand (sandboxwarmpool_growth.go).
+		create, paced = r.pacing.take(pool, r.WarmPool.MaxRefillRate, min(growth, r.WarmPool.MaxBatchSize), now)
+		r.pacing.grew(pool, create)
+		return create, 0, paced
 	}
 	last, claimed := r.activity.lastClaim(pool)
 	var since time.Time
@@ -229,6 +237,10 @@ type refillPacing struct {
 	holdUntil map[types.NamespacedName]time.Time
 	// buckets are the pools' refill token buckets.
 	buckets map[types.NamespacedName]*tokenBucket
+	// replicas is the pool's spec.replicas as last seen; growth is how many of its members
+	// are still to be created because replicas rose (sandboxwarmpool_growth.go).
+	replicas map[types.NamespacedName]int
+	growth   map[types.NamespacedName]int
 }
 
 type tokenBucket struct {
@@ -241,6 +253,8 @@ func newRefillPacing() *refillPacing {
 		members:   map[types.NamespacedName]int{},
 		holdUntil: map[types.NamespacedName]time.Time{},
 		buckets:   map[types.NamespacedName]*tokenBucket{},
+		replicas:  map[types.NamespacedName]int{},
+		growth:    map[types.NamespacedName]int{},
 	}
 }
 
@@ -317,4 +331,6 @@ func (p *refillPacing) forget(pool types.NamespacedName) {
 	delete(p.members, pool)
 	delete(p.holdUntil, pool)
 	delete(p.buckets, pool)
+	delete(p.replicas, pool)
+	delete(p.growth, pool)
 }
