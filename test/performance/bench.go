@@ -36,6 +36,7 @@ type Options struct {
 	PoolCreateWait time.Duration           // --pool-create-wait
 	Timeout        time.Duration           // --timeout: how long a burst's claims may take to be Ready
 	BurstPause     time.Duration           // --burst-pause: wait after a burst's last Ready before the next
+	Autoscaler     *load.AutoscalerSpec    // a WarmPoolAutoscaler on the pool (rapid-burst's --rapid-burst-autoscaler)
 	RefillWait     time.Duration           // --refill-wait
 	Kubeconfig     string                  // --kubeconfig of an existing cluster; "" starts a local one
 	OperatorCmd    string                  // --operator-cmd (see harness.Options.OperatorCommand)
@@ -267,6 +268,7 @@ func runOnce(ctx context.Context, o Options, podSpec corev1.PodSpec, templateNam
 		Namespace:        ns,
 		PodSpec:          podSpec,
 		WarmPoolSize:     int32(o.WarmPoolSize),
+		Autoscaler:       o.Autoscaler,
 		BurstSize:        o.BurstSize,
 		TotalBursts:      o.TotalBursts,
 		QPS:              o.QPS,

@@ -35,9 +35,14 @@ type rapidBurstSettings struct {
 	Pause time.Duration
 	// Profile is the local cluster's pod profile.
 	Profile controlplane.Profile
+	// Autoscaler puts a WarmPoolAutoscaler on the pool: it starts at AutoscalerMin members and
+	// may grow to the pool size (--rapid-burst-pool or the scenario's), keeping
+	// AutoscalerSpare spare above the demand it expects.
+	Autoscaler                     bool
+	AutoscalerMin, AutoscalerSpare int
 }
 
-var rapidBurstFlags = rapidBurstSettings{Profile: controlplane.ProfileFast}
+var rapidBurstFlags = rapidBurstSettings{Profile: controlplane.ProfileFast, AutoscalerMin: 10, AutoscalerSpare: 10}
 
 // AddRapidBurstFlags registers the flags of the rapid-burst scenario on fs.
 func AddRapidBurstFlags(fs *flag.FlagSet) {
@@ -46,6 +51,9 @@ func AddRapidBurstFlags(fs *flag.FlagSet) {
 	fs.IntVar(&rapidBurstFlags.Pool, "rapid-burst-pool", rapidBurstFlags.Pool, "with --scenarios rapid-burst: pool size instead of the scenario's 600 (0 keeps it)")
 	fs.Float64Var(&rapidBurstFlags.QPS, "rapid-burst-qps", rapidBurstFlags.QPS, "with --scenarios rapid-burst: claims per second within a burst instead of the scenario's 300 (0 keeps it)")
 	fs.DurationVar(&rapidBurstFlags.Pause, "rapid-burst-pause", rapidBurstFlags.Pause, "with --scenarios rapid-burst: wait this long after a burst's last Ready before the next burst (the public recipe pauses 20s; default back to back)")
+	fs.BoolVar(&rapidBurstFlags.Autoscaler, "rapid-burst-autoscaler", rapidBurstFlags.Autoscaler, "with --scenarios rapid-burst: a WarmPoolAutoscaler sizes the pool (from --rapid-burst-autoscaler-min up to the pool size) instead of a static pool")
+	fs.IntVar(&rapidBurstFlags.AutoscalerMin, "rapid-burst-autoscaler-min", rapidBurstFlags.AutoscalerMin, "with --rapid-burst-autoscaler: the autoscaler's minReplicas, the pool's size before the first burst")
+	fs.IntVar(&rapidBurstFlags.AutoscalerSpare, "rapid-burst-autoscaler-spare", rapidBurstFlags.AutoscalerSpare, "with --rapid-burst-autoscaler: the autoscaler's targetSpare")
 	fs.StringVar((*string)(&rapidBurstFlags.Profile), "rapid-burst-profile", string(rapidBurstFlags.Profile), "with --scenarios rapid-burst: the local cluster's pod profile, one of the control plane's profiles")
 }
 
@@ -74,6 +82,14 @@ func rapidBurstOptions(so Options, f rapidBurstSettings) (Options, error) {
 		}
 		so.Profile = f.Profile
 	}
+	if f.Autoscaler {
+		if f.AutoscalerMin < 0 || f.AutoscalerSpare < 0 || f.AutoscalerMin > so.WarmPoolSize {
+			errs = append(errs, fmt.Errorf("--rapid-burst-autoscaler-min (%d) and -spare (%d) must not be negative, and the minimum not above the pool size %d",
+				f.AutoscalerMin, f.AutoscalerSpare, so.WarmPoolSize))
+		}
+		so.Autoscaler = &load.AutoscalerSpec{MinReplicas: int32(f.AutoscalerMin), MaxReplicas: int32(so.WarmPoolSize), TargetSpare: int32(f.AutoscalerSpare)}
+		so.WarmPoolSize = f.AutoscalerMin
+	}
 	// Filling the pool takes about a second per 100 members on two cores, and a burst that
 	// falls off took 18 s on this kind of machine; neither bound is a target.
 	so.PoolCreateWait = max(so.PoolCreateWait, time.Duration(so.WarmPoolSize)*200*time.Millisecond)
@@ -89,8 +105,12 @@ func runRapidBurst(ctx context.Context, o Options, sc scenario, stdout, stderr i
 	if err != nil {
 		return nil, []string{fmt.Sprintf("%s: %v", sc.name, err)}, nil
 	}
-	logf(stderr, "%s: %d bursts of %d claims at %g/s into a pool of %d, profile %s, pause %s\n", sc.name,
-		so.TotalBursts, so.BurstSize, so.QPS, so.WarmPoolSize, so.Profile, so.BurstPause)
+	pool := fmt.Sprintf("a pool of %d", so.WarmPoolSize)
+	if a := so.Autoscaler; a != nil {
+		pool = fmt.Sprintf("a pool a WarmPoolAutoscaler sizes (min %d, max %d, targetSpare %d)", a.MinReplicas, a.MaxReplicas, a.TargetSpare)
+	}
+	logf(stderr, "%s: %d bursts of %d claims at %g/s into %s, profile %s, pause %s\n", sc.name,
+		so.TotalBursts, so.BurstSize, so.QPS, pool, so.Profile, so.BurstPause)
 	res, err := runOnce(ctx, so, load.DefaultPodSpec(), "built-in", stderr)
 	if err != nil {
 		if ctx.Err() != nil {

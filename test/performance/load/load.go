@@ -52,9 +52,12 @@ type Config struct {
 	Namespace    string
 	PodSpec      corev1.PodSpec
 	WarmPoolSize int32
-	BurstSize    int
-	TotalBursts  int
-	QPS          float64
+	// Autoscaler, when set, puts a WarmPoolAutoscaler on the pool once it is created; the pool
+	// starts at WarmPoolSize (its minimum, as a rule) and the autoscaler sizes it from there.
+	Autoscaler  *AutoscalerSpec
+	BurstSize   int
+	TotalBursts int
+	QPS         float64
 	// PoolCreateWait bounds the wait for the pool to be full and Ready before the run.
 	PoolCreateWait time.Duration
 	// Timeout bounds the wait for each burst's claims to be Ready.
@@ -349,6 +352,9 @@ func (r *runner) createObjects(ctx context.Context) error {
 	}
 	r.pool = pool
 	r.progressf("created template %s and pool %s (%d replicas) in namespace %s", templateName, poolName, r.poolReplicas(), r.cfg.Namespace)
+	if r.cfg.Autoscaler != nil {
+		return createWarmPoolAutoscaler(ctx, r, r.cfg.Namespace, *r.cfg.Autoscaler)
+	}
 	return nil
 }
 

@@ -335,11 +335,15 @@ func (a *traceArm) runHPA(ctx context.Context, start time.Time) {
 
 // createAutoscaler creates the arm's WarmPoolAutoscaler on the pool.
 func (a *traceArm) createAutoscaler(ctx context.Context) error {
-	s := a.tc.Autoscaler
+	return createWarmPoolAutoscaler(ctx, a.r, a.tc.Namespace, a.tc.Autoscaler)
+}
+
+// createWarmPoolAutoscaler creates a WarmPoolAutoscaler of spec s on the run's pool.
+func createWarmPoolAutoscaler(ctx context.Context, r *runner, namespace string, s AutoscalerSpec) error {
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": autoscalerAPIVersion,
 		"kind":       autoscalerKind,
-		"metadata":   map[string]any{"name": autoscalerName, "namespace": a.tc.Namespace},
+		"metadata":   map[string]any{"name": autoscalerName, "namespace": namespace},
 		"spec": map[string]any{
 			"poolRef":     map[string]any{"name": poolName},
 			"minReplicas": int64(s.MinReplicas),
@@ -347,13 +351,13 @@ func (a *traceArm) createAutoscaler(ctx context.Context) error {
 			"targetSpare": int64(s.TargetSpare),
 		},
 	}}
-	if err := a.r.c.Create(ctx, u); err != nil {
+	if err := r.c.Create(ctx, u); err != nil {
 		if meta.IsNoMatchError(err) {
 			return fmt.Errorf("the cluster does not serve %s %s (an operator without the autoscaler): %w", autoscalerAPIVersion, autoscalerKind, err)
 		}
 		return fmt.Errorf("creating the WarmPoolAutoscaler: %w", err)
 	}
-	a.r.progressf("autoscaler: WarmPoolAutoscaler %s on pool %s, min %d, max %d, targetSpare %d", autoscalerName, poolName, s.MinReplicas, s.MaxReplicas, s.TargetSpare)
+	r.progressf("autoscaler: WarmPoolAutoscaler %s on pool %s, min %d, max %d, targetSpare %d", autoscalerName, poolName, s.MinReplicas, s.MaxReplicas, s.TargetSpare)
 	return nil
 }
 
