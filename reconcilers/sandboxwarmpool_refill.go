@@ -135,7 +135,7 @@ func (r *warmPoolReconciler) paceCreates(pool types.NamespacedName, plan poolPla
 	if plan.create == 0 {
 		return 0, 0, 0
 	}
-	last, claimed := r.activity.lastClaim(pool)
+	last, claimed := r.activity.lastClaim(pool, now)
 	var since time.Time
 	if v, ok := r.deferredSince.Load(pool); ok {
 		since = v.(time.Time)
