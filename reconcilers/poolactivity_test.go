@@ -2,6 +2,7 @@ package reconcilers
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/types"
@@ -99,5 +100,38 @@ func TestClaimsWaitingForAMember(t *testing.T) {
 	nilActivity.claimWaits(p1, c1) // no claim controller: nothing to record
 	if n := nilActivity.waitingClaims(p1); n != 0 {
 		t.Errorf("without a claim controller, %d waiting claims", n)
+	}
+}
+
+// A claim served but not Ready yet counts as a claim arriving: its pool has no pause while it
+// starts, however long ago it asked, until it is Ready, gone, or served longer ago than
+// maxInFlight.
+func TestClaimsStillStartingAreNoPause(t *testing.T) {
+	p1, p2 := types.NamespacedName{Namespace: "ns", Name: "p1"}, types.NamespacedName{Namespace: "ns", Name: "p2"}
+	c1 := types.NamespacedName{Namespace: "ns", Name: "c1"}
+	a := newPoolActivity()
+	asked := planNow.Add(-5 * time.Second)
+	a.touch(p1, asked)
+	a.touch(p2, asked)
+	a.claimServed(p1, c1, asked)
+
+	if last, _ := a.lastClaim(p1, planNow); !last.Equal(planNow) {
+		t.Errorf("p1 with a claim starting: last claim at %s, want now", last)
+	}
+	if last, _ := a.lastClaim(p2, planNow); !last.Equal(asked) {
+		t.Errorf("p2, no claim starting: last claim at %s, want when it asked", last)
+	}
+	if quiet, _ := a.quietFor(planNow); quiet != 0 {
+		t.Errorf("a claim starting: quiet for %s, want 0", quiet)
+	}
+	if last, _ := a.lastClaim(p1, asked.Add(maxInFlight)); !last.Equal(asked) {
+		t.Errorf("a claim starting for maxInFlight: last claim at %s, want when it asked", last)
+	}
+	a.claimReady(c1)
+	if last, _ := a.lastClaim(p1, planNow); !last.Equal(asked) {
+		t.Errorf("its claim Ready: last claim at %s, want when it asked", last)
+	}
+	if quiet, _ := a.quietFor(planNow); quiet != 5*time.Second {
+		t.Errorf("no claim starting: quiet for %s, want 5s", quiet)
 	}
 }

@@ -81,7 +81,7 @@ func (r *claimReconciler) serve(ctx context.Context, s *claimStep) (result ctrl.
 	if !s.mem.servedOnce {
 		// Whether the claim came while other claims of its pool kept coming, decided when it
 		// is first served (its own later looks do not count).
-		last, seen := r.activity.lastClaim(poolNN)
+		last, seen := r.activity.lastClaim(poolNN, r.Clock.Now())
 		s.mem.servedOnce, s.mem.amidClaims = true, seen && r.Clock.Since(last) < r.BookkeepingDelay
 	}
 	r.activity.touch(poolNN, r.Clock.Now())
@@ -170,6 +170,11 @@ func (r *claimReconciler) serve(ctx context.Context, s *claimStep) (result ctrl.
 		return ctrl.Result{RequeueAfter: left}, nil
 	}
 	return r.coldStart(ctx, s, tmpl, stamp)
+}
+
+// poolOfClaim names the pool the claim asks for.
+func poolOfClaim(claim *extv1beta1.SandboxClaim) types.NamespacedName {
+	return types.NamespacedName{Namespace: claim.Namespace, Name: claim.Spec.WarmPoolRef.Name}
 }
 
 // stopWaiting ends the claim's wait for a member, in the index and in what the pool is told.
@@ -273,6 +278,7 @@ func (r *claimReconciler) coldStart(ctx context.Context, s *claimStep, tmpl *ext
 	if sb.UID == "" {
 		return ctrl.Result{}, nil // not created; the claim is not served yet
 	}
+	r.activity.claimServed(poolOfClaim(claim), client.ObjectKeyFromObject(claim), r.Clock.Now())
 	r.eventf(s, corev1.EventTypeNormal, extv1beta1.EventSandboxProvisioned, "Provision", "Created sandbox %s from template %s", sb.Name, tmpl.Name)
 	r.expected.expect(client.ObjectKeyFromObject(claim), createItem(sandboxKind, sb.Name))
 	s.mem.launchType, s.mem.template = agentsv1beta1.LaunchTypeCold, tmpl.Name
@@ -509,6 +515,7 @@ func (r *claimReconciler) boundByClaim(ctx context.Context, s *claimStep, name s
 // returned it) and returns bound.
 func (r *claimReconciler) boundWarm(ctx context.Context, s *claimStep, member, bound *agentsv1beta1.Sandbox, template string) *agentsv1beta1.Sandbox {
 	r.expected.expect(client.ObjectKeyFromObject(s.claim), bindItem(bound.Name))
+	r.activity.claimServed(poolOfClaim(s.claim), client.ObjectKeyFromObject(s.claim), r.Clock.Now())
 	s.mem.launchType, s.mem.template = agentsv1beta1.LaunchTypeWarm, template
 	r.Metrics.warmHit()
 	r.Metrics.claimCreated(s.claim, template, agentsv1beta1.LaunchTypeWarm, servedPodCondition(member))

@@ -275,6 +275,7 @@ func (r *claimReconciler) forget(nn types.NamespacedName) {
 	r.losses.forget(nn)
 	r.wakeBookkeeping(r.activity.claimGone(nn))
 	r.wakeBookkeeping(r.slots.drop(nn))
+	r.activity.claimReady(nn)
 }
 
 // backgroundWake queues the claims a channel names at the background priority.

@@ -203,7 +203,7 @@ func (r *claimReconciler) recordSandboxName(ctx context.Context, s *claimStep, s
 		r.wakeBookkeeping(r.slots.drop(nn))
 		return 0, nil
 	}
-	if last, ok := r.activity.lastClaim(pool); ok {
+	if last, ok := r.activity.lastClaim(pool, r.Clock.Now()); ok {
 		var readySince time.Time
 		if c := meta.FindStatusCondition(claim.Status.Conditions, agentsv1beta1.ConditionReady); c != nil && c.Status == metav1.ConditionTrue {
 			readySince = c.LastTransitionTime.Time

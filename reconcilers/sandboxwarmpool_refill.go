@@ -143,7 +143,7 @@ func (r *warmPoolReconciler) paceCreates(pool types.NamespacedName, plan poolPla
 		r.pacing.grew(pool, create)
 		return create, 0, paced
 	}
-	last, claimed := r.activity.lastClaim(pool)
+	last, claimed := r.activity.lastClaim(pool, now)
 	var since time.Time
 	if v, ok := r.deferredSince.Load(pool); ok {
 		since = v.(time.Time)
