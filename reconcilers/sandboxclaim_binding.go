@@ -74,13 +74,14 @@ func (r *claimReconciler) serve(ctx context.Context, s *claimStep) (result ctrl.
 	waiting := false
 	defer func() {
 		if !waiting {
-			r.stopWaiting(nn) // served, cold-started, or waiting for something else than a member
+			r.stopWaiting(nn) // served, cold-started, or waiting for something other than a member
 		}
 	}()
-	poolNN := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Spec.WarmPoolRef.Name}
+	poolNN := poolOfClaim(claim)
 	if !s.mem.servedOnce {
-		// Whether the claim came while other claims of its pool kept coming, decided when it
-		// is first served (its own later looks do not count).
+		// Whether the claim came while other claims of its pool kept coming (within the
+		// refill's quiet period, BookkeepingDelay), decided when it is first served: its own
+		// later looks do not count.
 		last, seen := r.activity.lastClaim(poolNN, r.Clock.Now())
 		s.mem.servedOnce, s.mem.amidClaims = true, seen && r.Clock.Since(last) < r.BookkeepingDelay
 	}

@@ -131,3 +131,27 @@ func TestDeletedClaimPassesItsBookkeepingSlotOn(t *testing.T) {
 		t.Error("the deleted claim's slot woke no one")
 	}
 }
+
+// A served claim's bookkeeping is queued behind the claims still to be served: its requeues
+// carry the background priority.
+func TestServedClaimBookkeepingIsBackground(t *testing.T) {
+	tmpl, pool := testTemplate(), testPool(1)
+	member := readyMember(pool, tmpl, "pool-a", "10.0.0.1")
+	a := newFakeAPI(t, tmpl, pool, testClaim(tmpl), member, podOf(member))
+	r := newClaimReconciler(t, a, clocktesting.NewFakeClock(planNow))
+	r.BookkeepingDelay = time.Second
+	observeSandboxes(t, a, r.Index)
+	// A claim of the pool is still arriving: the bookkeeping waits for the pause.
+	r.activity.touch(types.NamespacedName{Namespace: "ns", Name: "pool"}, planNow)
+
+	if res := reconcileClaim(t, r); res.Priority != nil {
+		t.Errorf("the reconcile that served the claim requeues at priority %d, want its own kept", *res.Priority)
+	}
+	observeSandboxes(t, a, r.Index)
+	for i := range 2 {
+		res := reconcileClaim(t, r)
+		if res.RequeueAfter <= 0 || res.Priority == nil || *res.Priority != priorityBackground {
+			t.Errorf("reconcile %d of the served claim: requeue after %s at priority %v, want a requeue at %d", i+2, res.RequeueAfter, res.Priority, priorityBackground)
+		}
+	}
+}
