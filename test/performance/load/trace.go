@@ -433,20 +433,7 @@ func (a *traceArm) figures(res *report.Result, notes []string) *report.TraceArm 
 
 // progressf prints the arm so far: claims, warm share and the pool's last sample.
 func (a *traceArm) progressf(w *ClaimWatcher) {
-	created, ready, warm := 0, 0, 0
-	for _, c := range a.snapshot() {
-		created++
-		if obs, ok := w.Ready(c.name); ok {
-			ready++
-			if ok, _ := a.warm(c, obs); ok {
-				warm++
-			}
-		}
-	}
-	share := 0.0
-	if ready > 0 {
-		share = 100 * float64(warm) / float64(ready)
-	}
+	created, ready, share := a.counts(w)
 	a.timelineMu.Lock()
 	var p report.TracePoint
 	if n := len(a.timeline); n > 0 {
