@@ -19,26 +19,26 @@ func burstRun() *Result {
 	return r
 }
 
-func TestLeastSecondsAddsABurstsStartsAtTheFillRate(t *testing.T) {
+func TestWorkSecondsAddsABurstsStartsAtTheFillRate(t *testing.T) {
 	r := burstRun()
 	for i, want := range []float64{3, 4, 9, 0} {
-		if got := LeastSeconds(r, r.Bursts.Bursts[i]); got != want {
-			t.Errorf("burst %d: least seconds %v, want %v", i+1, got, want)
+		if got := WorkSeconds(r, r.Bursts.Bursts[i]); got != want {
+			t.Errorf("burst %d: work seconds %v, want %v", i+1, got, want)
 		}
 	}
 	r.PoolFillSeconds = 0
-	if got := LeastSeconds(r, r.Bursts.Bursts[2]); got != 0 {
+	if got := WorkSeconds(r, r.Bursts.Bursts[2]); got != 0 {
 		t.Errorf("without a measured fill: %v, want 0", got)
 	}
 }
 
-func TestBurstTablesShowTheLeastSeconds(t *testing.T) {
+func TestBurstTablesShowTheWorkSeconds(t *testing.T) {
 	r := burstRun()
 	var text bytes.Buffer
 	if err := WriteBurstsText(&text, r); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(text.String(), "fill rate, 50.0 members/s") {
+	if !strings.Contains(text.String(), "fill rate, 50.0 members/s, one after the other") {
 		t.Errorf("text table does not name the fill rate:\n%s", text.String())
 	}
 	var md []string
@@ -50,6 +50,6 @@ func TestBurstTablesShowTheLeastSeconds(t *testing.T) {
 		}
 	}
 	if !strings.HasSuffix(row, "| 10.0 | 9.0 |") {
-		t.Errorf("markdown row of burst 3 = %q, want its seconds then its least seconds", row)
+		t.Errorf("markdown row of burst 3 = %q, want its seconds then its work seconds", row)
 	}
 }
