@@ -120,6 +120,9 @@ func runRapidBurst(ctx context.Context, o Options, sc scenario, stdout, stderr i
 		return nil, []string{fmt.Sprintf("%s: %v", sc.name, err)}, nil
 	}
 	res.Scenario, res.Description, res.Targets = sc.name, sc.description, ptr.To(sc.targets)
+	if a := so.Autoscaler; a != nil {
+		res.Parameters.Autoscaler = fmt.Sprintf("min %d, max %d, targetSpare %d", a.MinReplicas, a.MaxReplicas, a.TargetSpare)
+	}
 	if err := report.WriteText(stdout, res); err != nil {
 		return nil, nil, err
 	}

@@ -141,7 +141,8 @@ func (b *Bursts) WorstP99Ratio() float64 {
 // FillRate is how many members a second the run's pool started while nothing else ran (its
 // fill before the first burst); 0 when not measured.
 func FillRate(r *Result) float64 {
-	if r.PoolFillSeconds <= 0 || r.Parameters.WarmPoolSize <= 0 {
+	if r.PoolFillSeconds <= 0 || r.Parameters.WarmPoolSize <= 0 || r.Parameters.Autoscaler != "" {
+		// An autoscaled pool fills to its minimum, too few members to say a rate.
 		return 0
 	}
 	return float64(r.Parameters.WarmPoolSize) / r.PoolFillSeconds
@@ -229,8 +230,12 @@ func writeBursts(p func(string, ...any), results []*Result) {
 	for _, r := range results {
 		b := r.Bursts
 		p("")
-		p("**%s**: %d bursts of %d claims at %g/s into a pool of %d, pod profile %s, %s between bursts.", r.Scenario,
-			r.Parameters.TotalBursts, r.Parameters.BurstSize, r.Parameters.QPS, r.Parameters.WarmPoolSize, orDash(r.Parameters.Profile), pause(b.PauseSeconds))
+		pool := fmt.Sprintf("a pool of %d", r.Parameters.WarmPoolSize)
+		if a := r.Parameters.Autoscaler; a != "" {
+			pool = "a pool a WarmPoolAutoscaler sizes (" + a + ")"
+		}
+		p("**%s**: %d bursts of %d claims at %g/s into %s, pod profile %s, %s between bursts.", r.Scenario,
+			r.Parameters.TotalBursts, r.Parameters.BurstSize, r.Parameters.QPS, pool, orDash(r.Parameters.Profile), pause(b.PauseSeconds))
 		p("")
 		p("| burst | claims | p50 (ms) | p90 (ms) | p99 (ms) | p99 ÷ first | warm | of which starting | pool at start | seconds | work seconds |")
 		p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")

@@ -26,7 +26,11 @@ func TestWorkSecondsAddsABurstsStartsAtTheFillRate(t *testing.T) {
 			t.Errorf("burst %d: work seconds %v, want %v", i+1, got, want)
 		}
 	}
-	r.PoolFillSeconds = 0
+	r.Parameters.Autoscaler = "min 10, max 600, targetSpare 10"
+	if got := WorkSeconds(r, r.Bursts.Bursts[2]); got != 0 {
+		t.Errorf("an autoscaled pool, filled to its minimum: %v, want 0", got)
+	}
+	r.Parameters.Autoscaler, r.PoolFillSeconds = "", 0
 	if got := WorkSeconds(r, r.Bursts.Bursts[2]); got != 0 {
 		t.Errorf("without a measured fill: %v, want 0", got)
 	}
