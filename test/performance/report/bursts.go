@@ -215,7 +215,7 @@ func WriteBurstsText(w io.Writer, r *Result) error {
 
 // writeBursts writes the section of the burst runs among results: one table per run.
 func writeBursts(p func(string, ...any), results []*Result) {
-	p("## Rapid bursts")
+	p(sectionBursts)
 	p("")
 	p("The public project's rapid-burst recipe (its `dev/load-test/test-recipes/rapid-burst-test.yaml`):")
 	p("bursts of claims at a rate into one pool, every claim kept, each burst waited on until all its")

@@ -189,7 +189,7 @@ func writeTraces(p func(string, ...any), results []*Result, dir string) {
 	if len(results) == 0 {
 		return
 	}
-	p("## Demand trace: warm pool policies")
+	p(sectionTrace)
 	p("")
 	p("One seeded day of demand compressed to minutes (night, a morning ramp, a noisy plateau, an")
 	p("evening decline; Poisson arrivals at the instantaneous rate; sudden bursts), each claim held")
