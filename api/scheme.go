@@ -1,7 +1,9 @@
 // Package api gathers the API groups sandgate serves. The types live in api/v1beta1
 // (agents.x-k8s.io) and api/extensions/v1beta1 (extensions.agents.x-k8s.io), the storage
 // version and hub of conversion; the deprecated v1alpha1 of both groups, served through the
-// manager's conversion webhook, in api/v1alpha1 and api/extensions/v1alpha1.
+// manager's conversion webhook, in api/v1alpha1 and api/extensions/v1alpha1. sandgate's own
+// group policy.sandgate.dev (ClaimPolicy, ClaimLedger; one version, no conversion) is in
+// api/tenancy/v1alpha1.
 package api
 
 import (
@@ -11,16 +13,18 @@ import (
 
 	extv1alpha1 "github.com/sandgate-dev/sandgate/api/extensions/v1alpha1"
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	tenancyv1alpha1 "github.com/sandgate-dev/sandgate/api/tenancy/v1alpha1"
 	agentsv1alpha1 "github.com/sandgate-dev/sandgate/api/v1alpha1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
 
-// AddToScheme adds both sandgate API groups, every served version, to a scheme. The conversion
+// AddToScheme adds every sandgate API group, every served version, to a scheme. The conversion
 // webhook and envtest find the convertible kinds in it.
 func AddToScheme(s *runtime.Scheme) error {
 	for _, add := range []func(*runtime.Scheme) error{
 		agentsv1beta1.AddToScheme, extv1beta1.AddToScheme,
 		agentsv1alpha1.AddToScheme, extv1alpha1.AddToScheme,
+		tenancyv1alpha1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			return err
@@ -29,7 +33,7 @@ func AddToScheme(s *runtime.Scheme) error {
 	return nil
 }
 
-// NewScheme returns a scheme with the built-in Kubernetes kinds and both sandgate groups: what the
+// NewScheme returns a scheme with the built-in Kubernetes kinds and every sandgate group: what the
 // manager, the tools and the test suites all use.
 func NewScheme() *runtime.Scheme {
 	s := runtime.NewScheme()

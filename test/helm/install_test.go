@@ -169,7 +169,7 @@ func TestChartInstallsUpgradesAndUninstalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, crd := range Find(upgraded, "CustomResourceDefinition") {
+	for _, crd := range ConvertedCRDs(upgraded) {
 		live := get(t, ctx, dyn, mapper, crd)
 		g.Expect(live).NotTo(BeNil())
 		versions, _, _ := unstructured.NestedSlice(live.Object, "spec", "versions")
@@ -312,7 +312,7 @@ func expectIssuedAndInjected(t *testing.T, g Gomega, ctx context.Context, dyn dy
 				}
 			}
 		}
-		for _, crd := range Find(installed, "CustomResourceDefinition") {
+		for _, crd := range ConvertedCRDs(installed) {
 			live := get(t, ctx, dyn, mapper, crd)
 			g.Expect(live).NotTo(BeNil())
 			bundle, _, _ := unstructured.NestedString(live.Object, "spec", "conversion", "webhook", "clientConfig", "caBundle")

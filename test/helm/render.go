@@ -228,6 +228,19 @@ func Find(objs []*unstructured.Unstructured, kind string) []*unstructured.Unstru
 	return out
 }
 
+// ConvertedCRDs returns the CRDs among objs that convert through the webhook: those of the
+// public API's groups (agents.x-k8s.io and extensions.agents.x-k8s.io). sandgate's own groups
+// (*.sandgate.dev) have one version each and no conversion webhook.
+func ConvertedCRDs(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, crd := range Find(objs, "CustomResourceDefinition") {
+		if group, _, _ := unstructured.NestedString(crd.Object, "spec", "group"); strings.HasSuffix(group, "agents.x-k8s.io") {
+			out = append(out, crd)
+		}
+	}
+	return out
+}
+
 // Kinds lists the kinds of objs, one per object, for messages.
 func Kinds(objs []*unstructured.Unstructured) string {
 	kinds := make([]string, 0, len(objs))

@@ -542,7 +542,7 @@ func TestReferencesFollowTheNameAndNamespace(t *testing.T) {
 			}
 		}
 	}
-	for _, crd := range Find(objs, "CustomResourceDefinition") {
+	for _, crd := range ConvertedCRDs(objs) {
 		ref, _, _ := unstructured.NestedStringMap(crd.Object, "spec", "conversion", "webhook", "clientConfig", "service")
 		if ref["name"] != svc.GetName() || ref["namespace"] != ns || ref["path"] != "/convert" {
 			t.Errorf("%s converts through %v", Key(crd), ref)

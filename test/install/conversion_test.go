@@ -3,6 +3,7 @@
 package install_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -11,18 +12,39 @@ import (
 	"github.com/sandgate-dev/sandgate/webhooks"
 )
 
-// Every CRD serves v1alpha1 by converting through the manager: its conversion webhook is the
-// webhook Service at /convert (the path the manager serves), trusting the CA cert-manager
-// injects from the serving certificate, as the webhook configurations do.
+// publicCRDs splits the CRDs into those of the public API's groups, which serve v1alpha1 and
+// v1beta1, and sandgate's own (*.sandgate.dev), of one version each.
+func publicCRDs(t *testing.T, r *rendered) (public, own []apiextensionsv1.CustomResourceDefinition) {
+	t.Helper()
+	for _, crd := range r.crds {
+		if strings.HasSuffix(crd.Spec.Group, "agents.x-k8s.io") {
+			public = append(public, crd)
+		} else {
+			own = append(own, crd)
+		}
+	}
+	if len(public) != 4 || len(own) == 0 {
+		t.Fatalf("want the 4 CRDs of the public API and sandgate's own, got %d and %d", len(public), len(own))
+	}
+	return public, own
+}
+
+// Every CRD of the public API serves v1alpha1 by converting through the manager: its
+// conversion webhook is the webhook Service at /convert (the path the manager serves), trusting
+// the CA cert-manager injects from the serving certificate, as the webhook configurations do.
+// sandgate's own kinds have one version each and nothing to convert: no webhook, no CA.
 func TestCRDsConvertThroughTheWebhookService(t *testing.T) {
 	r := render(t)
 	cert := r.servingCertificate(t)
 	// The Service the webhook configurations call.
 	svc := r.mutating[0].Webhooks[0].ClientConfig.Service
-	if len(r.crds) != 4 {
-		t.Fatalf("want 4 CRDs, got %d", len(r.crds))
+	public, own := publicCRDs(t, r)
+	for _, crd := range own {
+		if crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy != apiextensionsv1.NoneConverter || crd.Annotations["cert-manager.io/inject-ca-from"] != "" || len(crd.Spec.Versions) != 1 {
+			t.Errorf("%s: conversion %+v, annotations %v, %d versions: want one version, no conversion", crd.Name, crd.Spec.Conversion, crd.Annotations, len(crd.Spec.Versions))
+		}
 	}
-	for _, crd := range r.crds {
+	for _, crd := range public {
 		conv := crd.Spec.Conversion
 		if conv == nil || conv.Strategy != apiextensionsv1.WebhookConverter || conv.Webhook == nil || conv.Webhook.ClientConfig == nil {
 			t.Errorf("%s: conversion %+v, want a webhook", crd.Name, conv)
@@ -45,15 +67,18 @@ func TestCRDsConvertThroughTheWebhookService(t *testing.T) {
 	}
 }
 
-// config/v1beta1-only is config/default with v1alpha1 no longer served by any CRD: every other
-// object, and every other field of the CRDs, is the same.
+// config/v1beta1-only is config/default with v1alpha1 no longer served by any CRD of the
+// public API: every other object, and every other field of the CRDs, is the same. sandgate's
+// own kinds (policy.sandgate.dev/v1alpha1, their only version) are served either way.
 func TestV1beta1OnlyStopsServingV1alpha1(t *testing.T) {
 	def, only := render(t), renderDir(t, "v1beta1-only")
-	if len(only.crds) != 4 || len(only.crds) != len(def.crds) {
-		t.Fatalf("want the 4 CRDs of config/default, got %d", len(only.crds))
+	public, own := publicCRDs(t, only)
+	defPublic, defOwn := publicCRDs(t, def)
+	if diff := cmp.Diff(defOwn, own); diff != "" {
+		t.Errorf("sandgate's own CRDs differ from config/default's (-default +v1beta1-only):\n%s", diff)
 	}
-	for i, crd := range only.crds {
-		want := def.crds[i].DeepCopy()
+	for i, crd := range public {
+		want := defPublic[i].DeepCopy()
 		for j := range want.Spec.Versions {
 			if want.Spec.Versions[j].Name == "v1alpha1" {
 				want.Spec.Versions[j].Served = false
