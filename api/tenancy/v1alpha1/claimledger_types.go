@@ -35,6 +35,7 @@ type LedgerCount struct {
 
 // Reservation is one claim admission let through whose creation the operator has not
 // counted yet. The claim carries its ID (annotation policy.sandgate.dev/reservation).
+// Unlike a LedgerCount's, its Pool is the claim's pool, whether or not a limit names it.
 type Reservation struct {
 	// ID is random, unique in the namespace.
 	ID string `json:"id"`
@@ -46,6 +47,9 @@ type Reservation struct {
 	Tenant string `json:"tenant,omitempty"`
 	// +optional
 	Pool string `json:"pool,omitempty"`
+	// Creator is the user name of the identity that creates the claim.
+	// +optional
+	Creator string `json:"creator,omitempty"`
 	// At is when admission reserved it.
 	At metav1.MicroTime `json:"at"`
 }
@@ -66,6 +70,14 @@ type ClaimLedgerStatus struct {
 	// admission uses no ledger the operator has not counted.
 	// +optional
 	CountedAt *metav1.MicroTime `json:"countedAt,omitempty"`
+	// CountedGeneration is the generation of the policy the count was made for: admission
+	// reserves only against a count made for the policy it checks the claim against.
+	// +optional
+	CountedGeneration int64 `json:"countedGeneration,omitempty"`
+	// Retired is set when a change of the policy moves its counting to other ledgers: no
+	// reservation is added any more, and the operator moves those it holds and deletes it.
+	// +optional
+	Retired bool `json:"retired,omitempty"`
 	// Counted are the claims the operator counted then, by tenant and pool.
 	// +optional
 	// +listType=atomic

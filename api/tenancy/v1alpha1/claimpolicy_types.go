@@ -232,6 +232,7 @@ const (
 // Condition reasons of a ClaimPolicy.
 const (
 	ReasonCounted         = "Counted"
+	ReasonCounting        = "Counting"
 	ReasonUsageBelowLimit = "UsageBelowLimit"
 	ReasonUsageAboveLimit = "UsageAboveLimit"
 	ReasonPoolsFound      = "PoolsFound"
