@@ -53,6 +53,9 @@ type ClaimWebhook struct {
 	// additionalPodMetadata may use (--claim-allowed-annotation-domains); empty is
 	// policy.DefaultClaimAnnotationDomains.
 	AnnotationDomains []string
+	// Policies checks a new claim against the ClaimPolicies of its namespace and reserves it
+	// in their ledgers (claimpolicy_admission.go); nil checks none.
+	Policies *ClaimPolicies
 }
 
 var (
@@ -116,7 +119,8 @@ func (w *ClaimWebhook) Default(ctx context.Context, c *extv1beta1.SandboxClaim) 
 	if tmpl != nil {
 		c.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash] = hash
 	}
-	return nil
+	// Last: a claim refused above reserves nothing.
+	return w.Policies.Admit(ctx, req, c)
 }
 
 // checkNew checks a new claim in namespace ns: its own fields (ValidateClaim), the owner
