@@ -20,6 +20,7 @@ import (
 
 	"github.com/sandgate-dev/sandgate/api"
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	tenancyv1alpha1 "github.com/sandgate-dev/sandgate/api/tenancy/v1alpha1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/reconcilers/indexes"
 )
@@ -33,7 +34,7 @@ func newClientBuilder(t testing.TB) *fake.ClientBuilder {
 	t.Helper()
 	b := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithStatusSubresource(
 		&agentsv1beta1.Sandbox{}, &extv1beta1.SandboxClaim{}, &extv1beta1.SandboxWarmPool{}, &extv1beta1.SandboxTemplate{},
-		&corev1.Pod{}, &corev1.Service{}, &corev1.PersistentVolumeClaim{},
+		&corev1.Pod{}, &corev1.Service{}, &corev1.PersistentVolumeClaim{}, &tenancyv1alpha1.ClaimPolicy{},
 	)
 	for _, ix := range indexes.All() {
 		b = b.WithIndex(ix.Object, ix.Name, ix.Extract)

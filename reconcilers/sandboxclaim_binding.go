@@ -55,6 +55,7 @@ import (
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/internal/fairshare"
 	"github.com/sandgate-dev/sandgate/internal/tracing"
 )
 
@@ -109,12 +110,21 @@ func (r *claimReconciler) serve(ctx context.Context, s *claimStep) (ctrl.Result,
 		}
 	}
 	if len(claim.Spec.Env) > 0 || len(claim.Spec.VolumeClaimTemplates) > 0 {
+		s.mem.coldReason = fairshare.ColdClaimSpec
 		return r.coldStart(ctx, s, tmpl, stamp)
 	}
 
 	nn := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
 	key := memberKey{Namespace: claim.Namespace, Pool: pool.Name, Hash: stamp}
+	notWarm, bindDone, err := r.decideWarmShare(ctx, s, key)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if notWarm != nil {
+		return r.beyondWarmShare(ctx, s, tmpl, stamp, key, notWarm)
+	}
 	sb, err := r.bindWarm(ctx, s, pool, key, tmpl.Name)
+	bindDone(sb != nil)
 	if err != nil || sb != nil {
 		if sb == nil {
 			return ctrl.Result{}, err
@@ -141,6 +151,7 @@ func (r *claimReconciler) serve(ctx context.Context, s *claimStep) (ctrl.Result,
 		return ctrl.Result{RequeueAfter: left}, nil
 	}
 	r.Index.StopWaiting(nn)
+	s.mem.coldReason = fairshare.ColdPoolEmpty
 	return r.coldStart(ctx, s, tmpl, stamp)
 }
 
@@ -323,6 +334,7 @@ func (r *claimReconciler) createClaimSandbox(ctx context.Context, s *claimStep, 
 	err := r.Client.Create(ctx, sb)
 	if err == nil {
 		r.Metrics.coldStart()
+		r.meterServed(ctx, claim, false, s.mem.coldReason)
 		r.Metrics.claimCreated(claim, sb.Annotations[agentsv1beta1.AnnotationSandboxTemplateRef], agentsv1beta1.LaunchTypeCold, PodConditionNotReady)
 		ctrl.LoggerFrom(ctx).V(1).Info("cold-started sandbox", "sandbox", klog.KObj(sb))
 		return sb, nil
@@ -464,6 +476,7 @@ func (r *claimReconciler) boundWarm(ctx context.Context, s *claimStep, member, b
 	r.expected.expect(client.ObjectKeyFromObject(s.claim), bindItem(bound.Name))
 	s.mem.launchType, s.mem.template = agentsv1beta1.LaunchTypeWarm, template
 	r.Metrics.warmHit()
+	r.meterServed(ctx, s.claim, true, "")
 	r.Metrics.claimCreated(s.claim, template, agentsv1beta1.LaunchTypeWarm, servedPodCondition(member))
 	ctrl.LoggerFrom(ctx).V(1).Info("bound warm sandbox", "sandbox", klog.KObj(bound))
 	// The SandboxAdopted event is bookkeeping too: it is sent with the sandbox-name
