@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/sandgate-dev/sandgate/api"
 	"github.com/sandgate-dev/sandgate/api/policy"
+	"github.com/sandgate-dev/sandgate/internal/fairshare"
 	"github.com/sandgate-dev/sandgate/internal/tracing"
 	"github.com/sandgate-dev/sandgate/reconcilers"
 )
@@ -75,6 +77,10 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 	if err != nil {
 		return nil, fmt.Errorf("registering metrics: %w", err)
 	}
+	fairShareMetrics, err := fairshare.NewMetrics(registry)
+	if err != nil {
+		return nil, fmt.Errorf("registering the claim policy metrics: %w", err)
+	}
 	tracer, flushTraces, err := newTracer(ctx, opts)
 	if err != nil {
 		return nil, err
@@ -84,6 +90,10 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 		return nil, err
 	}
 	gracefulShutdown := opts.GracefulShutdownTimeout
+	// Admission's writes of ClaimLedgers go out from every replica (each admits claims), so
+	// their client is made before the lease fence guards the manager's: each is conditional on
+	// the ledger's resourceVersion and needs no leader (webhooks.Options.LedgerClient).
+	ledgerCfg := rest.CopyConfig(cfg)
 	leaderLock, err := fenceWrites(cfg, opts, registry)
 	if err != nil {
 		return nil, err
@@ -151,7 +161,11 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 	if err := op.watchLabelDomains(ctx, configNS, op.labelDomains, op.labelDomainsChanged); err != nil {
 		return nil, err
 	}
-	if err := setupWebhooks(op, opts, certWatcher); err != nil {
+	ledgerClient, err := client.New(ledgerCfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("creating the ledger client: %w", err)
+	}
+	if err := setupWebhooks(op, opts, certWatcher, metrics.WrapClient(ledgerClient), fairShareMetrics); err != nil {
 		return nil, err
 	}
 	rcfg := reconcilers.Config{
@@ -173,6 +187,8 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 		ClaimLabelDomains:        op.labelDomains,
 		ClaimLabelDomainsChanged: op.labelDomainsChanged,
 		ClaimAnnotationDomains:   opts.ClaimAnnotationDomains,
+		FairShareMetrics:         fairShareMetrics,
+		ClaimReservationTTL:      opts.ClaimReservationTTL,
 		SkipNameValidation:       opts.SkipNameValidation,
 		Clock:                    opts.Clock,
 	}

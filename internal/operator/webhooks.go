@@ -8,9 +8,11 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/sandgate-dev/sandgate/certs"
+	"github.com/sandgate-dev/sandgate/internal/fairshare"
 	"github.com/sandgate-dev/sandgate/webhooks"
 )
 
@@ -62,12 +64,15 @@ func writeSelfSigned(opts Options, log logr.Logger) error {
 // setupWebhooks registers the webhooks, keeps the certificate current, and makes readiness
 // wait for both the webhook server and a loaded certificate: a replica that cannot admit
 // requests must not receive them.
-func setupWebhooks(op *Operator, opts Options, watcher *certs.Watcher) error {
+func setupWebhooks(op *Operator, opts Options, watcher *certs.Watcher, ledgerClient client.Client, fairShareMetrics *fairshare.Metrics) error {
 	if err := op.Add(watcher); err != nil {
 		return fmt.Errorf("adding the certificate watcher: %w", err)
 	}
+	// ClaimPolicies are admitted with the extensions on: the leader's claim policy controller,
+	// one of them, counts the ledgers admission reserves in.
 	wopts := webhooks.Options{OperatorUser: opts.OperatorUser, PlatformGroups: opts.PlatformGroups, Tracer: op.tracer,
-		LabelDomains: op.labelDomains, AnnotationDomains: opts.ClaimAnnotationDomains}
+		LabelDomains: op.labelDomains, AnnotationDomains: opts.ClaimAnnotationDomains,
+		ClaimPolicies: opts.Extensions, LedgerClient: ledgerClient, FairShareMetrics: fairShareMetrics}
 	if opts.Clock != nil {
 		wopts.Now = opts.Clock.Now
 	}
