@@ -97,10 +97,9 @@ func (r *claimPolicyReconciler) SetupWithManager(mgr ctrl.Manager, opts controll
 		Named(claimPolicyControllerName).
 		WithOptions(opts).
 		For(&tenancyv1alpha1.ClaimPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		// A ledger created or deleted (by this controller, or by someone else) is looked at
-		// again; admission's writes of it are not events to act on: the claims they admit are.
-		Watches(&tenancyv1alpha1.ClaimLedger{}, handler.EnqueueRequestsFromMapFunc(policyOfLedger),
-			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }})).
+		// A ledger changed: a reservation admission made (whose create may fail after it, and
+		// must then end at its TTL), or a ledger created or deleted by someone.
+		Watches(&tenancyv1alpha1.ClaimLedger{}, handler.EnqueueRequestsFromMapFunc(policyOfLedger)).
 		// Claims count from their creation to their deletion; the creation also spends the
 		// reservation the claim carries (seen, even should the claim be gone at the recount).
 		Watches(&extv1beta1.SandboxClaim{}, handler.EnqueueRequestsFromMapFunc(r.policiesOfClaim),
@@ -123,7 +122,8 @@ func policyOfLedger(_ context.Context, obj client.Object) []reconcile.Request {
 // policiesOfClaim records the reservation a claim carries as seen and wakes its namespace's
 // policies.
 func (r *claimPolicyReconciler) policiesOfClaim(ctx context.Context, obj client.Object) []reconcile.Request {
-	r.seen.see(obj.GetAnnotations()[tenancyv1alpha1.AnnotationReservation], r.Clock.Now())
+	r.seen.seeClaim(types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()},
+		obj.GetAnnotations()[tenancyv1alpha1.AnnotationReservation], r.Clock.Now())
 	return r.policiesOfNamespace(ctx, obj)
 }
 
@@ -209,7 +209,7 @@ func (r *claimPolicyReconciler) claimViews(p *tenancyv1alpha1.ClaimPolicy, claim
 	for i := range claims {
 		c := &claims[i]
 		id := c.Annotations[tenancyv1alpha1.AnnotationReservation]
-		r.seen.see(id, now)
+		r.seen.seeClaim(types.NamespacedName{Namespace: c.Namespace, Name: c.Name}, id, now)
 		out = append(out, fairshare.ClaimView{Name: c.Name, Reservation: id, Created: c.CreationTimestamp.Time,
 			Tenant: fairshare.TenantOf(p, fairshare.IdentityOf(c)), Pool: fairshare.PoolKey(p, c.Spec.WarmPoolRef.Name)})
 	}
@@ -292,7 +292,7 @@ func (r *claimPolicyReconciler) syncLedgers(ctx context.Context, p *tenancyv1alp
 				return nil, 0, fmt.Errorf("recounting ClaimLedger %s: %w", l.Name, err)
 			}
 		}
-		wait = minPositive(wait, after)
+		wait = minPositive(minPositive(wait, after), r.nextExpiry(rc.Status.Reservations, now))
 		wanted = append(wanted, *l)
 	}
 	for _, l := range retired {
@@ -305,8 +305,23 @@ func (r *claimPolicyReconciler) syncLedgers(ctx context.Context, p *tenancyv1alp
 	return wanted, wait, nil
 }
 
+// nextExpiry is how soon the first of rs may be dropped for its claim never coming: after its
+// TTL, or after settling when it names a claim (the name may be taken).
+func (r *claimPolicyReconciler) nextExpiry(rs []tenancyv1alpha1.Reservation, now time.Time) time.Duration {
+	var next time.Duration
+	for _, x := range rs {
+		d := x.At.Add(r.ReservationTTL).Sub(now)
+		if settle := x.At.Add(reservationSettle).Sub(now); x.Claim != "" && settle > 0 {
+			d = settle
+		}
+		next = minPositive(next, max(d, time.Millisecond))
+	}
+	return next
+}
+
 func (r *claimPolicyReconciler) recount(p *tenancyv1alpha1.ClaimPolicy, l *tenancyv1alpha1.ClaimLedger, views []fairshare.ClaimView, now time.Time) fairshare.Recount {
 	return fairshare.RecountLedger(p, fairshare.RecountInput{Ledger: l, Claims: views, Seen: r.seen.has,
+		SeenName: func(name string) bool { return r.seen.seenName(types.NamespacedName{Namespace: p.Namespace, Name: name}) },
 		Now: now, TTL: r.ReservationTTL, Settle: reservationSettle})
 }
 

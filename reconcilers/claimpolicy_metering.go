@@ -97,32 +97,55 @@ func (m *policyMeter) forget(policy types.NamespacedName) {
 // seenReservations are the reservation IDs the claim informer showed on a claim, with when:
 // a reservation seen is spent, whether its claim still exists or not (created and deleted
 // between two counts). An ID is kept as long as a reservation of it can be in a ledger.
+//
+// It also keeps the names of the claims seen: a reservation of a named claim whose create was
+// refused as AlreadyExists is told by another claim of its name, which may be gone by the
+// time the leader looks.
 type seenReservations struct {
-	mu   sync.Mutex
-	ids  map[string]time.Time
-	keep time.Duration
-	last time.Time
+	mu    sync.Mutex
+	ids   map[string]time.Time
+	names map[types.NamespacedName]time.Time
+	keep  time.Duration
+	last  time.Time
 }
 
 func newSeenReservations(keep time.Duration) *seenReservations {
-	return &seenReservations{ids: map[string]time.Time{}, keep: keep}
+	return &seenReservations{ids: map[string]time.Time{}, names: map[types.NamespacedName]time.Time{}, keep: keep}
+}
+
+// seeClaim records a claim the informer showed: its reservation and its name.
+func (s *seenReservations) seeClaim(nn types.NamespacedName, id string, now time.Time) {
+	s.mu.Lock()
+	s.names[nn] = now
+	s.mu.Unlock()
+	s.see(id, now)
+}
+
+// seenName reports whether a claim nn was seen.
+func (s *seenReservations) seenName(nn types.NamespacedName) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.names[nn]
+	return ok
 }
 
 // see records id (of a claim the informer showed) at now; it drops IDs older than keep, at
 // most once per keep.
 func (s *seenReservations) see(id string, now time.Time) {
-	if id == "" {
-		return
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.ids[id]; !ok {
+	if _, ok := s.ids[id]; !ok && id != "" {
 		s.ids[id] = now
 	}
 	if now.Sub(s.last) > s.keep {
 		for k, at := range s.ids {
 			if now.Sub(at) > s.keep {
 				delete(s.ids, k)
+			}
+		}
+		for k, at := range s.names {
+			if now.Sub(at) > s.keep {
+				delete(s.names, k)
 			}
 		}
 		s.last = now

@@ -30,14 +30,19 @@ type RecountInput struct {
 	// a reservation is spent (its claim is counted, or was and is gone), whether or not the
 	// claim still exists.
 	Seen func(id string) bool
+	// SeenName reports whether the leader's cache showed, at some time, a claim of this name
+	// (one that is gone by now included).
+	SeenName func(name string) bool
 	// Now is the time of the recount.
 	Now time.Time
 	// TTL is how long a reservation whose claim never appears is kept: longer than any create
 	// can take after its admission, so that no claim on its way loses its reservation.
 	TTL time.Duration
-	// Settle is how long a reservation of a named claim is kept while a claim of that name
-	// created before the reservation exists: the create was refused as AlreadyExists, unless
-	// the older claim was deleted and the cache has shown neither event for this long.
+	// Settle is how long a reservation of a named claim is kept once another claim of that
+	// name exists or existed: its create was refused as AlreadyExists (the other was there
+	// first, or won a race of two creates), unless the other was deleted and this create
+	// landed after it and the cache has not shown this claim for this long; a create lands
+	// within milliseconds of its admission.
 	Settle time.Duration
 }
 
@@ -59,7 +64,7 @@ type Recount struct {
 // whose claim the cache has not shown: every claim is counted once, either in Counted (once
 // the leader saw it) or as its reservation (until then), never both and never neither while
 // it exists. A reservation whose create failed after admission is dropped after in.TTL, or
-// after in.Settle when a claim of its name existed before it.
+// after in.Settle when another claim of its name exists or existed (AlreadyExists).
 func RecountLedger(p *tenancyv1alpha1.ClaimPolicy, in RecountInput) Recount {
 	scope := in.Ledger.Spec.Tenant
 	counted := Counts{}
@@ -89,7 +94,7 @@ func RecountLedger(p *tenancyv1alpha1.ClaimPolicy, in RecountInput) Recount {
 			}
 		case in.Now.Sub(r.At.Time) >= in.TTL:
 			out.Dropped++
-		case r.Claim != "" && in.Now.Sub(r.At.Time) >= in.Settle && nameTaken(byName, r):
+		case r.Claim != "" && in.Now.Sub(r.At.Time) >= in.Settle && (nameTaken(byName, r) || (in.SeenName != nil && in.SeenName(r.Claim))):
 			out.Dropped++
 		default:
 			out.Status.Reservations = append(out.Status.Reservations, r)
@@ -106,10 +111,10 @@ func RecountLedger(p *tenancyv1alpha1.ClaimPolicy, in RecountInput) Recount {
 	return out
 }
 
-// nameTaken reports whether a claim of r's name, created before r and not r's, exists.
+// nameTaken reports whether a claim of r's name that is not r's exists.
 func nameTaken(byName map[string]ClaimView, r tenancyv1alpha1.Reservation) bool {
 	c, ok := byName[r.Claim]
-	return ok && c.Reservation != r.ID && c.Created.Before(r.At.Time)
+	return ok && c.Reservation != r.ID
 }
 
 // NeedsWrite says whether a recount should be written now, and if not how long it may wait.

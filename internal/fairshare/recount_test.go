@@ -60,6 +60,10 @@ func TestRecountCountsEveryClaimOnce(t *testing.T) {
 			ledger([]tenancyv1alpha1.LedgerCount{{Tenant: "a", Claims: 1}}, reservation("r2", "c1", "a", "", now.Add(-settle))),
 			[]ClaimView{{Name: "c1", Reservation: "r1", Created: t0, Tenant: "a"}}, nil,
 			want{counted: []tenancyv1alpha1.LedgerCount{{Tenant: "a", Claims: 1}}, dropped: 1, freed: true}},
+		"a name taken by a claim made after the reservation: two creates raced": {
+			ledger([]tenancyv1alpha1.LedgerCount{{Tenant: "a", Claims: 1}}, reservation("r2", "c1", "a", "", now.Add(-settle))),
+			[]ClaimView{{Name: "c1", Reservation: "r1", Created: now.Add(-time.Second), Tenant: "a"}}, nil,
+			want{counted: []tenancyv1alpha1.LedgerCount{{Tenant: "a", Claims: 1}}, dropped: 1, freed: true}},
 		"a name taken a moment ago may be a delete and recreate on its way": {
 			ledger([]tenancyv1alpha1.LedgerCount{{Tenant: "a", Claims: 1}}, reservation("r2", "c1", "a", "", now.Add(-time.Second))),
 			[]ClaimView{{Name: "c1", Reservation: "r1", Created: t0, Tenant: "a"}}, nil,
@@ -91,6 +95,21 @@ func TestRecountCountsEveryClaimOnce(t *testing.T) {
 				t.Errorf("countedAt %v, want %v", r.Status.CountedAt, now)
 			}
 		})
+	}
+}
+
+// A create refused as AlreadyExists by a claim deleted since (gone by the recount) ends after
+// settling too: another claim of its name was seen.
+func TestRecountDropsAReservationOfANameTakenByAClaimGoneSince(t *testing.T) {
+	p := builders.MakeClaimPolicy("p", "ns").MaxClaims(3).Obj()
+	l := &tenancyv1alpha1.ClaimLedger{Spec: tenancyv1alpha1.ClaimLedgerSpec{PolicyName: "p"},
+		Status: tenancyv1alpha1.ClaimLedgerStatus{Reservations: []tenancyv1alpha1.Reservation{reservation("r", "c1", "", "", t0)}}}
+	seenName := func(name string) bool { return name == "c1" }
+	for at, want := range map[time.Duration]int{time.Second: 0, 5 * time.Second: 1} {
+		r := RecountLedger(p, RecountInput{Ledger: l, Now: t0.Add(at), TTL: time.Minute, Settle: 5 * time.Second, SeenName: seenName})
+		if r.Dropped != want {
+			t.Errorf("%s after the reservation: dropped %d, want %d", at, r.Dropped, want)
+		}
 	}
 }
 

@@ -170,8 +170,10 @@ type PoolUsage struct {
 	// PoolName is the pool.
 	PoolName string `json:"poolName"`
 	// Claims counts the claims of the pool, as Usage.Claims does.
+	// +optional
 	Claims int32 `json:"claims"`
 	// WarmHeld counts the claims of the pool bound to a warm member.
+	// +optional
 	WarmHeld int32 `json:"warmHeld"`
 }
 
@@ -180,6 +182,7 @@ type Usage struct {
 	// Claims counts the claims that exist (deleted ones count until they are gone) and those
 	// admitted whose creation the operator has not seen yet (Reserved): what admission checks
 	// the limits against.
+	// +optional
 	Claims int32 `json:"claims"`
 	// Reserved is the part of Claims admitted and not seen created yet. It drops to 0 once
 	// creations stop; a reservation whose claim is never created (refused after admission)
@@ -198,12 +201,16 @@ type Usage struct {
 // grow (a leader that fails over may lose the last few seconds of them).
 type Metering struct {
 	// WarmHits counts claims served with a warm member.
+	// +optional
 	WarmHits int64 `json:"warmHits"`
 	// ColdStarts counts claims served with a Sandbox of their own.
+	// +optional
 	ColdStarts int64 `json:"coldStarts"`
 	// Refusals counts claims refused at admission for a limit of this policy.
+	// +optional
 	Refusals int64 `json:"refusals"`
 	// ClaimSeconds is the time claims existed, summed over claims, in seconds.
+	// +optional
 	ClaimSeconds int64 `json:"claimSeconds"`
 }
 
