@@ -321,7 +321,9 @@ func (r *claimPolicyReconciler) nextExpiry(rs []tenancyv1alpha1.Reservation, now
 
 func (r *claimPolicyReconciler) recount(p *tenancyv1alpha1.ClaimPolicy, l *tenancyv1alpha1.ClaimLedger, views []fairshare.ClaimView, now time.Time) fairshare.Recount {
 	return fairshare.RecountLedger(p, fairshare.RecountInput{Ledger: l, Claims: views, Seen: r.seen.has,
-		SeenName: func(name string) bool { return r.seen.seenName(types.NamespacedName{Namespace: p.Namespace, Name: name}) },
+		SeenName: func(name string) bool {
+			return r.seen.seenName(types.NamespacedName{Namespace: p.Namespace, Name: name})
+		},
 		Now: now, TTL: r.ReservationTTL, Settle: reservationSettle})
 }
 

@@ -39,14 +39,24 @@ func TestAttackATenantCannotRaiseItsOwnLimits(t *testing.T) {
 	e.g.Expect(e.Client.Get(e.ctx(), e.key("quotas.team-a"), l)).To(Succeed())
 
 	attacks := map[string]func() error{
-		"raise the limit":   func() error { return mergePatchAs(e, mallory, p.DeepCopy(), `{"spec":{"tenants":[{"name":"team-a","subjects":[{"kind":"User","name":"mallory"}],"maxClaims":100}]}}`) },
-		"update the policy": func() error { q := p.DeepCopy(); q.Spec.Tenants[0].MaxClaims = ptrTo(int32(100)); return mallory.Update(e.ctx(), q) },
+		"raise the limit": func() error {
+			return mergePatchAs(e, mallory, p.DeepCopy(), `{"spec":{"tenants":[{"name":"team-a","subjects":[{"kind":"User","name":"mallory"}],"maxClaims":100}]}}`)
+		},
+		"update the policy": func() error {
+			q := p.DeepCopy()
+			q.Spec.Tenants[0].MaxClaims = ptrTo(int32(100))
+			return mallory.Update(e.ctx(), q)
+		},
 		"delete the policy": func() error { return mallory.Delete(e.ctx(), p.DeepCopy()) },
-		"write its status":  func() error { return mallory.Status().Patch(e.ctx(), p.DeepCopy(), client.RawPatch("application/merge-patch+json", []byte(`{"status":{"claims":0}}`))) },
+		"write its status": func() error {
+			return mallory.Status().Patch(e.ctx(), p.DeepCopy(), client.RawPatch("application/merge-patch+json", []byte(`{"status":{"claims":0}}`)))
+		},
 		"make a policy of its own": func() error {
 			return mallory.Create(e.ctx(), builders.MakeClaimPolicy("mine", e.ns).Tenant(builders.MakeTenant("me").User("mallory").MaxClaims(100)).Obj())
 		},
-		"empty the ledger":  func() error { return mergePatchAs(e, mallory, l.DeepCopy(), `{"status":{"counted":null,"reservations":null}}`) },
+		"empty the ledger": func() error {
+			return mergePatchAs(e, mallory, l.DeepCopy(), `{"status":{"counted":null,"reservations":null}}`)
+		},
 		"delete the ledger": func() error { return mallory.Delete(e.ctx(), l.DeepCopy()) },
 	}
 	for name, attack := range attacks {
@@ -77,8 +87,8 @@ func TestAttackATenantCannotCountAgainstAnotherTenant(t *testing.T) {
 	e.g.Expect(mallory.Create(e.ctx(), builders.MakeClaim("own", e.ns, "pool").Obj())).To(Succeed())
 
 	for name, annotations := range map[string]map[string]string{
-		"another creator":         {agentsv1beta1.AnnotationCreator: "bob"},
-		"another tenant's groups": {tenancyv1alpha1.AnnotationCreatorGroups: "team-b"},
+		"another creator":                 {agentsv1beta1.AnnotationCreator: "bob"},
+		"another tenant's groups":         {tenancyv1alpha1.AnnotationCreatorGroups: "team-b"},
 		"a reservation of its own making": {tenancyv1alpha1.AnnotationReservation: "0123456789abcdef01234567"},
 	} {
 		c := builders.MakeClaim("forged", e.ns, "pool").Obj()
