@@ -149,6 +149,16 @@ func TestARecountSpendsReservationsAndFreesSlots(t *testing.T) {
 	if got := reservationIDs(ledgers(t, a)["quotas.team-a"]); len(got) != 2 || res.RequeueAfter == 0 {
 		t.Errorf("reservations %v, requeue %v: a lone confirmation waits for a batch", got, res.RequeueAfter)
 	}
+	// The status counts the claim once all the same: a1, a2 (whose reservation the ledger
+	// still holds) and r2's claim on its way.
+	var claims extv1beta1.SandboxClaimList
+	if err := a.List(context.Background(), &claims); err != nil {
+		t.Fatal(err)
+	}
+	st := r.usage(getPolicy(t, a), claims.Items, []tenancyv1alpha1.ClaimLedger{*ledgers(t, a)["quotas.team-a"]})
+	if ts := st.Tenants[0]; ts.Claims != 3 || ts.Reserved != 1 {
+		t.Errorf("team-a's usage %+v, want 3 claims of which 1 reserved", ts.Usage)
+	}
 	clk.Step(confirmDelay)
 	reconcilePolicy(t, r)
 	l = ledgers(t, a)["quotas.team-a"]

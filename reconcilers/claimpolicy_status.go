@@ -2,6 +2,7 @@ package reconcilers
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"sort"
@@ -44,9 +45,18 @@ func (r *claimPolicyReconciler) syncStatus(ctx context.Context, p *tenancyv1alph
 	}
 	seconds, remainders := r.claimSeconds(nn, old, &st, now)
 	p.Status = st
-	wrote, err := patchStatus(ctx, r.Client, old, p, func(p *tenancyv1alpha1.ClaimPolicy) any { return p.Status })
-	if err != nil {
-		return 0, fmt.Errorf("patching ClaimPolicy status: %w", err)
+	// The whole status, not the difference patchStatus sends: its zeros are values a reader
+	// sees (kubectl's Claims column shows 0, not nothing), and a difference leaves them out of
+	// a status that never held them.
+	wrote := !equality.Semantic.DeepEqual(old.Status, p.Status)
+	if wrote {
+		data, err := json.Marshal(map[string]any{"status": p.Status})
+		if err != nil {
+			return 0, fmt.Errorf("encoding ClaimPolicy status: %w", err)
+		}
+		if err := r.Client.Status().Patch(ctx, p, client.RawPatch(types.MergePatchType, data)); err != nil {
+			return 0, fmt.Errorf("patching ClaimPolicy status: %w", err)
+		}
 	}
 	if wrote {
 		r.meter.written(nn, pending)
@@ -101,8 +111,8 @@ func (t *tally) done(named []string) tenancyv1alpha1.Usage {
 	return u
 }
 
-// usage counts the claims that exist and the reservations of the ledgers, for the namespace,
-// each tenant and the unnamed creators; refusals are the ledgers'.
+// usage counts the claims that exist and the reservations of the ledgers whose claims were not
+// seen, for the namespace, each tenant and the unnamed creators; refusals are the ledgers'.
 func (r *claimPolicyReconciler) usage(p *tenancyv1alpha1.ClaimPolicy, claims []extv1beta1.SandboxClaim, ledgers []tenancyv1alpha1.ClaimLedger) tenancyv1alpha1.ClaimPolicyStatus {
 	named := namedPoolsOf(p)
 	isNamed := map[string]bool{}
@@ -114,8 +124,10 @@ func (r *claimPolicyReconciler) usage(p *tenancyv1alpha1.ClaimPolicy, claims []e
 	for _, t := range p.Spec.Tenants {
 		tenants[t.Name] = &tally{pools: map[string]*tenancyv1alpha1.PoolUsage{}}
 	}
+	exist := map[string]bool{}
 	for i := range claims {
 		c := &claims[i]
+		exist[c.Annotations[tenancyv1alpha1.AnnotationReservation]] = true
 		warm := r.shares.isWarmBound(c.UID)
 		ns.add(c.Spec.WarmPoolRef.Name, isNamed, false, warm)
 		tenants[fairshare.TenantOf(p, fairshare.IdentityOf(c))].add(c.Spec.WarmPoolRef.Name, isNamed, false, warm)
@@ -123,6 +135,9 @@ func (r *claimPolicyReconciler) usage(p *tenancyv1alpha1.ClaimPolicy, claims []e
 	refusals := map[string]int64{}
 	for _, l := range ledgers {
 		for _, res := range l.Status.Reservations {
+			if exist[res.ID] || r.seen.has(res.ID) {
+				continue // counted as its claim (a ledger drops spent reservations in batches)
+			}
 			ns.add(res.Pool, isNamed, true, false)
 			if t := tenants[res.Tenant]; t != nil {
 				t.add(res.Pool, isNamed, true, false)

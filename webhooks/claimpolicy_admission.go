@@ -284,10 +284,10 @@ func refusal(c *extv1beta1.SandboxClaim, p *tenancyv1alpha1.ClaimPolicy, exceede
 		case e.Tenant != "":
 			path = annotationsPath.Key(agentsv1beta1.AnnotationCreator)
 		}
-		msg := fmt.Sprintf("%s are at their limit, %d of %d (ClaimPolicy %s, %s): delete one of them, or ask your platform team to raise %s",
-			e.Describe(), e.Used, e.Max, p.Name, e.Path, e.Path)
-		causes = append(causes, metav1.StatusCause{Type: metav1.CauseType(field.ErrorTypeForbidden), Field: path.String(), Message: msg})
-		msgs = append(msgs, msg)
+		at := fmt.Sprintf("%s are at their limit, %d of %d", e.Describe(), e.Used, e.Max)
+		causes = append(causes, metav1.StatusCause{Type: metav1.CauseType(field.ErrorTypeForbidden), Field: path.String(),
+			Message: fmt.Sprintf("%s (ClaimPolicy %s, %s)", at, p.Name, e.Path)})
+		msgs = append(msgs, fmt.Sprintf("%s (%s)", at, e.Path))
 	}
 	name := c.Name
 	if name == "" {
@@ -297,7 +297,7 @@ func refusal(c *extv1beta1.SandboxClaim, p *tenancyv1alpha1.ClaimPolicy, exceede
 		Status: metav1.StatusFailure,
 		Code:   http.StatusTooManyRequests,
 		Reason: metav1.StatusReasonTooManyRequests,
-		Message: fmt.Sprintf("SandboxClaim.%s %q is refused by ClaimPolicy %s/%s (claims being created count too): %s",
+		Message: fmt.Sprintf("SandboxClaim.%s %q is refused by ClaimPolicy %s/%s (claims being created count too): %s; delete one of them, or ask your platform team to raise the limit",
 			claimGK.Group, name, p.Namespace, p.Name, strings.Join(msgs, "; ")),
 		Details: &metav1.StatusDetails{Group: claimGK.Group, Kind: claimGK.Kind, Name: c.Name, Causes: causes},
 	}}

@@ -49,8 +49,8 @@ func TestAClaimBeyondALimitIsRefusedWith429AndAMessage(t *testing.T) {
 	for _, want := range []string{
 		`admission webhook "stamp.sandboxclaims.extensions.agents.x-k8s.io" denied the request`,
 		"refused by ClaimPolicy " + e.ns + "/team-quotas",
-		"tenant team-a's claims are at their limit, 2 of 2 (ClaimPolicy team-quotas, spec.tenants[0].maxClaims)",
-		"delete one of them, or ask your platform team to raise spec.tenants[0].maxClaims",
+		"tenant team-a's claims are at their limit, 2 of 2 (spec.tenants[0].maxClaims)",
+		"delete one of them, or ask your platform team to raise the limit",
 	} {
 		e.g.Expect(s.Message).To(ContainSubstring(want))
 	}
