@@ -174,6 +174,9 @@ func TestARecountSpendsReservationsAndFreesSlots(t *testing.T) {
 	if got := reservationIDs(ledgers(t, a)["quotas.team-a"]); len(got) != 0 {
 		t.Errorf("reservations %v after the TTL, want none", got)
 	}
+	if st := getPolicy(t, a).Status; st.Claims != 2 || st.Reserved != 0 {
+		t.Errorf("status usage %+v after the TTL, want 2 claims, none reserved", st.Usage)
+	}
 	// A claim deleted frees its slot at once.
 	if err := a.Delete(context.Background(), claimBy("a1", "alice", "pool", "")); err != nil {
 		t.Fatal(err)

@@ -188,13 +188,13 @@ type Usage struct {
 	// creations stop; a reservation whose claim is never created (refused after admission)
 	// ends after --claim-reservation-ttl.
 	// +optional
-	Reserved int32 `json:"reserved,omitempty"`
+	Reserved int32 `json:"reserved"`
 	// Pools are the usage of each pool a limit or warm share of the policy names (claims of
 	// other pools count in Claims only).
 	// +optional
 	// +listType=map
 	// +listMapKey=poolName
-	Pools []PoolUsage `json:"pools,omitempty"`
+	Pools []PoolUsage `json:"pools"`
 }
 
 // Metering is what a set of creators got since the policy was created: counters that only
@@ -246,7 +246,9 @@ const (
 	ReasonPoolNotFound    = "PoolNotFound"
 )
 
-// ClaimPolicyStatus is the usage of a policy's limits and what its creators got.
+// ClaimPolicyStatus is the usage of a policy's limits and what its creators got. Fields that
+// can go back to zero or empty have no omitempty: the operator writes the status as a merge
+// patch of all of it, where a field left out would keep its old value.
 type ClaimPolicyStatus struct {
 	// ObservedGeneration is the generation the status was computed for.
 	// +optional
@@ -257,7 +259,7 @@ type ClaimPolicyStatus struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=name
-	Tenants []TenantStatus `json:"tenants,omitempty"`
+	Tenants []TenantStatus `json:"tenants"`
 	// Unnamed is the usage and metering of the creators no tenant names.
 	// +optional
 	Unnamed *TenantStatus `json:"unnamed,omitempty"`
