@@ -2,10 +2,13 @@ package webhooks_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/yaml"
 
 	"github.com/sandgate-dev/sandgate/api"
 	tenancyv1alpha1 "github.com/sandgate-dev/sandgate/api/tenancy/v1alpha1"
@@ -70,6 +73,23 @@ func TestValidateClaimPolicy(t *testing.T) {
 				t.Errorf("ValidateClaimPolicy (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// The sample a platform team starts from is valid, and its docs' examples are too.
+func TestTheClaimPolicySampleIsValid(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "config", "samples", "policy_v1alpha1_claimpolicy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &tenancyv1alpha1.ClaimPolicy{}
+	if err := yaml.UnmarshalStrict(raw, p); err != nil {
+		t.Fatalf("decoding the sample: %v", err)
+	}
+	p.Namespace = "ns"
+	webhooks.DefaultClaimPolicy(p)
+	if errs := webhooks.ValidateClaimPolicy(p); len(errs) > 0 {
+		t.Errorf("the sample is invalid: %v", errs)
 	}
 }
 

@@ -300,6 +300,7 @@ func TestSamplesApply(t *testing.T) {
 		ContainSubstring("sandboxtemplate.extensions.agents.x-k8s.io/python-agent created"),
 		ContainSubstring("sandboxwarmpool.extensions.agents.x-k8s.io/python-agent-pool created"),
 		ContainSubstring("sandboxclaim.extensions.agents.x-k8s.io/claim-sample created"),
+		ContainSubstring("claimpolicy.policy.sandgate.dev/tenants created"),
 	))
 
 	out, err = cluster.Kubectl("get", "-n", ns, "swp", "python-agent-pool").CombinedOutput()
