@@ -1,6 +1,6 @@
 // Package reconcilers runs the lifecycle of the agent-sandbox resources: the Sandbox
-// controller (always) and, with extensions enabled, the SandboxTemplate, SandboxWarmPool and
-// SandboxClaim controllers. For what admission guarantees, see
+// controller (always) and, with extensions enabled, the SandboxTemplate, SandboxWarmPool,
+// SandboxClaim and ClaimPolicy controllers. For what admission guarantees, see
 // README.md#what-admission-guarantees.
 //
 // Every controller here follows the same write discipline, because on a small control plane
@@ -38,7 +38,12 @@
 //     (serving an unbound claim, warm or cold: the binding protocol is stated there),
 //     sandboxclaim_metrics.go (startup latency). sandboxclaim_events.go holds its watches,
 //     sandboxclaim_warmindex.go the index of ready, unbound members a claim picks from
-//     (fed by the Sandbox informer, picked without a List in O(log nodes), spread over nodes).
+//     (fed by the Sandbox informer, picked without a List in O(log nodes), spread over nodes),
+//     sandboxclaim_warmshare.go the ClaimPolicies' warm shares, decided when a claim is served.
+//   - claimpolicy_controller.go: the ClaimPolicy controller, which counts each policy's claims
+//     into the ledgers admission reserves in (docs/fair-share.md); claimpolicy_status.go the
+//     policy's usage, metering and conditions, claimpolicy_metering.go what the claim
+//     controller tells it of what it served.
 //
 // What more than one controller uses is in files of its own: setup.go (Setup, Config),
 // requeue.go (quiet, requeueWithin), watches.go (the queue, controllerUID,
