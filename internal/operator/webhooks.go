@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"net"
@@ -8,9 +9,11 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	tenancyv1alpha1 "github.com/sandgate-dev/sandgate/api/tenancy/v1alpha1"
 	"github.com/sandgate-dev/sandgate/certs"
 	"github.com/sandgate-dev/sandgate/internal/fairshare"
 	"github.com/sandgate-dev/sandgate/webhooks"
@@ -78,6 +81,17 @@ func setupWebhooks(op *Operator, opts Options, watcher *certs.Watcher, ledgerCli
 	}
 	if err := webhooks.Setup(op, wopts); err != nil {
 		return fmt.Errorf("setting up webhooks: %w", err)
+	}
+	if wopts.ClaimPolicies {
+		// Admission lists a namespace's policies and reads ledgers from the cache for every new
+		// claim: their informers start with the manager, and readiness waits for them, rather
+		// than the first claim waiting for them on a replica whose controllers (the leader's)
+		// do not run.
+		for _, obj := range []client.Object{&tenancyv1alpha1.ClaimPolicy{}, &tenancyv1alpha1.ClaimLedger{}} {
+			if _, err := op.GetCache().GetInformer(context.Background(), obj, cache.BlockUntilSynced(false)); err != nil {
+				return fmt.Errorf("watching %T for admission: %w", obj, err)
+			}
+		}
 	}
 	if err := op.addReadyzCheck("webhook-server", op.GetWebhookServer().StartedChecker()); err != nil {
 		return fmt.Errorf("adding the webhook server readiness check: %w", err)
