@@ -16,6 +16,13 @@ import (
 // loadSchema reads a generated CRD from config/crd/bases and returns its v1beta1 schema.
 func loadSchema(t *testing.T, file string) *apiextensionsv1.JSONSchemaProps {
 	t.Helper()
+	return loadVersionSchema(t, file, "v1beta1")
+}
+
+// loadVersionSchema reads a generated CRD from config/crd/bases and returns the schema of
+// version.
+func loadVersionSchema(t *testing.T, file, version string) *apiextensionsv1.JSONSchemaProps {
+	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("..", "config", "crd", "bases", file))
 	if err != nil {
 		t.Fatalf("reading CRD (run `make manifests`): %v", err)
@@ -25,11 +32,11 @@ func loadSchema(t *testing.T, file string) *apiextensionsv1.JSONSchemaProps {
 		t.Fatalf("decoding %s: %v", file, err)
 	}
 	for _, v := range crd.Spec.Versions {
-		if v.Name == "v1beta1" {
+		if v.Name == version {
 			return v.Schema.OpenAPIV3Schema
 		}
 	}
-	t.Fatalf("%s has no v1beta1 version", file)
+	t.Fatalf("%s has no %s version", file, version)
 	return nil
 }
 
@@ -123,5 +130,31 @@ func TestListLimitsReachTheCRDs(t *testing.T) {
 				t.Errorf("maxItems = %v, want %d", p.MaxItems, tc.want)
 			}
 		})
+	}
+}
+
+// TestAutoscalerSchema pins what the WarmPoolAutoscaler's CRD checks before any webhook: its
+// defaults, and the CEL rules that bound minimums by maxReplicas and refuse an empty window
+// (the API server refuses a CRD whose rules cost too much: the strings they read are bounded).
+func TestAutoscalerSchema(t *testing.T) {
+	const file = "autoscaling.sandgate.dev_warmpoolautoscalers.yaml"
+	s := loadVersionSchema(t, file, "v1alpha1")
+	for path, want := range map[string]string{"spec.minReplicas": "1", "spec.targetSpare": "2"} {
+		if p := at(t, s, path); p.Default == nil || string(p.Default.Raw) != want {
+			t.Errorf("%s default %v, want %s", path, p.Default, want)
+		}
+	}
+	spec := at(t, s, "spec")
+	var messages []string
+	for _, r := range spec.XValidations {
+		messages = append(messages, r.Message)
+	}
+	for _, r := range spec.Properties["schedules"].Items.Schema.XValidations {
+		messages = append(messages, r.Message)
+	}
+	want := []string{"minReplicas must not exceed maxReplicas", "a schedule's minReplicas must not exceed maxReplicas",
+		"start and end must differ: the window would be empty"}
+	if diff := cmp.Diff(want, messages); diff != "" {
+		t.Errorf("CEL rules (-want +got):\n%s", diff)
 	}
 }

@@ -2,8 +2,9 @@
 // (agents.x-k8s.io) and api/extensions/v1beta1 (extensions.agents.x-k8s.io), the storage
 // version and hub of conversion; the deprecated v1alpha1 of both groups, served through the
 // manager's conversion webhook, in api/v1alpha1 and api/extensions/v1alpha1. sandgate's own
-// group policy.sandgate.dev (ClaimPolicy, ClaimLedger; one version, no conversion) is in
-// api/tenancy/v1alpha1.
+// groups: policy.sandgate.dev (ClaimPolicy, ClaimLedger) is in api/tenancy/v1alpha1, and
+// autoscaling.sandgate.dev (WarmPoolAutoscaler) in api/autoscaling/v1alpha1: each has one
+// version and no conversion.
 package api
 
 import (
@@ -11,6 +12,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
+	autoscalingv1alpha1 "github.com/sandgate-dev/sandgate/api/autoscaling/v1alpha1"
 	extv1alpha1 "github.com/sandgate-dev/sandgate/api/extensions/v1alpha1"
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	tenancyv1alpha1 "github.com/sandgate-dev/sandgate/api/tenancy/v1alpha1"
@@ -25,6 +27,7 @@ func AddToScheme(s *runtime.Scheme) error {
 		agentsv1beta1.AddToScheme, extv1beta1.AddToScheme,
 		agentsv1alpha1.AddToScheme, extv1alpha1.AddToScheme,
 		tenancyv1alpha1.AddToScheme,
+		autoscalingv1alpha1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			return err

@@ -1,7 +1,8 @@
 // Package reconcilers runs the lifecycle of the agent-sandbox resources: the Sandbox
 // controller (always) and, with extensions enabled, the SandboxTemplate, SandboxWarmPool,
-// SandboxClaim and ClaimPolicy controllers. For what admission guarantees, see
-// README.md#what-admission-guarantees.
+// SandboxClaim and ClaimPolicy controllers; and sandgate's own WarmPoolAutoscaler controller,
+// which sets pools' replicas through their /scale subresource. For what admission guarantees,
+// see README.md#what-admission-guarantees.
 //
 // Every controller here follows the same write discipline, because on a small control plane
 // each write is latency taken from every other client:
@@ -37,17 +38,25 @@
 //     (expiry), sandboxclaim_status.go (what the claim reports), sandboxclaim_binding.go
 //     (serving an unbound claim, warm or cold: the binding protocol is stated there),
 //     sandboxclaim_metrics.go (startup latency). sandboxclaim_events.go holds its watches,
-//     sandboxclaim_warmindex.go the index of ready, unbound members a claim picks from
-//     (fed by the Sandbox informer, picked without a List in O(log nodes), spread over nodes),
-//     sandboxclaim_warmshare.go the ClaimPolicies' warm shares, decided when a claim is served.
+//     sandboxclaim_warmindex.go the index of unbound members a claim picks from (fed by the
+//     Sandbox informer, picked without a List: a ready one in O(log nodes), spread over
+//     nodes, else one that is starting), sandboxclaim_warmshare.go the ClaimPolicies' warm
+//     shares, decided when a claim is served.
 //   - claimpolicy_controller.go: the ClaimPolicy controller, which counts each policy's claims
 //     into the ledgers admission reserves in (docs/fair-share.md); claimpolicy_status.go the
 //     policy's usage, metering and conditions, claimpolicy_metering.go what the claim
 //     controller tells it of what it served.
+//   - warmpoolautoscaler_controller.go: the WarmPoolAutoscaler controller (Reconcile, the
+//     /scale write, status and conditions); warmpoolautoscaler_desired.go what it decides
+//     (pure: recommendation, stabilization, pacing), warmpoolautoscaler_conflict.go the other
+//     writers of a pool's replicas it does not fight, warmpoolautoscaler_events.go what wakes
+//     it and feeds its estimate (internal/demand), warmpoolautoscaler_metrics.go its series.
 //
 // What more than one controller uses is in files of its own: setup.go (Setup, Config),
-// requeue.go (quiet, requeueWithin), watches.go (the queue, controllerUID,
-// listPoolsOfTemplate), objects.go (sandboxKind, replicas, sandboxFromTemplate),
-// poolactivity.go (when claims last arrived), expectations.go, ownstatus.go, patch.go,
-// conditions.go, metrics.go and rbac.go. The cache indexes are package indexes.
+// queue.go (every controller's queue: first in, first out within a priority, a claim's path
+// before the work nobody waits on), requeue.go (quiet, requeueWithin), watches.go (the queue
+// type, controllerUID, listPoolsOfTemplate), objects.go (sandboxKind, replicas,
+// sandboxFromTemplate), poolactivity.go (when claims last arrived, which wait for a member),
+// expectations.go, ownstatus.go, patch.go, conditions.go, metrics.go and rbac.go. The cache
+// indexes are package indexes.
 package reconcilers

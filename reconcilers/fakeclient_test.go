@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/sandgate-dev/sandgate/api"
+	autoscalingv1alpha1 "github.com/sandgate-dev/sandgate/api/autoscaling/v1alpha1"
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	tenancyv1alpha1 "github.com/sandgate-dev/sandgate/api/tenancy/v1alpha1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
@@ -35,6 +36,7 @@ func newClientBuilder(t testing.TB) *fake.ClientBuilder {
 	b := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithStatusSubresource(
 		&agentsv1beta1.Sandbox{}, &extv1beta1.SandboxClaim{}, &extv1beta1.SandboxWarmPool{}, &extv1beta1.SandboxTemplate{},
 		&corev1.Pod{}, &corev1.Service{}, &corev1.PersistentVolumeClaim{}, &tenancyv1alpha1.ClaimPolicy{},
+		&autoscalingv1alpha1.WarmPoolAutoscaler{},
 	)
 	for _, ix := range indexes.All() {
 		b = b.WithIndex(ix.Object, ix.Name, ix.Extract)
@@ -106,6 +108,12 @@ func newFakeAPI(t testing.TB, objs ...client.Object) *fakeAPI {
 			return a.write("delete", obj, "", func() error { return c.Delete(ctx, obj, opts...) })
 		},
 		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			if sub == "scale" {
+				// The fake client has no scale subresource for custom kinds: the API server
+				// applies a scale's spec.replicas to the object's spec.replicas (the pool's
+				// specReplicasPath), so a merge patch of it is that patch of the object.
+				return a.write("patch", obj, sub, func() error { return c.Patch(ctx, obj, patch) })
+			}
 			return a.write("patch", obj, sub, func() error { return c.SubResource(sub).Patch(ctx, obj, patch, opts...) })
 		},
 		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {

@@ -48,6 +48,8 @@ type Metrics struct {
 
 	// The public controller's other series (publicmetrics.go).
 	public publicMetrics
+	// The warm pool autoscaler's (warmpoolautoscaler_metrics.go).
+	autoscaler autoscalerMetrics
 
 	mu sync.Mutex
 	// sinceNotReady counts the reconciles of each Sandbox since it was created or last left
@@ -88,10 +90,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	m.initClaimMetrics()
 	m.public = newPublicMetrics()
-	for _, c := range append([]prometheus.Collector{
+	m.autoscaler = newAutoscalerMetrics()
+	for _, c := range append(append([]prometheus.Collector{
 		m.reconciles, m.reconcilesToReady, m.wakeups, m.writes, m.createsInFlight, m.staleViews,
 		m.claimStartup, m.claimControllerStartup, m.warmHits, m.coldStarts, m.bindsLost, m.claimPhases, m.claimBookkeeping,
-	}, m.public.collectors()...) {
+	}, m.public.collectors()...), m.autoscaler.collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -2,7 +2,9 @@ package reconcilers
 
 import (
 	"testing"
+	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 )
@@ -46,5 +48,90 @@ func TestPauseWatcherHandsOver(t *testing.T) {
 	}
 	if !a.awaitPause(pool, c2) {
 		t.Errorf("after the pause the next claim to wait watches")
+	}
+}
+
+// The claims waiting for a member of a pool are counted per pool, each once, until served,
+// gone or waiting on another pool; the pool is woken when a claim starts waiting, not again
+// while it waits, and a deleted pool forgets its waiting claims.
+func TestClaimsWaitingForAMember(t *testing.T) {
+	p1, p2 := types.NamespacedName{Namespace: "ns", Name: "p1"}, types.NamespacedName{Namespace: "ns", Name: "p2"}
+	c1, c2 := types.NamespacedName{Namespace: "ns", Name: "c1"}, types.NamespacedName{Namespace: "ns", Name: "c2"}
+	a := newPoolActivity()
+	wakes := func() []string {
+		var got []string
+		for {
+			select {
+			case e := <-a.wakePool:
+				got = append(got, e.Object.GetName())
+			default:
+				return got
+			}
+		}
+	}
+
+	a.claimWaits(p1, c1)
+	a.claimWaits(p1, c1) // again: still one
+	a.claimWaits(p1, c2)
+	if n := a.waitingClaims(p1); n != 2 {
+		t.Errorf("waiting claims of p1 = %d, want 2", n)
+	}
+	if diff := cmp.Diff([]string{"p1", "p1"}, wakes()); diff != "" {
+		t.Errorf("pool wake-ups, one per claim that starts waiting (-want +got):\n%s", diff)
+	}
+	a.claimWaits(p2, c2) // c2 now waits on p2
+	if a.waitingClaims(p1) != 1 || a.waitingClaims(p2) != 1 {
+		t.Errorf("after c2 moved: p1 %d, p2 %d; want 1, 1", a.waitingClaims(p1), a.waitingClaims(p2))
+	}
+	a.claimDone(c1)
+	a.claimDone(c1) // again: nothing
+	if n := a.waitingClaims(p1); n != 0 {
+		t.Errorf("waiting claims of p1 after c1 was served = %d, want 0", n)
+	}
+	a.claimWaits(p1, c1)
+	if diff := cmp.Diff([]string{"p2", "p1"}, wakes()); diff != "" {
+		t.Errorf("pool wake-ups after c2 moved and c1 waits again (-want +got):\n%s", diff)
+	}
+	a.forget(p1)
+	if n := a.waitingClaims(p1); n != 0 {
+		t.Errorf("a deleted pool counts %d waiting claims, want 0", n)
+	}
+	var nilActivity *poolActivity
+	nilActivity.claimWaits(p1, c1) // no claim controller: nothing to record
+	if n := nilActivity.waitingClaims(p1); n != 0 {
+		t.Errorf("without a claim controller, %d waiting claims", n)
+	}
+}
+
+// A claim served but not Ready yet counts as a claim arriving: its pool has no pause while it
+// starts, however long ago it asked, until it is Ready, gone, or served longer ago than
+// maxInFlight.
+func TestClaimsStillStartingAreNoPause(t *testing.T) {
+	p1, p2 := types.NamespacedName{Namespace: "ns", Name: "p1"}, types.NamespacedName{Namespace: "ns", Name: "p2"}
+	c1 := types.NamespacedName{Namespace: "ns", Name: "c1"}
+	a := newPoolActivity()
+	asked := planNow.Add(-5 * time.Second)
+	a.touch(p1, asked)
+	a.touch(p2, asked)
+	a.claimServed(p1, c1, asked)
+
+	if last, _ := a.lastClaim(p1, planNow); !last.Equal(planNow) {
+		t.Errorf("p1 with a claim starting: last claim at %s, want now", last)
+	}
+	if last, _ := a.lastClaim(p2, planNow); !last.Equal(asked) {
+		t.Errorf("p2, no claim starting: last claim at %s, want when it asked", last)
+	}
+	if quiet, _ := a.quietFor(planNow); quiet != 0 {
+		t.Errorf("a claim starting: quiet for %s, want 0", quiet)
+	}
+	if last, _ := a.lastClaim(p1, asked.Add(maxInFlight)); !last.Equal(asked) {
+		t.Errorf("a claim starting for maxInFlight: last claim at %s, want when it asked", last)
+	}
+	a.claimReady(c1)
+	if last, _ := a.lastClaim(p1, planNow); !last.Equal(asked) {
+		t.Errorf("its claim Ready: last claim at %s, want when it asked", last)
+	}
+	if quiet, _ := a.quietFor(planNow); quiet != 5*time.Second {
+		t.Errorf("no claim starting: quiet for %s, want 5s", quiet)
 	}
 }

@@ -24,3 +24,10 @@ package reconcilers
 // The claim label allowlist: the operator watches one ConfigMap (agent-sandbox-config) in its
 // namespace; its cache holds no other (internal/operator.configMapCache).
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
+// The warm pool autoscaler reads its own kind and writes its status, sets pools' replicas
+// through their scale subresource only (never their spec), and reads the HPAs it must not
+// fight.
+// +kubebuilder:rbac:groups=autoscaling.sandgate.dev,resources=warmpoolautoscalers,verbs=get;list;watch
+// +kubebuilder:rbac:groups=autoscaling.sandgate.dev,resources=warmpoolautoscalers/status,verbs=get;patch
+// +kubebuilder:rbac:groups=extensions.agents.x-k8s.io,resources=sandboxwarmpools/scale,verbs=get;patch
+// +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=get;list;watch

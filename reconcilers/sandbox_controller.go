@@ -82,6 +82,8 @@ type sandboxReconciler struct {
 	// podViews keeps the writers of pod metadata from acting on an older view of the Sandbox
 	// than the pod's (podmetadata.go); shared with the claim controller.
 	podViews *podMetadataViews
+	// priorities queues unbound pool members behind every other Sandbox.
+	priorities *sandboxPriorities
 }
 
 // SetupWithManager registers the controller and its watches.
@@ -94,18 +96,20 @@ func (r *sandboxReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.O
 	if r.podViews == nil {
 		r.podViews = newPodMetadataViews(r.Clock)
 	}
+	r.priorities = &sandboxPriorities{}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(sandboxControllerName).
 		WithOptions(opts).
 		// Own status writes change neither generation, labels nor annotations, so they never
-		// wake the Sandbox again.
-		For(&agentsv1beta1.Sandbox{}, builder.WithPredicates(predicate.Or(
+		// wake the Sandbox again. A Sandbox's events are queued at its priority
+		// (sandboxPriorities): what For would do, but for the priority.
+		Watches(&agentsv1beta1.Sandbox{}, &sandboxEventHandler{priorities: r.priorities}, builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{},
 			predicate.LabelChangedPredicate{},
 			predicate.AnnotationChangedPredicate{},
 		))).
-		Watches(&corev1.Pod{}, &podEventHandler{expected: r.expected, pods: r.pods, delay: r.PodProgressDelay, metrics: r.Metrics}).
-		Watches(&corev1.Service{}, &serviceEventHandler{expected: r.expected}).
+		Watches(&corev1.Pod{}, &podEventHandler{expected: r.expected, pods: r.pods, delay: r.PodProgressDelay, metrics: r.Metrics, priorities: r.priorities}).
+		Watches(&corev1.Service{}, &serviceEventHandler{expected: r.expected, priorities: r.priorities}).
 		Complete(r)
 }
 

@@ -3,6 +3,7 @@ package reconcilers
 import (
 	"context"
 	"reflect"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -76,14 +77,78 @@ func sandboxRequest(obj client.Object) (reconcile.Request, bool) {
 	return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}}, true
 }
 
+// sandboxPriorities says at which priority a Sandbox's reconciles are queued: an unbound
+// pool member's in the background, every other Sandbox's (a claim's, whether cold-started or
+// bound from the pool, and a Sandbox of its own) on the claim path. A pool refilling hundreds
+// of members must not hold up the Sandbox a claim waits for (queue.go). The events of a
+// Sandbox's pod and Service take the Sandbox's priority, as its own last event told it: a
+// bound member's pod still carries the pool's label until its claim is Ready.
+type sandboxPriorities struct {
+	background sync.Map // types.NamespacedName of an unbound pool member → struct{}
+}
+
+// observe records what sb is and returns its priority.
+func (p *sandboxPriorities) observe(sb client.Object) int {
+	nn := types.NamespacedName{Namespace: sb.GetNamespace(), Name: sb.GetName()}
+	if policy.ControllerOf(sb, policy.PoolKind) != nil {
+		p.background.Store(nn, struct{}{})
+		return priorityBackground
+	}
+	p.background.Delete(nn)
+	return priorityClaimPath
+}
+
+// of is the priority of the named Sandbox's reconciles.
+func (p *sandboxPriorities) of(nn types.NamespacedName) int {
+	if p == nil {
+		return priorityClaimPath
+	}
+	if _, ok := p.background.Load(nn); ok {
+		return priorityBackground
+	}
+	return priorityClaimPath
+}
+
+func (p *sandboxPriorities) forget(nn types.NamespacedName) { p.background.Delete(nn) }
+
+// sandboxEventHandler queues a Sandbox's own events, as controller-runtime's
+// EnqueueRequestForObject does, at the Sandbox's priority.
+type sandboxEventHandler struct {
+	priorities *sandboxPriorities
+}
+
+func requestFor(obj client.Object) reconcile.Request {
+	return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}}
+}
+
+func (h *sandboxEventHandler) Create(_ context.Context, e event.TypedCreateEvent[client.Object], q queue) {
+	addWithPriority(q, requestFor(e.Object), h.priorities.observe(e.Object), 0)
+}
+
+func (h *sandboxEventHandler) Update(_ context.Context, e event.TypedUpdateEvent[client.Object], q queue) {
+	addWithPriority(q, requestFor(e.ObjectNew), h.priorities.observe(e.ObjectNew), 0)
+}
+
+func (h *sandboxEventHandler) Delete(_ context.Context, e event.TypedDeleteEvent[client.Object], q queue) {
+	req := requestFor(e.Object)
+	h.priorities.forget(req.NamespacedName)
+	addWithPriority(q, req, priorityClaimPath, 0)
+}
+
+func (h *sandboxEventHandler) Generic(_ context.Context, e event.TypedGenericEvent[client.Object], q queue) {
+	req := requestFor(e.Object)
+	addWithPriority(q, req, h.priorities.of(req.NamespacedName), 0)
+}
+
 // podEventHandler wakes the controlling Sandbox of a pod as podWake decides. With
 // controller-runtime's priority queue a delayed wake-up merges with any earlier one for the
 // same Sandbox, so a pod's start-up costs one reconcile, not one per kubelet status step.
 type podEventHandler struct {
-	expected *expectations
-	pods     *podMemories
-	delay    time.Duration
-	metrics  *Metrics
+	expected   *expectations
+	pods       *podMemories
+	delay      time.Duration
+	metrics    *Metrics
+	priorities *sandboxPriorities
 }
 
 func (h *podEventHandler) Create(_ context.Context, e event.TypedCreateEvent[client.Object], q queue) {
@@ -98,7 +163,7 @@ func (h *podEventHandler) Create(_ context.Context, e event.TypedCreateEvent[cli
 		return
 	}
 	h.metrics.podEvent(wakeImmediate)
-	q.Add(req)
+	addWithPriority(q, req, h.priorities.of(req.NamespacedName), 0)
 }
 
 func (h *podEventHandler) Update(_ context.Context, e event.TypedUpdateEvent[client.Object], q queue) {
@@ -117,11 +182,11 @@ func (h *podEventHandler) Update(_ context.Context, e event.TypedUpdateEvent[cli
 		if !ok {
 			continue
 		}
-		if decision == wakeImmediate {
-			q.Add(req)
-		} else {
-			q.AddAfter(req, h.delay)
+		after := time.Duration(0)
+		if decision != wakeImmediate {
+			after = h.delay
 		}
+		addWithPriority(q, req, h.priorities.of(req.NamespacedName), after)
 	}
 }
 
@@ -135,25 +200,26 @@ func (h *podEventHandler) Delete(_ context.Context, e event.TypedDeleteEvent[cli
 			h.pods.update(req.NamespacedName, func(m *podMemory) { m.gone = gone })
 		}
 		h.metrics.podEvent(wakeImmediate)
-		q.Add(req)
+		addWithPriority(q, req, h.priorities.of(req.NamespacedName), 0)
 	}
 }
 
 func (h *podEventHandler) Generic(_ context.Context, e event.TypedGenericEvent[client.Object], q queue) {
 	if req, ok := sandboxRequest(e.Object); ok {
-		q.Add(req)
+		addWithPriority(q, req, h.priorities.of(req.NamespacedName), 0)
 	}
 }
 
 // serviceEventHandler wakes the controlling Sandbox when its Service appears (not by the
 // Sandbox's own hand), goes, starts going, or has its spec changed.
 type serviceEventHandler struct {
-	expected *expectations
+	expected   *expectations
+	priorities *sandboxPriorities
 }
 
 func (h *serviceEventHandler) Create(_ context.Context, e event.TypedCreateEvent[client.Object], q queue) {
 	if req, ok := sandboxRequest(e.Object); ok && !h.expected.observe(req.NamespacedName, createOf(e.Object)) {
-		q.Add(req)
+		addWithPriority(q, req, h.priorities.of(req.NamespacedName), 0)
 	}
 }
 
@@ -169,7 +235,7 @@ func (h *serviceEventHandler) Update(_ context.Context, e event.TypedUpdateEvent
 	}
 	for _, obj := range []client.Object{old, cur} {
 		if req, ok := sandboxRequest(obj); ok {
-			q.Add(req)
+			addWithPriority(q, req, h.priorities.of(req.NamespacedName), 0)
 		}
 	}
 }
@@ -177,12 +243,12 @@ func (h *serviceEventHandler) Update(_ context.Context, e event.TypedUpdateEvent
 func (h *serviceEventHandler) Delete(_ context.Context, e event.TypedDeleteEvent[client.Object], q queue) {
 	if req, ok := sandboxRequest(e.Object); ok {
 		h.expected.observe(req.NamespacedName, createOf(e.Object))
-		q.Add(req)
+		addWithPriority(q, req, h.priorities.of(req.NamespacedName), 0)
 	}
 }
 
 func (h *serviceEventHandler) Generic(_ context.Context, e event.TypedGenericEvent[client.Object], q queue) {
 	if req, ok := sandboxRequest(e.Object); ok {
-		q.Add(req)
+		addWithPriority(q, req, h.priorities.of(req.NamespacedName), 0)
 	}
 }

@@ -6,7 +6,8 @@ package reconcilers
 //
 //  1. Pick: take a ready, unbound member of (namespace, pool, claim's stamp) from the
 //     warmIndex and reserve it in memory, so that concurrent claims of this process do not
-//     race for it. O(1), no List.
+//     race for it; when none is ready, one that is starting (warmIndex.PickStarting). No
+//     List.
 //  2. Bind: ONE JSON merge patch of the member, with its resourceVersion as precondition:
 //     ownerReferences = [controller → claim], labels claim-uid and launch-type=warm, the
 //     warm-pool label removed (and the claim's created-by and additional pod metadata, so
@@ -66,11 +67,26 @@ const (
 	bindLostGone     = "gone"
 )
 
-// serve gives an unbound claim a Sandbox: warm when a ready member of its template version
-// exists, after a bounded wait for members being created, cold otherwise.
-func (r *claimReconciler) serve(ctx context.Context, s *claimStep) (ctrl.Result, error) {
+// serve gives an unbound claim a Sandbox: warm when a member of its template version is
+// ready or starting, after a bounded wait for members on their way, cold otherwise.
+func (r *claimReconciler) serve(ctx context.Context, s *claimStep) (result ctrl.Result, err error) {
 	claim := s.claim
-	r.activity.touch(types.NamespacedName{Namespace: claim.Namespace, Name: claim.Spec.WarmPoolRef.Name}, r.Clock.Now())
+	nn := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
+	waiting := false
+	defer func() {
+		if !waiting {
+			r.stopWaiting(nn) // served, cold-started, or waiting for something other than a member
+		}
+	}()
+	poolNN := poolOfClaim(claim)
+	if !s.mem.servedOnce {
+		// Whether the claim came while other claims of its pool kept coming (within the
+		// refill's quiet period, BookkeepingDelay), decided when it is first served: its own
+		// later looks do not count.
+		last, seen := r.activity.lastClaim(poolNN, r.Clock.Now())
+		s.mem.servedOnce, s.mem.amidClaims = true, seen && r.Clock.Since(last) < r.BookkeepingDelay
+	}
+	r.activity.touch(poolNN, r.Clock.Now())
 	pool := &extv1beta1.SandboxWarmPool{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: claim.Namespace, Name: claim.Spec.WarmPoolRef.Name}, pool); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -114,7 +130,6 @@ func (r *claimReconciler) serve(ctx context.Context, s *claimStep) (ctrl.Result,
 		return r.coldStart(ctx, s, tmpl, stamp)
 	}
 
-	nn := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
 	key := memberKey{Namespace: claim.Namespace, Pool: pool.Name, Hash: stamp}
 	notWarm, bindDone, err := r.decideWarmShare(ctx, s, key)
 	if err != nil {
@@ -123,26 +138,41 @@ func (r *claimReconciler) serve(ctx context.Context, s *claimStep) (ctrl.Result,
 	if notWarm != nil {
 		return r.beyondWarmShare(ctx, s, tmpl, stamp, key, notWarm)
 	}
+	// A ready member; else one that is starting (PickStarting), whose start is under way.
 	sb, err := r.bindWarm(ctx, s, pool, key, tmpl.Name)
+	if err == nil && sb == nil {
+		sb, err = r.bindStarting(ctx, s, pool, key, tmpl.Name)
+	}
 	bindDone(sb != nil)
 	if err != nil || sb != nil {
 		if sb == nil {
 			return ctrl.Result{}, err
 		}
-		r.Index.StopWaiting(nn)
+		if hold := r.holdInterimReport(s, sb); hold > 0 {
+			return ctrl.Result{RequeueAfter: hold}, nil // a starting member: reported once Ready, or after the hold
+		}
 		wait, err := r.report(ctx, claim, sb)
 		return ctrl.Result{RequeueAfter: wait}, err
 	}
 
-	// No ready member. Wait while members of the claim's version are on their way: being
-	// created, or about to be (the pool refills with the current version when it has fewer
-	// members than replicas; stale members kept under OnReplenish fill it too).
+	// No member to take. Wait while members of the claim's version are on their way: created
+	// but not startable yet (PickStarting), or about to be (the pool refills with the current
+	// version when it has fewer members than replicas; stale members kept under OnReplenish
+	// fill it too). The pool does not defer its refill while a claim waits (waitingClaims),
+	// and a member it creates wakes the claim, which takes it starting. But not for members
+	// yet to be created when the claim came amid others of its pool: those claims took the
+	// members there were, the pool starts more only a few at a time (MaxStartingPercent), and
+	// a cold start, first in every queue, is the quicker way; it costs the same one Sandbox
+	// and leaves the pool's members to the claims after it. (Measured with the rapid-burst
+	// recipe: the third burst's claims waited out their grace for the refill, then cold-started.)
 	_, pending := r.Index.Counts(key)
-	coming := pending > 0 ||
-		(stamp == policy.TemplateHash(tmpl) && r.Index.PoolMembers(pool.Namespace, pool.Name) < replicas(pool))
+	coming := pending > 0 || (!s.mem.amidClaims &&
+		stamp == policy.TemplateHash(tmpl) && r.Index.PoolMembers(pool.Namespace, pool.Name) < replicas(pool))
 	left := s.mem.firstSeen.Add(r.ColdStartGrace).Sub(r.Clock.Now())
 	if coming && left > 0 {
+		waiting = true
 		r.Index.Wait(key, nn)
+		r.activity.claimWaits(poolNN, nn)
 		r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonSandboxCreatePending, messageWaitingForMember)
 		if available, _ := r.Index.Counts(key); available > 0 {
 			// A member became ready between the pick and the registration.
@@ -150,9 +180,19 @@ func (r *claimReconciler) serve(ctx context.Context, s *claimStep) (ctrl.Result,
 		}
 		return ctrl.Result{RequeueAfter: left}, nil
 	}
-	r.Index.StopWaiting(nn)
 	s.mem.coldReason = fairshare.ColdPoolEmpty
 	return r.coldStart(ctx, s, tmpl, stamp)
+}
+
+// poolOfClaim names the pool the claim asks for.
+func poolOfClaim(claim *extv1beta1.SandboxClaim) types.NamespacedName {
+	return types.NamespacedName{Namespace: claim.Namespace, Name: claim.Spec.WarmPoolRef.Name}
+}
+
+// stopWaiting ends the claim's wait for a member, in the index and in what the pool is told.
+func (r *claimReconciler) stopWaiting(claim types.NamespacedName) {
+	r.Index.StopWaiting(claim)
+	r.activity.claimDone(claim)
 }
 
 // claimsRefusedForMetadata wakes the unbound claims serve refused for their pod metadata
@@ -250,6 +290,7 @@ func (r *claimReconciler) coldStart(ctx context.Context, s *claimStep, tmpl *ext
 	if sb.UID == "" {
 		return ctrl.Result{}, nil // not created; the claim is not served yet
 	}
+	r.activity.claimServed(poolOfClaim(claim), client.ObjectKeyFromObject(claim), r.Clock.Now())
 	r.eventf(s, corev1.EventTypeNormal, extv1beta1.EventSandboxProvisioned, "Provision", "Created sandbox %s from template %s", sb.Name, tmpl.Name)
 	r.expected.expect(client.ObjectKeyFromObject(claim), createItem(sandboxKind, sb.Name))
 	s.mem.launchType, s.mem.template = agentsv1beta1.LaunchTypeCold, tmpl.Name
@@ -365,6 +406,19 @@ func (r *claimReconciler) createClaimSandbox(ctx context.Context, s *claimStep, 
 // bindWarm binds the claim to a ready member of key, trying members until one binds or none
 // is left. It returns the bound Sandbox as the API server returned it, or nil.
 func (r *claimReconciler) bindWarm(ctx context.Context, s *claimStep, pool *extv1beta1.SandboxWarmPool, key memberKey, template string) (*agentsv1beta1.Sandbox, error) {
+	return r.bindFrom(ctx, s, pool, key, template, r.Index.Pick)
+}
+
+// bindStarting binds the claim to a member of key that is not ready yet (PickStarting), as
+// bindWarm does.
+func (r *claimReconciler) bindStarting(ctx context.Context, s *claimStep, pool *extv1beta1.SandboxWarmPool, key memberKey, template string) (*agentsv1beta1.Sandbox, error) {
+	return r.bindFrom(ctx, s, pool, key, template, r.Index.PickStarting)
+}
+
+// bindFrom binds the claim to a member of key that pick reserves, trying members until one
+// binds or none is left.
+func (r *claimReconciler) bindFrom(ctx context.Context, s *claimStep, pool *extv1beta1.SandboxWarmPool, key memberKey, template string,
+	pick func(memberKey) (*agentsv1beta1.Sandbox, bool)) (*agentsv1beta1.Sandbox, error) {
 	if name := s.mem.uncertainBind; name != "" {
 		sb, err := r.boundByClaim(ctx, s, name)
 		if err != nil {
@@ -382,7 +436,7 @@ func (r *claimReconciler) bindWarm(ctx context.Context, s *claimStep, pool *extv
 		}
 	}
 	for {
-		member, ok := r.Index.Pick(key)
+		member, ok := pick(key)
 		if !ok {
 			return nil, nil
 		}
@@ -474,6 +528,7 @@ func (r *claimReconciler) boundByClaim(ctx context.Context, s *claimStep, name s
 // returned it) and returns bound.
 func (r *claimReconciler) boundWarm(ctx context.Context, s *claimStep, member, bound *agentsv1beta1.Sandbox, template string) *agentsv1beta1.Sandbox {
 	r.expected.expect(client.ObjectKeyFromObject(s.claim), bindItem(bound.Name))
+	r.activity.claimServed(poolOfClaim(s.claim), client.ObjectKeyFromObject(s.claim), r.Clock.Now())
 	s.mem.launchType, s.mem.template = agentsv1beta1.LaunchTypeWarm, template
 	r.Metrics.warmHit()
 	r.meterServed(ctx, s.claim, true, "")
@@ -482,6 +537,11 @@ func (r *claimReconciler) boundWarm(ctx context.Context, s *claimStep, member, b
 	// The SandboxAdopted event is bookkeeping too: it is sent with the sandbox-name
 	// annotation, once claims pause (recordSandboxName), not on the claim's path.
 	s.mem.adopted = bound.Name
+	if !meta.IsStatusConditionTrue(bound.Status.Conditions, agentsv1beta1.ConditionReady) {
+		// A member taken while starting: like a cold start's Sandbox, it is reported once
+		// Ready, in one status write, unless that takes longer than interimReportDelay.
+		s.mem.unreported, s.mem.createdAt = bound.Name, r.Clock.Now()
+	}
 	return bound
 }
 

@@ -38,8 +38,10 @@ const claimControllerName = "sandboxclaim"
 
 const claimKind = "SandboxClaim"
 
-// DefaultColdStartGrace is how long a claim with no ready member of its template version
-// waits for members being created before it cold-starts a Sandbox of its own.
+// DefaultColdStartGrace is how long a claim that finds no member of its template version to
+// take (none ready, none starting that it could take) waits for members on their way (one
+// whose pod does not fit anywhere yet, one the pool is about to create) before it
+// cold-starts a Sandbox of its own.
 const DefaultColdStartGrace = 2 * time.Second
 
 // Messages of claim conditions (the contract fixes the reasons, not these).
@@ -111,13 +113,18 @@ type claimReconciler struct {
 	// Tracer traces binds and readiness (sandboxclaim_tracing.go); nil is tracing off.
 	Tracer *tracing.Tracer
 	// bookkeepingWake wakes bound claims whose bookkeeping waited for their pool's claims to
-	// pause (poolActivity.awaitPause).
+	// pause (poolActivity.awaitPause), or for a slot (slots).
 	bookkeepingWake chan event.GenericEvent
 	// shares decides ClaimPolicies' warm shares at bind time (sandboxclaim_warmshare.go);
 	// meter and FairShareMetrics count what each policy's tenants were served.
 	shares           *warmShares
 	meter            *policyMeter
 	FairShareMetrics *fairshare.Metrics
+	// BookkeepingConcurrency bounds the claims that write their bookkeeping at once past
+	// MaxBookkeepingDelay while claims still come (sandboxclaim_bookkeeping.go); 0 leaves it
+	// unbounded.
+	BookkeepingConcurrency int
+	slots                  *bookkeepingSlots
 }
 
 // bookkeepingWakeBuffer bounds the claims woken at once for their bookkeeping; one left out
@@ -149,6 +156,9 @@ type claimMemory struct {
 	// Should the Sandbox be gone before it is reported, the claim is still not served again.
 	unreported string
 	createdAt  time.Time
+	// servedOnce: the claim has been served (or waited) once; amidClaims: when it first was,
+	// another claim of its pool had come within the refill's quiet period.
+	servedOnce, amidClaims bool
 	// uncertainBind names a member whose bind patch got no answer (the connection cut, a
 	// timeout, a 5xx): the API server may have applied it. Nothing else is bound or created
 	// for the claim until a read of that member says (bindWarm).
@@ -173,6 +183,9 @@ func (r *claimReconciler) init() {
 	r.expected = newExpectations(r.Clock)
 	r.losses = newSeenLosses()
 	r.bookkeepingWake = make(chan event.GenericEvent, bookkeepingWakeBuffer)
+	if r.BookkeepingConcurrency > 0 {
+		r.slots = newBookkeepingSlots(r.BookkeepingConcurrency)
+	}
 	if r.activity == nil {
 		r.activity = newPoolActivity()
 	}
@@ -208,7 +221,8 @@ func (r *claimReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Opt
 	if r.LabelDomainsChanged != nil {
 		b = b.WatchesRawSource(source.Channel(r.LabelDomainsChanged, handler.EnqueueRequestsFromMapFunc(r.claimsRefusedForMetadata)))
 	}
-	b = b.WatchesRawSource(source.Channel(r.bookkeepingWake, &handler.EnqueueRequestForObject{}))
+	// Woken bookkeeping is still behind the claims waiting to be served.
+	b = b.WatchesRawSource(source.Channel(r.bookkeepingWake, backgroundWake{}))
 	return b.Complete(r)
 }
 
@@ -280,9 +294,21 @@ func (r *claimReconciler) forget(nn types.NamespacedName) {
 	r.shares.forget(nn, uid)
 	r.wakeBookkeeping(requestNames(r.shares.wake(types.NamespacedName{Namespace: nn.Namespace}, 1)))
 	r.expected.forget(nn)
-	r.Index.StopWaiting(nn)
+	r.stopWaiting(nn)
 	r.losses.forget(nn)
 	r.wakeBookkeeping(r.activity.claimGone(nn))
+	r.wakeBookkeeping(r.slots.drop(nn))
+	r.activity.claimReady(nn)
+}
+
+// backgroundWake queues the claims a channel names at the background priority.
+type backgroundWake struct{}
+
+func (backgroundWake) Create(context.Context, event.TypedCreateEvent[client.Object], queue) {}
+func (backgroundWake) Update(context.Context, event.TypedUpdateEvent[client.Object], queue) {}
+func (backgroundWake) Delete(context.Context, event.TypedDeleteEvent[client.Object], queue) {}
+func (backgroundWake) Generic(_ context.Context, e event.TypedGenericEvent[client.Object], q queue) {
+	addWithPriority(q, requestFor(e.Object), priorityBackground, 0)
 }
 
 // memory returns what the controller remembers of claim, starting afresh for a new claim.
@@ -332,7 +358,7 @@ func (r *claimReconciler) reconcile(ctx context.Context, s *claimStep) (ctrl.Res
 				return result, err
 			}
 			wait, err := r.recordSandboxName(ctx, s, sb)
-			return requeueWithin(result, wait), err
+			return background(requeueWithin(result, wait)), err
 		}
 		if wait := r.holdInterimReport(s, sb); wait > 0 {
 			return requeueWithin(result, wait), nil
@@ -346,7 +372,7 @@ func (r *claimReconciler) reconcile(ctx context.Context, s *claimStep) (ctrl.Res
 			meta.IsStatusConditionTrue(claim.Status.Conditions, agentsv1beta1.ConditionReady) {
 			// This reconcile reports the claim Ready; the next one does the bookkeeping. Nothing
 			// else need wake the claim: a cold-started Sandbox's last change was becoming Ready.
-			return requeueWithin(result, max(r.BookkeepingDelay, retryAfterCacheCatchesUp)), nil
+			return background(requeueWithin(result, max(r.BookkeepingDelay, retryAfterCacheCatchesUp))), nil
 		}
 		return result, nil
 	}
@@ -362,6 +388,16 @@ func (r *claimReconciler) reconcile(ctx context.Context, s *claimStep) (ctrl.Res
 	}
 	serve, err := r.serve(ctx, s)
 	return requeueWithin(result, serve.RequeueAfter), err
+}
+
+// background queues a served claim's next reconcile, its bookkeeping, behind the claims
+// still waiting to be served (queue.go): past MaxBookkeepingDelay a burst's bookkeeping comes
+// due all at once, while the next burst's claims arrive. An event of its Sandbox brings it
+// forward again.
+func background(result ctrl.Result) ctrl.Result {
+	p := priorityBackground
+	result.Priority = &p
+	return result
 }
 
 // boundSandbox finds the claim's Sandbox through the claim-uid index: the Sandbox, not the

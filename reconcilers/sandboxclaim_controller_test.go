@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -723,6 +724,113 @@ func TestClaimReconcileAppliesTheClaimRule(t *testing.T) {
 			wantBP, _ := policy.ClaimBlueprint(tc.Template, claim)
 			if diff := cmp.Diff(wantBP, own[0].Spec.SandboxBlueprint); diff != "" {
 				t.Errorf("the Sandbox's blueprint is not policy.ClaimBlueprint's (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// startingMember is a member of pool built from tmpl whose Sandbox is not Ready yet (its pod
+// not made, or starting).
+func startingMember(pool *extv1beta1.SandboxWarmPool, tmpl *extv1beta1.SandboxTemplate, name string) *agentsv1beta1.Sandbox {
+	sb := newPoolMember(pool, tmpl, true)
+	sb.Name, sb.UID = name, types.UID("uid-"+name)
+	sb.Annotations[agentsv1beta1.AnnotationPodName] = name
+	sb.Status = agentsv1beta1.SandboxStatus{Conditions: []metav1.Condition{{
+		Type: agentsv1beta1.ConditionReady, Status: metav1.ConditionFalse, Reason: agentsv1beta1.ReasonDependenciesNotReady,
+		Message: "Pod does not exist", LastTransitionTime: metav1.NewTime(planNow.Add(-time.Second)),
+	}}}
+	return sb
+}
+
+// A claim that finds no ready member takes one the pool is starting, rather than start a
+// Sandbox of its own beside it: one bind patch, no create; the member is the claim's, warm,
+// counted as served not ready (agent_sandbox_claim_creation_total, pod_condition not_ready),
+// and the claim's status is written once, Ready, when the member is, as a cold start's is.
+func TestClaimTakesAStartingMember(t *testing.T) {
+	tmpl, pool := testTemplate(), testPool(1)
+	member := startingMember(pool, tmpl, "pool-a")
+	a := newFakeAPI(t, tmpl, pool, testClaim(tmpl), member)
+	clk := clocktesting.NewFakeClock(planNow)
+	r := newClaimReconciler(t, a, clk)
+	observeSandboxes(t, a, r.Index)
+
+	res := reconcileClaim(t, r)
+	if diff := cmp.Diff([]string{"bind Sandbox/pool-a"}, a.Journal()); diff != "" {
+		t.Fatalf("first reconcile's writes (-want +got):\n%s", diff)
+	}
+	if res.RequeueAfter <= 0 || res.RequeueAfter > interimReportDelay {
+		t.Errorf("requeue after %s, want within interimReportDelay (%s): the member is reported once Ready", res.RequeueAfter, interimReportDelay)
+	}
+	if n := r.Metrics.ColdStarts(); n != 0 {
+		t.Errorf("cold starts = %v, want 0", n)
+	}
+	if got := testutil.ToFloat64(r.Metrics.public.claimCreations.WithLabelValues("ns", "tmpl", agentsv1beta1.LaunchTypeWarm, "pool", PodConditionNotReady, agentsv1beta1.CreatedByUnknown)); got != 1 {
+		t.Errorf("claims created warm from a member not ready: %v, want 1", got)
+	}
+
+	// The Sandbox controller makes the pod, the claim's Sandbox's now (its labels are the
+	// binding's: no route write to make), and reports the member Ready.
+	sb := &agentsv1beta1.Sandbox{}
+	if err := a.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "pool-a"}, sb); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Create(context.Background(), podOf(sb)); err != nil {
+		t.Fatal(err)
+	}
+	sb.Status = readyMember(pool, tmpl, "pool-a", "10.0.0.9").Status
+	if err := a.Status().Update(context.Background(), sb); err != nil {
+		t.Fatal(err)
+	}
+	observeSandboxes(t, a, r.Index)
+	clk.Step(interimReportDelay / 2)
+	a.Journal()
+	reconcileClaim(t, r)
+
+	got := getClaim(t, a).Status
+	if got.Sandbox.Name != "pool-a" || !meta.IsStatusConditionTrue(got.Conditions, agentsv1beta1.ConditionReady) {
+		t.Errorf("claim status %+v, want Ready naming pool-a", got)
+	}
+	if diff := cmp.Diff([]string{"patch SandboxClaim/c/status"}, a.Journal()); diff != "" {
+		t.Errorf("second reconcile's writes (-want +got):\n%s", diff)
+	}
+	bound := claimSandboxes(t, a, "claim-uid")
+	if len(bound) != 1 || bound[0].Labels[agentsv1beta1.LabelLaunchType] != agentsv1beta1.LaunchTypeWarm {
+		t.Errorf("the claim's Sandboxes: %v, want pool-a, launch-type warm", bound)
+	}
+}
+
+// A claim that finds no member to take waits its grace for the members its pool is about to
+// create, unless it came amid other claims of its pool (within the refill's quiet period):
+// those took the members there were, the pool starts more only a few at a time, and the
+// claim cold-starts at once rather than wait out its grace for them.
+func TestClaimAmidOthersDoesNotWaitForMembersToBeCreated(t *testing.T) {
+	for name, tc := range map[string]struct {
+		lastClaim  time.Duration // before planNow; negative: none
+		wantReason string
+		wantCold   bool
+	}{
+		"the first claim in a while waits for the pool":   {lastClaim: -1, wantReason: extv1beta1.ReasonSandboxCreatePending},
+		"a claim after a pause waits for the pool":        {lastClaim: 5 * time.Second, wantReason: extv1beta1.ReasonSandboxCreatePending},
+		"a claim amid others cold-starts without waiting": {lastClaim: 200 * time.Millisecond, wantCold: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tmpl := testTemplate()
+			a := newFakeAPI(t, tmpl, testPool(2), testClaim(tmpl)) // no member yet: the pool is to create two
+			r := newClaimReconciler(t, a, clocktesting.NewFakeClock(planNow))
+			r.BookkeepingDelay = time.Second
+			if tc.lastClaim >= 0 {
+				r.activity.touch(types.NamespacedName{Namespace: "ns", Name: "pool"}, planNow.Add(-tc.lastClaim))
+			}
+			reconcileClaim(t, r)
+			sbs := claimSandboxes(t, a, "claim-uid")
+			if cold := len(sbs) == 1; cold != tc.wantCold {
+				t.Fatalf("cold-started: %v, want %v (%v)", cold, tc.wantCold, a.Journal())
+			}
+			if tc.wantReason != "" {
+				ready := meta.FindStatusCondition(getClaim(t, a).Status.Conditions, agentsv1beta1.ConditionReady)
+				if ready == nil || ready.Reason != tc.wantReason {
+					t.Errorf("Ready = %+v, want reason %q", ready, tc.wantReason)
+				}
 			}
 		})
 	}

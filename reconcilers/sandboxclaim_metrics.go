@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
@@ -20,6 +21,7 @@ func (r *claimReconciler) observeStartup(ctx context.Context, s *claimStep) {
 		return
 	}
 	s.mem.readyObserved = true
+	r.activity.claimReady(client.ObjectKeyFromObject(s.claim))
 	now := r.Clock.Now()
 	launch := s.mem.launchType
 	if launch == "" {

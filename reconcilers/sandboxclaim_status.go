@@ -200,9 +200,10 @@ func (r *claimReconciler) recordSandboxName(ctx context.Context, s *claimStep, s
 	nn := client.ObjectKeyFromObject(claim)
 	if claim.Annotations[agentsv1beta1.AnnotationSandboxName] == sb.Name && s.mem.adopted == "" {
 		r.wakeBookkeeping(r.activity.stopWaiting(pool, nn, false)) // done (by an earlier process, say)
+		r.wakeBookkeeping(r.slots.drop(nn))
 		return 0, nil
 	}
-	if last, ok := r.activity.lastClaim(pool); ok {
+	if last, ok := r.activity.lastClaim(pool, r.Clock.Now()); ok {
 		var readySince time.Time
 		if c := meta.FindStatusCondition(claim.Status.Conditions, agentsv1beta1.ConditionReady); c != nil && c.Status == metav1.ConditionTrue {
 			readySince = c.LastTransitionTime.Time
@@ -217,6 +218,17 @@ func (r *claimReconciler) recordSandboxName(ctx context.Context, s *claimStep, s
 			return boundDeferral(r.MaxBookkeepingDelay, r.MaxBookkeepingDelay, readySince, r.Clock.Now()), nil
 		}
 		r.wakeBookkeeping(r.activity.stopWaiting(pool, nn, quiet <= 0))
+		if quiet > 0 && r.slots != nil {
+			// Past its bound while claims still come: its turn among the others past theirs
+			// (sandboxclaim_bookkeeping.go). Woken when a slot is handed to it; the requeue is
+			// in case the wake-up is lost.
+			if !r.slots.acquire(nn) {
+				return max(r.MaxBookkeepingDelay, retryAfterCacheCatchesUp), nil
+			}
+			defer func() { r.wakeBookkeeping(r.slots.release()) }()
+		} else {
+			r.wakeBookkeeping(r.slots.drop(nn))
+		}
 	}
 	if claim.Annotations[agentsv1beta1.AnnotationSandboxName] != sb.Name {
 		if err := r.annotateClaim(ctx, claim, agentsv1beta1.AnnotationSandboxName, sb.Name); err != nil {

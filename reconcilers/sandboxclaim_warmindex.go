@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/sandgate-dev/sandgate/api/policy"
@@ -140,9 +141,11 @@ type bucket struct {
 	nodes       map[string]*nodeQueue
 	heap        nodeHeap
 	unscheduled nodeQueue
-	available   int
-	pending     int
-	reserved    int
+	// starting holds the members not ready yet, in the order they appeared (PickStarting).
+	starting  nodeQueue
+	available int
+	pending   int
+	reserved  int
 	// waiters are claims that found no member and wait for one, oldest first.
 	waiters []types.NamespacedName
 }
@@ -250,8 +253,9 @@ func memberKeyOf(sb *agentsv1beta1.Sandbox) (key memberKey, isMember, ready bool
 }
 
 // Observe takes the informer's current version of a Sandbox. When this makes a member
-// available, it returns the claim that has waited longest for one with its key, if any, for
-// the caller to wake.
+// available, or adds a member that is starting, it returns the claim that has waited longest
+// for one with its key, if any, for the caller to wake: a claim takes a starting member
+// rather than wait for it (PickStarting).
 func (x *warmIndex) Observe(sb *agentsv1beta1.Sandbox) (wake types.NamespacedName, ok bool) {
 	nn := types.NamespacedName{Namespace: sb.Namespace, Name: sb.Name}
 	key, isMember, ready := memberKeyOf(sb)
@@ -265,20 +269,24 @@ func (x *warmIndex) Observe(sb *agentsv1beta1.Sandbox) (wake types.NamespacedNam
 	if !isMember {
 		return types.NamespacedName{}, false
 	}
-	if m == nil {
-		m = &member{key: key, state: statePending}
+	added := m == nil
+	if added {
+		m = &member{key: key, state: stateParked} // counted nowhere until setState
 		x.members[nn] = m
-		x.bucket(key).pending++
 		x.pools[poolName(key)]++
 	}
 	m.sb = sb
+	if m.state == stateReserved {
+		return types.NamespacedName{}, false // the claim holding it decides
+	}
 	if !ready {
 		x.setState(m, statePending)
+		if added && startable(sb) {
+			return x.popWaiter(key)
+		}
 		return types.NamespacedName{}, false
 	}
 	switch m.state {
-	case stateReserved:
-		return types.NamespacedName{}, false // the claim holding it decides
 	case stateParked:
 		if m.parkedRV == sb.ResourceVersion {
 			return types.NamespacedName{}, false // a resync: nothing new
@@ -319,8 +327,40 @@ func (x *warmIndex) Pick(key memberKey) (*agentsv1beta1.Sandbox, bool) {
 	return m.sb, true
 }
 
+// PickStarting reserves the member of key that is not ready yet and appeared first, of
+// those not known to be stuck (startable), and returns the cached Sandbox (shared: do not
+// modify it). A claim that finds no ready member takes one that is starting rather than start
+// another Sandbox beside it: its start is under way, and once the claim binds it, it is the
+// claim's and is served before the pool's other members (sandboxPriorities). The public
+// controller adopts a member that is not ready as well when none is. Every PickStarting that
+// returns a member must be followed by one Release of it.
+func (x *warmIndex) PickStarting(key memberKey) (*agentsv1beta1.Sandbox, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	b := x.buckets[key]
+	if b == nil || b.pending == 0 {
+		return nil, false
+	}
+	for m := b.starting.head; m != nil; m = m.next {
+		if startable(m.sb) {
+			x.setState(m, stateReserved)
+			return m.sb, true
+		}
+	}
+	return nil, false
+}
+
+// startable reports whether a member that is not ready can be taken by a claim: not when its
+// pod is known not to fit anywhere (PodScheduled False), which the claim would inherit; a
+// cold start then is no better, but may find room where the member did not, and the claim
+// keeps its grace (DefaultColdStartGrace) to see the member through first.
+func startable(sb *agentsv1beta1.Sandbox) bool {
+	c := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.ConditionPodScheduled)
+	return c == nil || c.Status != metav1.ConditionFalse
+}
+
 // Release ends the reservation of a picked member with the outcome of the binding attempt.
-// sb is the Sandbox Pick returned.
+// sb is the Sandbox Pick or PickStarting returned.
 func (x *warmIndex) Release(sb *agentsv1beta1.Sandbox, outcome releaseOutcome) {
 	nn := types.NamespacedName{Namespace: sb.Namespace, Name: sb.Name}
 	x.mu.Lock()
@@ -330,7 +370,11 @@ func (x *warmIndex) Release(sb *agentsv1beta1.Sandbox, outcome releaseOutcome) {
 		return // the informer removed it meanwhile
 	}
 	if outcome == releaseRetry {
-		x.setState(m, stateAvailable)
+		if _, _, ready := memberKeyOf(m.sb); ready {
+			x.setState(m, stateAvailable)
+		} else {
+			x.setState(m, statePending)
+		}
 		return
 	}
 	m.parkedRV = sb.ResourceVersion
@@ -410,6 +454,7 @@ func (x *warmIndex) setState(m *member, s memberState) {
 	b := x.bucket(m.key)
 	switch m.state {
 	case statePending:
+		b.starting.unlink(m)
 		b.pending--
 	case stateReserved:
 		b.reserved--
@@ -419,6 +464,7 @@ func (x *warmIndex) setState(m *member, s memberState) {
 	m.state = s
 	switch s {
 	case statePending:
+		b.starting.push(m)
 		b.pending++
 	case stateReserved:
 		b.reserved++

@@ -289,3 +289,99 @@ func BenchmarkWarmIndex(b *testing.B) {
 		})
 	}
 }
+
+// starting is a member of keyH1 that is not ready, its pod's scheduling as scheduled says
+// ("" for no condition yet: no pod, or not looked at by the scheduler).
+func starting(name, rv string, scheduled metav1.ConditionStatus) *agentsv1beta1.Sandbox {
+	sb := poolMember(name, "h1", false, rv)
+	if scheduled != "" {
+		sb.Status.Conditions = append(sb.Status.Conditions, metav1.Condition{Type: agentsv1beta1.ConditionPodScheduled, Status: scheduled})
+	}
+	return sb
+}
+
+// A claim that finds no ready member takes the member that started first, of those not known
+// to be stuck; never one whose pod fits nowhere, and never a ready one (Pick's).
+func TestWarmIndexPickStarting(t *testing.T) {
+	x := newWarmIndex()
+	x.Observe(starting("first", "1", ""))
+	x.Observe(starting("stuck", "1", metav1.ConditionFalse))
+	x.Observe(starting("scheduled", "1", metav1.ConditionTrue))
+	x.Observe(poolMember("ready", "h1", true, "1"))
+
+	var got []string
+	for {
+		sb, ok := x.PickStarting(keyH1)
+		if !ok {
+			break
+		}
+		got = append(got, sb.Name)
+	}
+	if diff := cmp.Diff([]string{"first", "scheduled"}, got); diff != "" {
+		t.Errorf("starting picks (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"ready"}, pickAll(x, keyH1)); diff != "" {
+		t.Errorf("ready picks (-want +got):\n%s", diff)
+	}
+	if available, pending := x.Counts(keyH1); available != 0 || pending != 1 {
+		t.Errorf("Counts = %d available, %d pending; want 0, 1 (the stuck member, which claims still wait for)", available, pending)
+	}
+}
+
+// A starting member a claim reserved stays the claim's while its bind is in flight, whatever
+// the informer shows of it meanwhile; released for a retry it is there again, ready or not as
+// it is now.
+func TestWarmIndexStartingReservation(t *testing.T) {
+	for name, tc := range map[string]struct {
+		then          *agentsv1beta1.Sandbox
+		wantStarting  bool
+		wantAvailable bool
+	}{
+		"still starting: back among the starting": {then: starting("a", "2", metav1.ConditionTrue), wantStarting: true},
+		"ready meanwhile: available":              {then: poolMember("a", "h1", true, "2"), wantAvailable: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			x := newWarmIndex()
+			x.Observe(starting("a", "1", ""))
+			sb, ok := x.PickStarting(keyH1)
+			if !ok {
+				t.Fatal("PickStarting found nothing")
+			}
+			x.Observe(tc.then)
+			if _, again := x.PickStarting(keyH1); again {
+				t.Fatal("a reserved starting member was picked again after an update")
+			}
+			if _, again := x.Pick(keyH1); again {
+				t.Fatal("a reserved starting member became available through an update")
+			}
+			x.Release(sb, releaseRetry)
+			_, gotStarting := x.PickStarting(keyH1)
+			available, _ := x.Counts(keyH1)
+			if gotStarting != tc.wantStarting || (available == 1) != tc.wantAvailable {
+				t.Errorf("after the release: starting %v, available %v; want %v, %v", gotStarting, available == 1, tc.wantStarting, tc.wantAvailable)
+			}
+		})
+	}
+}
+
+// A member the pool creates wakes the claim that has waited longest, which takes it while it
+// starts; one whose pod fits nowhere wakes nobody.
+func TestWarmIndexNewStartingMemberWakesAWaiter(t *testing.T) {
+	x := newWarmIndex()
+	first := types.NamespacedName{Namespace: "ns", Name: "first"}
+	second := types.NamespacedName{Namespace: "ns", Name: "second"}
+	x.Wait(keyH1, first)
+	x.Wait(keyH1, second)
+	if w, ok := x.Observe(starting("stuck", "1", metav1.ConditionFalse)); ok {
+		t.Errorf("a member that fits nowhere woke %v", w)
+	}
+	if w, ok := x.Observe(starting("new", "1", "")); !ok || w != first {
+		t.Errorf("a new starting member woke %v (%v), want %v", w, ok, first)
+	}
+	if w, ok := x.Observe(starting("new", "2", metav1.ConditionTrue)); ok {
+		t.Errorf("an update of a starting member woke %v: only its arrival or its readiness wakes a claim", w)
+	}
+	if w, ok := x.Observe(poolMember("new", "h1", true, "3")); !ok || w != second {
+		t.Errorf("a member becoming ready woke %v (%v), want %v", w, ok, second)
+	}
+}

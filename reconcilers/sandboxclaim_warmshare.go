@@ -168,7 +168,9 @@ func (r *claimReconciler) decideWarmShare(ctx context.Context, s *claimStep, key
 	if err := r.Client.List(ctx, &claims, client.InNamespace(key.Namespace), client.MatchingFields{indexes.ClaimPool: key.Pool}); err != nil {
 		return nil, noop, fmt.Errorf("listing the claims of pool %s: %w", key.Pool, err)
 	}
-	available, _ := r.Index.Counts(key)
+	// A claim takes a ready member, else a starting one (serve): both are the pool's warm
+	// members that other tenants' guarantees may still need.
+	available, starting := r.Index.Counts(key)
 	id := fairshare.IdentityOf(s.claim)
 	r.shares.mu.Lock()
 	defer r.shares.mu.Unlock()
@@ -181,7 +183,7 @@ func (r *claimReconciler) decideWarmShare(ctx context.Context, s *claimStep, key
 				held[fairshare.TenantOf(p, fairshare.IdentityOf(c))]++
 			}
 		}
-		st := fairshare.WarmState{Tenant: fairshare.TenantOf(p, id), Held: held, Ready: int32(available)}
+		st := fairshare.WarmState{Tenant: fairshare.TenantOf(p, id), Held: held, Ready: int32(available + starting)}
 		if nw := fairshare.DecideWarm(p, key.Pool, st); nw != nil {
 			return nw, noop, nil
 		}
@@ -202,7 +204,6 @@ func (r *claimReconciler) decideWarmShare(ctx context.Context, s *claimStep, key
 // BeyondWarmShare and the same message.
 func (r *claimReconciler) beyondWarmShare(ctx context.Context, s *claimStep, tmpl *extv1beta1.SandboxTemplate, stamp string, key memberKey, nw *fairshare.NotWarm) (ctrl.Result, error) {
 	nn := types.NamespacedName{Namespace: s.claim.Namespace, Name: s.claim.Name}
-	r.Index.StopWaiting(nn)
 	if nw.Action == tenancyv1alpha1.Wait {
 		msg := nw.Message + "; waiting for a warm sandbox within the share (whenBeyondWarmShare: Wait)"
 		if s.mem.shareWhy != nw.Message {

@@ -79,7 +79,7 @@ func TestClaimWarmShares(t *testing.T) {
 		"batch at its max, Wait": {action: tenancyv1alpha1.Wait, creator: "bob", holders: []string{"bob", "pat", "pat"}, want: "wait",
 			wantWhy: "tenant batch holds 1 warm sandboxes of pool pool"},
 		"the ready members are prod's guarantee": {action: tenancyv1alpha1.ServeCold, creator: "bob", want: "cold",
-			wantWhy: "pool pool has 2 ready warm sandboxes, no more than other tenants' guaranteed warm shares still need (prod 2 more"},
+			wantWhy: "pool pool has 2 warm sandboxes to take (ready or starting), no more than other tenants' guaranteed warm shares still need (prod 2 more"},
 		"an unnamed creator, prod's guarantee met": {action: tenancyv1alpha1.ServeCold, creator: "mallory", holders: []string{"pat", "pat"}, want: "warm"},
 		"an unnamed creator, members kept for prod": {action: tenancyv1alpha1.Wait, creator: "mallory", want: "wait",
 			wantWhy: "prod 2 more"},

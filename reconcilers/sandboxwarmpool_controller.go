@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
@@ -88,6 +89,8 @@ func (r *warmPoolReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.
 		Watches(&agentsv1beta1.Sandbox{}, &memberEventHandler{expected: r.expected}).
 		Watches(&extv1beta1.SandboxTemplate{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfTemplate),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// A claim that waits for a member wakes its pool (poolActivity.claimWaits).
+		WatchesRawSource(source.Channel(r.activity.wakePool, &handler.EnqueueRequestForObject{})).
 		Complete(r)
 }
 

@@ -37,6 +37,19 @@ import (
 // at 10 claims/s into a pool of 50: ready members down to 2 every 10 s, claim p50 2.4 × the
 // floor's, p99 3.4 ×, the slow windows those of the refills).
 
+// Once the deferral is over and claims still come (it reached its bound, or the low-water
+// mark, or a claim waits for a member), the refill is bounded rather than sent all at once:
+// at most RefillPolicy.MaxStartingPercent of replicas are being started (members not Ready)
+// at a time, or as many as claims wait for a member if more; as members become Ready, or
+// claims take them starting, the pool starts more. Bursts that come back to back never pause:
+// the public project's rapid-burst recipe (bursts of 300 claims at 300/s into a pool of 600,
+// each waited on until Ready) drained the pool in its second burst, which sent the whole
+// backlog at once, 600 creates, then 300 more for the members the third burst's claims took
+// while starting: 893 Sandbox creates in that burst's window against 334 pods the Sandbox
+// controller could start in it, every create an admission call and a write taken from the
+// claims. Bounded, the pool starts members about as fast as they come up and claims take
+// them; once claims pause it refills at full speed again.
+
 // Defaults of RefillPolicy, chosen for bursts: a burst's claims arrive milliseconds apart,
 // and a pool keeps a quarter of its members for claims that arrive late in it.
 const (
@@ -45,6 +58,9 @@ const (
 	// DefaultRefillMaxDeferral outlasts a burst (300 claims at 300/s are served within 3–6 s
 	// on two cores) and still bounds what steady traffic defers.
 	DefaultRefillMaxDeferral = 10 * time.Second
+	// DefaultRefillMaxStartingPercent lets a pool of 600 start 60 members at a time while
+	// claims keep coming.
+	DefaultRefillMaxStartingPercent = 10
 )
 
 // RefillPolicy says when a pool creates replacements for members claims took.
@@ -59,6 +75,10 @@ type RefillPolicy struct {
 	// deferred, claims pausing or not; 0 leaves it unbounded. It bounds the claims' deferred
 	// bookkeeping (their sandbox-name annotation) the same way, from the claim's Ready.
 	MaxDeferral time.Duration
+	// MaxStartingPercent bounds a refill while claims keep coming: at most this percentage
+	// of replicas (at least one, and at least as many as claims wait for a member) are being
+	// started at a time; 0 leaves it unbounded. Once claims pause, nothing bounds it.
+	MaxStartingPercent int
 }
 
 // Events of a pool's refill deferral, one per transition (not per reconcile: events are API
@@ -112,15 +132,28 @@ func quietWait(policy RefillPolicy, lastClaim time.Time, claimed bool, now time.
 func (r *warmPoolReconciler) paceCreates(pool types.NamespacedName, plan poolPlan, members []*agentsv1beta1.Sandbox, replicas int,
 	now time.Time) (create int, deferred, paced time.Duration) {
 	hold := r.pacing.replenishHold(pool, r.WarmPool.ReplenishDelay, plan.active, replicas, now)
+	growth := r.pacing.grown(pool, replicas, plan.create)
 	if plan.create == 0 {
 		return 0, 0, 0
 	}
-	last, claimed := r.activity.lastClaim(pool)
+	if growth > 0 {
+		// Members the pool gained by a raise of its replicas go out now, deferral or not: they
+		// are capacity asked for ahead of demand (sandboxwarmpool_growth.go).
+		create, paced = r.pacing.take(pool, r.WarmPool.MaxRefillRate, min(growth, r.WarmPool.MaxBatchSize), now)
+		r.pacing.grew(pool, create)
+		return create, 0, paced
+	}
+	last, claimed := r.activity.lastClaim(pool, now)
 	var since time.Time
 	if v, ok := r.deferredSince.Load(pool); ok {
 		since = v.(time.Time)
 	}
 	wait := refillDelay(r.Refill, last, claimed, now, members, replicas, since)
+	if r.activity.waitingClaims(pool) > 0 {
+		// Claims wait for a member and found none to take: the pool has run dry under
+		// traffic, as at its low-water mark, and refills now (poolActivity.claimWaits).
+		wait = 0
+	}
 	switch {
 	case !claimed || now.Sub(last) >= r.Refill.QuietPeriod:
 		// Claims paused: the next ones start a deferral of their own.
@@ -138,12 +171,38 @@ func (r *warmPoolReconciler) paceCreates(pool types.NamespacedName, plan poolPla
 		r.deferredSince.Store(pool, now.Add(-r.Refill.MaxDeferral))
 	}
 	// Past its bound, a deferral stays on record while claims keep coming: boundDeferral then
-	// lets every replacement out at once, one for each member that leaves.
+	// lets the replacements out, one for each member that leaves, within startingRoom.
 	if deferred = max(wait, hold); deferred > 0 {
 		return 0, deferred, 0
 	}
-	create, paced = r.pacing.take(pool, r.WarmPool.MaxRefillRate, min(plan.create, r.WarmPool.MaxBatchSize), now)
+	want := min(plan.create, r.WarmPool.MaxBatchSize)
+	if claimed && now.Sub(last) < r.Refill.QuietPeriod {
+		room := startingRoom(r.Refill.MaxStartingPercent, replicas, members, r.activity.waitingClaims(pool))
+		if room <= 0 {
+			// The members being started bring the pool back as they become Ready or are
+			// taken; this is in case claims pause first.
+			return 0, 0, r.Refill.QuietPeriod
+		}
+		want = min(want, room)
+	}
+	create, paced = r.pacing.take(pool, r.WarmPool.MaxRefillRate, want, now)
 	return create, 0, paced
+}
+
+// startingRoom is how many more members a pool may start while claims keep coming:
+// percent of replicas (at least one, at least the claims waiting for a member) less the
+// members being started now. percent 0 bounds nothing.
+func startingRoom(percent, replicas int, members []*agentsv1beta1.Sandbox, waiting int) int {
+	if percent <= 0 {
+		return math.MaxInt
+	}
+	limit := max(1, waiting, (percent*replicas+99)/100)
+	for _, m := range members {
+		if !meta.IsStatusConditionTrue(m.Status.Conditions, agentsv1beta1.ConditionReady) && !memberFailed(m) {
+			limit--
+		}
+	}
+	return limit
 }
 
 // noteDeferral sends an event when the pool starts or stops deferring its refill.
@@ -178,6 +237,10 @@ type refillPacing struct {
 	holdUntil map[types.NamespacedName]time.Time
 	// buckets are the pools' refill token buckets.
 	buckets map[types.NamespacedName]*tokenBucket
+	// replicas is the pool's spec.replicas as last seen; growth is how many of its members
+	// are still to be created because replicas rose (sandboxwarmpool_growth.go).
+	replicas map[types.NamespacedName]int
+	growth   map[types.NamespacedName]int
 }
 
 type tokenBucket struct {
@@ -190,6 +253,8 @@ func newRefillPacing() *refillPacing {
 		members:   map[types.NamespacedName]int{},
 		holdUntil: map[types.NamespacedName]time.Time{},
 		buckets:   map[types.NamespacedName]*tokenBucket{},
+		replicas:  map[types.NamespacedName]int{},
+		growth:    map[types.NamespacedName]int{},
 	}
 }
 
@@ -266,4 +331,6 @@ func (p *refillPacing) forget(pool types.NamespacedName) {
 	delete(p.members, pool)
 	delete(p.holdUntil, pool)
 	delete(p.buckets, pool)
+	delete(p.replicas, pool)
+	delete(p.growth, pool)
 }

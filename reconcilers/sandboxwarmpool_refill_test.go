@@ -224,3 +224,76 @@ func TestLowWaterEndsADeferralUntilClaimsPause(t *testing.T) {
 		t.Errorf("refills at %v, want %v", created, want)
 	}
 }
+
+// A claim that waits for a member ends its pool's deferral: claims that keep coming never give
+// the pool its pause, and a waiting claim has found nothing to take. Once they are served the
+// deferral is spent (as at the low-water mark), until claims pause.
+func TestWaitingClaimsEndTheDeferral(t *testing.T) {
+	r, pool := steadyRefill(10 * time.Second)
+	var members []*agentsv1beta1.Sandbox
+	for i := range 8 {
+		members = append(members, poolMember(fmt.Sprintf("m%d", i), "h1", true, "1"))
+	}
+	claim := types.NamespacedName{Namespace: "ns", Name: "c"}
+	var created []time.Duration
+	for step := time.Duration(0); step <= 4*time.Second; step += 500 * time.Millisecond {
+		now := planNow.Add(step)
+		r.activity.touch(pool, now.Add(-10*time.Millisecond)) // claims never pause
+		switch step {
+		case 2 * time.Second:
+			r.activity.claimWaits(pool, claim)
+		case 3 * time.Second:
+			r.activity.claimDone(claim)
+		}
+		if n, _, _ := r.paceCreates(pool, poolPlan{create: 2, active: 8}, members, 10, now); n > 0 {
+			created = append(created, step)
+		}
+	}
+	want := []time.Duration{2 * time.Second, 2500 * time.Millisecond, 3 * time.Second, 3500 * time.Millisecond, 4 * time.Second}
+	if fmt.Sprint(created) != fmt.Sprint(want) {
+		t.Errorf("refills at %v, want %v", created, want)
+	}
+}
+
+// While claims keep coming, a refill no longer waiting for their pause starts at most
+// MaxStartingPercent of replicas at a time (at least one, at least as many as claims wait
+// for), counting the members being started already; once claims pause, all of it.
+func TestRefillIsBoundedWhileClaimsKeepComing(t *testing.T) {
+	pool := types.NamespacedName{Namespace: "ns", Name: "pool"}
+	members := func(ready, starting int) []*agentsv1beta1.Sandbox {
+		var out []*agentsv1beta1.Sandbox
+		for i := range ready + starting {
+			out = append(out, poolMember(fmt.Sprintf("m%d", i), "h1", i < ready, "1"))
+		}
+		return out
+	}
+	for name, tc := range map[string]struct {
+		ready, starting, waiting int
+		quietFor                 time.Duration
+		maxStarting              int
+		wantCreate               int
+	}{
+		"claims coming, none starting: a tenth of the replicas": {ready: 10, wantCreate: 10, maxStarting: 10},
+		"claims coming, some starting: the rest of the tenth":   {ready: 10, starting: 6, wantCreate: 4, maxStarting: 10},
+		"claims coming, the tenth starting: none now":           {ready: 10, starting: 10, wantCreate: 0, maxStarting: 10},
+		"claims waiting for members: as many as wait":           {ready: 0, starting: 10, waiting: 25, wantCreate: 15, maxStarting: 10},
+		"claims paused: the whole deficit":                      {ready: 10, starting: 10, quietFor: 2 * time.Second, wantCreate: 80, maxStarting: 10},
+		"unbounded":                                             {ready: 10, starting: 10, wantCreate: 80},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r, _ := steadyRefill(time.Second) // past its bound from the first reconcile
+			r.Refill.MaxStartingPercent = tc.maxStarting
+			now := planNow
+			r.deferredSince.Store(pool, now.Add(-time.Minute))
+			r.activity.touch(pool, now.Add(-time.Millisecond-tc.quietFor))
+			for i := range tc.waiting {
+				r.activity.claimWaits(pool, types.NamespacedName{Namespace: "ns", Name: fmt.Sprint("c", i)})
+			}
+			m := members(tc.ready, tc.starting)
+			got, deferred, _ := r.paceCreates(pool, poolPlan{create: 100 - len(m), active: len(m)}, m, 100, now)
+			if got != tc.wantCreate || deferred != 0 {
+				t.Errorf("paceCreates = %d created, deferred %s; want %d, not deferred", got, deferred, tc.wantCreate)
+			}
+		})
+	}
+}

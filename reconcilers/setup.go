@@ -21,6 +21,7 @@ import (
 
 	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/internal/demand"
 	"github.com/sandgate-dev/sandgate/internal/fairshare"
 	"github.com/sandgate-dev/sandgate/internal/tracing"
 	"github.com/sandgate-dev/sandgate/reconcilers/indexes"
@@ -89,6 +90,11 @@ type Config struct {
 	// ClaimReservationTTL is how long a reservation admission made for a claim that never
 	// appears is counted; 0 means DefaultClaimReservationTTL.
 	ClaimReservationTTL time.Duration
+	// Autoscaler runs the WarmPoolAutoscaler controller, deciding from Demand (required with
+	// it: the recorder the stamping webhook feeds). It needs no other controller: a pool
+	// another controller serves scales the same way.
+	Autoscaler bool
+	Demand     *demand.Recorder
 }
 
 // Setup registers the cache indexes (package indexes) and the controllers with mgr.
@@ -102,7 +108,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	if err := indexes.Setup(ctx, mgr.GetFieldIndexer(), cfg.Extensions); err != nil {
+	if cfg.Autoscaler && cfg.Demand == nil {
+		return errors.New("reconcilers: Config.Demand is required with Config.Autoscaler")
+	}
+	if err := indexes.Setup(ctx, mgr.GetFieldIndexer(), cfg.Extensions, cfg.Autoscaler); err != nil {
 		return err
 	}
 	// Claims and pools share what they know of claims' arrival; so does the Sandbox controller,
@@ -138,7 +147,24 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	if cfg.Extensions {
 		// The claim controller writes pods' routes beside the Sandbox controller's metadata
 		// writes: they share what was written (podmetadata.go; made by SetupWithManager).
-		return setupExtensions(mgr, cfg, activity, sandboxes.podViews)
+		if err := setupExtensions(mgr, cfg, activity, sandboxes.podViews); err != nil {
+			return err
+		}
+	}
+	if cfg.Autoscaler {
+		autoscalers := &autoscalerReconciler{
+			Client:    mgr.GetClient(),
+			APIReader: mgr.GetAPIReader(),
+			Recorder:  mgr.GetEventRecorder("sandgate-warmpoolautoscaler"),
+			Metrics:   cfg.Metrics,
+			Clock:     cfg.Clock,
+			Demand:    cfg.Demand,
+		}
+		// One worker: a reconcile is a few cache reads and, rarely, one write.
+		opts := queueOptions(controller.Options{MaxConcurrentReconciles: 1, SkipNameValidation: &cfg.SkipNameValidation})
+		if err := autoscalers.SetupWithManager(mgr, opts); err != nil {
+			return fmt.Errorf("setting up the warm pool autoscaler: %w", err)
+		}
 	}
 	return nil
 }
@@ -186,16 +212,19 @@ func setupExtensions(mgr ctrl.Manager, cfg Config, activity *poolActivity, podVi
 		ColdStartGrace:      cfg.ColdStartGrace,
 		BookkeepingDelay:    cfg.Refill.QuietPeriod,
 		MaxBookkeepingDelay: cfg.Refill.MaxDeferral,
-		RefuseRestamp:       cfg.RefuseRestamp,
-		LabelDomains:        cfg.ClaimLabelDomains,
-		LabelDomainsChanged: cfg.ClaimLabelDomainsChanged,
-		AnnotationDomains:   cfg.ClaimAnnotationDomains,
-		Tracer:              cfg.Tracer,
-		activity:            activity,
-		podViews:            podViews,
-		shares:              shares,
-		meter:               meter,
-		FairShareMetrics:    cfg.FairShareMetrics,
+		// A sixteenth of the claim workers (4 of the default 64) write bookkeeping that came
+		// due under traffic; the rest stay with the claims.
+		BookkeepingConcurrency: max(1, cfg.ClaimWorkers/16),
+		RefuseRestamp:          cfg.RefuseRestamp,
+		LabelDomains:           cfg.ClaimLabelDomains,
+		LabelDomainsChanged:    cfg.ClaimLabelDomainsChanged,
+		AnnotationDomains:      cfg.ClaimAnnotationDomains,
+		Tracer:                 cfg.Tracer,
+		activity:               activity,
+		podViews:               podViews,
+		shares:                 shares,
+		meter:                  meter,
+		FairShareMetrics:       cfg.FairShareMetrics,
 	}
 	if err := claims.SetupWithManager(mgr, options(cfg.ClaimWorkers)); err != nil {
 		return fmt.Errorf("setting up the claim controller: %w", err)

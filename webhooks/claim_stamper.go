@@ -20,6 +20,7 @@ import (
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/internal/demand"
 	"github.com/sandgate-dev/sandgate/internal/tracing"
 )
 
@@ -56,6 +57,9 @@ type ClaimWebhook struct {
 	// Policies checks a new claim against the ClaimPolicies of its namespace and reserves it
 	// in their ledgers (claimpolicy_admission.go); nil checks none.
 	Policies *ClaimPolicies
+	// Demand records each admitted claim's arrival at its pool, in memory (no API write): the
+	// warm pool autoscaler's earliest signal of demand (recordArrival). nil records nothing.
+	Demand *demand.Recorder
 }
 
 var (
@@ -107,7 +111,8 @@ func (w *ClaimWebhook) Default(ctx context.Context, c *extv1beta1.SandboxClaim) 
 	if w.Now != nil {
 		now = w.Now
 	}
-	at := now().UTC().Format(time.RFC3339Nano)
+	admitted := now()
+	at := admitted.UTC().Format(time.RFC3339Nano)
 	// The first-observed times are admission's, whatever the client sent: the platform's
 	// startup metrics are read from them (a value the client picked would be the client's
 	// word in a platform-wide histogram), and only the operator may change them later
@@ -119,8 +124,30 @@ func (w *ClaimWebhook) Default(ctx context.Context, c *extv1beta1.SandboxClaim) 
 	if tmpl != nil {
 		c.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash] = hash
 	}
-	// Last: a claim refused above reserves nothing.
-	return w.Policies.Admit(ctx, req, c)
+	// Policies: a claim refused above reserves nothing. Arrival last: a claim a policy refuses
+	// is no demand of its pool's.
+	if err = w.Policies.Admit(ctx, req, c); err != nil {
+		return err
+	}
+	w.recordArrival(ctx, req, c, admitted)
+	return nil
+}
+
+// recordArrival tells the demand recorder that a claim of its pool arrives, at the time
+// written into webhook-first-observed-at: the claim informer's create carries that time, by
+// which the leader's estimator recognizes the arrivals it recorded here (internal/demand). A
+// dry run creates nothing, and a claim whose name the cache already holds will be refused as
+// AlreadyExists after admission: neither is demand. Other refusals after admission (a quota)
+// count until the informer fails to confirm them (demand.PendingTTL).
+func (w *ClaimWebhook) recordArrival(ctx context.Context, req admission.Request, c *extv1beta1.SandboxClaim, at time.Time) {
+	if w.Demand == nil || (req.DryRun != nil && *req.DryRun) {
+		return
+	}
+	if c.Name != "" && w.Cache != nil &&
+		w.Cache.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: c.Name}, &extv1beta1.SandboxClaim{}) == nil {
+		return
+	}
+	w.Demand.Admitted(types.NamespacedName{Namespace: req.Namespace, Name: c.Spec.WarmPoolRef.Name}, at)
 }
 
 // checkNew checks a new claim in namespace ns: its own fields (ValidateClaim), the owner

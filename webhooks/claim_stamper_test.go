@@ -1,6 +1,7 @@
 package webhooks_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -8,13 +9,17 @@ import (
 	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/sandgate-dev/sandgate/api"
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/internal/demand"
 	"github.com/sandgate-dev/sandgate/internal/testing/builders"
 	"github.com/sandgate-dev/sandgate/internal/testing/policycases"
 	"github.com/sandgate-dev/sandgate/webhooks"
@@ -87,6 +92,50 @@ func TestClaimStamping(t *testing.T) {
 				t.Errorf("annotations (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// Every claim admitted is recorded as an arrival at its pool, at the time written into its
+// webhook-first-observed-at (by which the leader's informer recognizes it: internal/demand);
+// a refused claim, a dry run and a claim whose name is taken (the API server will refuse it)
+// are not demand.
+func TestClaimStampingRecordsArrivals(t *testing.T) {
+	now := time.Date(2026, 11, 27, 4, 5, 6, 789, time.UTC)
+	clk := clocktesting.NewFakeClock(now)
+	reader := fakeClient(builders.MakeTemplate("tmpl", "ns").Obj(), builders.MakePool("pool", "ns", "tmpl").Obj(),
+		builders.MakeClaim("taken", "ns", "pool").Obj())
+	rec := demand.NewRecorder(clk)
+	w := &webhooks.ClaimWebhook{Cache: reader, APIReader: reader, OperatorUser: operatorUser, Now: clk.Now, Demand: rec}
+	pool := types.NamespacedName{Namespace: "ns", Name: "pool"}
+	dryRun := func(op admissionv1.Operation) context.Context {
+		req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: op, Namespace: "ns",
+			UserInfo: authenticationv1.UserInfo{Username: someUser}, DryRun: ptr.To(true)}}
+		return admission.NewContextWithRequest(context.Background(), req)
+	}
+
+	admitted := builders.MakeClaim("", "ns", "pool").Obj()
+	if err := w.Default(request(someUser, admissionv1.Create), admitted); err != nil {
+		t.Fatal(err)
+	}
+	if code(w.Default(request(someUser, admissionv1.Create), builders.MakeClaim("bad", "ns", "pool").
+		Annotation(agentsv1beta1.AnnotationSandboxTemplateHash, staleHash).Obj())) != 422 {
+		t.Fatal("a forged stamp was admitted")
+	}
+	if err := w.Default(dryRun(admissionv1.Create), builders.MakeClaim("dry", "ns", "pool").Obj()); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Default(request(someUser, admissionv1.Create), builders.MakeClaim("taken", "ns", "pool").Obj()); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.Estimate(pool).LongWindowClaims; got != 1 {
+		t.Fatalf("%d arrivals recorded, want the one admitted claim", got)
+	}
+	at, err := time.Parse(time.RFC3339Nano, admitted.Annotations[agentsv1beta1.AnnotationWebhookFirstObservedAt])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Created(pool, at) {
+		t.Error("the informer's create of the admitted claim counted as a second arrival")
 	}
 }
 

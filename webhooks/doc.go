@@ -4,7 +4,8 @@
 //
 //   - claim_stamper.go: ClaimWebhook, the SandboxClaim webhook. Its mutating half checks a
 //     new claim and stamps it, reading templates through the manager's cache and from the API
-//     server only on a miss; its validating half guards later changes and deletion of a claim.
+//     server only on a miss, and records its arrival for the warm pool autoscaler (in memory);
+//     its validating half guards later changes and deletion of a claim.
 //   - binding_guard.go: BindingGuard, the validating Sandbox webhook: bindings, pool
 //     membership, reserved metadata, a bound Sandbox's owner, and who may create or rebuild a
 //     Sandbox.
@@ -13,6 +14,8 @@
 //   - sandbox_defaulter.go, template_webhook.go, pool_webhook.go, claimpolicy_webhook.go:
 //     SandboxDefaulter, TemplateWebhook, PoolWebhook and ClaimPolicyWebhook serve the pure
 //     rules of their kinds (ClaimPolicies' are in claimpolicy_webhook.go).
+//   - autoscaler_webhook.go: AutoscalerWebhook defaults and validates WarmPoolAutoscalers
+//     (DefaultAutoscaler, ValidateAutoscaler, pure as the others).
 //   - defaulters.go, validators.go: defaulting and validation of every kind as pure functions
 //     (Default*, Validate*, RatchetUpdate): same object in, same answer out, no API reads.
 //   - authority.go: who may act on whose claims and Sandboxes.

@@ -11,10 +11,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	autoscalingv1alpha1 "github.com/sandgate-dev/sandgate/api/autoscaling/v1alpha1"
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
 	tenancyv1alpha1 "github.com/sandgate-dev/sandgate/api/tenancy/v1alpha1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/internal/demand"
 	"github.com/sandgate-dev/sandgate/internal/fairshare"
 	"github.com/sandgate-dev/sandgate/internal/ledger"
 	"github.com/sandgate-dev/sandgate/internal/tracing"
@@ -65,6 +67,8 @@ const DefaultOperatorUser = "system:serviceaccount:sandgate-system:sandgate-cont
 // +kubebuilder:webhook:path=/validate-extensions-agents-x-k8s-io-v1beta1-sandboxwarmpool,mutating=false,failurePolicy=fail,sideEffects=None,groups=extensions.agents.x-k8s.io,resources=sandboxwarmpools,verbs=create;update,versions=v1beta1,name=validate.sandboxwarmpools.extensions.agents.x-k8s.io,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10
 // +kubebuilder:webhook:path=/mutate-policy-sandgate-dev-v1alpha1-claimpolicy,mutating=true,failurePolicy=fail,sideEffects=None,groups=policy.sandgate.dev,resources=claimpolicies,verbs=create;update,versions=v1alpha1,name=default.claimpolicies.policy.sandgate.dev,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10
 // +kubebuilder:webhook:path=/validate-policy-sandgate-dev-v1alpha1-claimpolicy,mutating=false,failurePolicy=fail,sideEffects=None,groups=policy.sandgate.dev,resources=claimpolicies,verbs=create;update,versions=v1alpha1,name=validate.claimpolicies.policy.sandgate.dev,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/mutate-autoscaling-sandgate-dev-v1alpha1-warmpoolautoscaler,mutating=true,failurePolicy=fail,sideEffects=None,groups=autoscaling.sandgate.dev,resources=warmpoolautoscalers,verbs=create;update,versions=v1alpha1,name=default.warmpoolautoscalers.autoscaling.sandgate.dev,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/validate-autoscaling-sandgate-dev-v1alpha1-warmpoolautoscaler,mutating=false,failurePolicy=fail,sideEffects=None,groups=autoscaling.sandgate.dev,resources=warmpoolautoscalers,verbs=create;update,versions=v1alpha1,name=validate.warmpoolautoscalers.autoscaling.sandgate.dev,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10
 //
 // The stamping webhook writes a claim's reservation into its ClaimPolicies' ledgers
 // (claimpolicy_admission.go), and nothing on a dry run: sideEffects NoneOnDryRun.
@@ -107,6 +111,9 @@ type Options struct {
 	LedgerClient client.Client
 	// FairShareMetrics count refusals and the time admission spends on policies.
 	FairShareMetrics *fairshare.Metrics
+	// Demand receives the arrival of every admitted claim, for the warm pool autoscaler
+	// (ClaimWebhook.Demand); nil records nothing.
+	Demand *demand.Recorder
 }
 
 // Setup registers every webhook with the manager's webhook server (the conversion webhook at
@@ -118,7 +125,8 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	authority := Authority{OperatorUser: opts.OperatorUser, PlatformGroups: opts.PlatformGroups}
 	claims := &ClaimWebhook{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), OperatorUser: opts.OperatorUser, Authority: authority, Now: opts.Now, Tracer: opts.Tracer,
-		LabelDomains: opts.LabelDomains, AnnotationDomains: opts.AnnotationDomains, Policies: claimPolicies(mgr, opts)}
+		LabelDomains: opts.LabelDomains, AnnotationDomains: opts.AnnotationDomains, Policies: claimPolicies(mgr, opts),
+		Demand: opts.Demand}
 	guard := &BindingGuard{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), OperatorUser: opts.OperatorUser,
 		Authority: authority, Authorizer: mgr.GetClient(), Tracer: opts.Tracer}
 	for _, err := range []error{
@@ -127,6 +135,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		wrap("SandboxTemplate", register(mgr, &extv1beta1.SandboxTemplate{}, TemplateWebhook{}, TemplateWebhook{})),
 		wrap("SandboxWarmPool", register(mgr, &extv1beta1.SandboxWarmPool{}, PoolWebhook{}, PoolWebhook{})),
 		wrap("ClaimPolicy", register(mgr, &tenancyv1alpha1.ClaimPolicy{}, ClaimPolicyWebhook{Cache: mgr.GetClient()}, ClaimPolicyWebhook{Cache: mgr.GetClient()})),
+		wrap("WarmPoolAutoscaler", register(mgr, &autoscalingv1alpha1.WarmPoolAutoscaler{}, AutoscalerWebhook{}, AutoscalerWebhook{})),
 		wrap("conversion", registerConversion(mgr)),
 	} {
 		if err != nil {

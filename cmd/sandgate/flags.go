@@ -53,12 +53,14 @@ type options struct {
 	refillQuietPeriod       time.Duration
 	refillLowWaterPercent   int
 	refillMaxDeferral       time.Duration
+	refillMaxStarting       int
 	gracefulShutdownTimeout time.Duration
 	platformGroups          stringList
 	runtimeAnnotations      stringList
 	annotationDomains       stringList
 	configNamespace         string
 	restamp                 bool
+	warmPoolAutoscaler      bool
 	disableClaimEvents      bool
 	disableSandboxEvents    bool
 	cacheLabelSelectors     bool
@@ -130,11 +132,12 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.IntVar(&o.templateWorkers, "sandbox-template-concurrent-workers", d.TemplateWorkers, "Concurrent reconciles of SandboxTemplates.")
 	fs.StringVar(&o.clusterDomain, "cluster-domain", d.ClusterDomain, "Cluster DNS domain used in Sandbox status.serviceFQDN.")
 	fs.BoolVar(&o.extensions, "extensions", d.Extensions, "Also run the SandboxTemplate, SandboxWarmPool and SandboxClaim controllers.")
-	fs.DurationVar(&o.coldStartGrace, "cold-start-grace", d.ColdStartGrace, "How long a claim with no ready warm sandbox of its template version waits for pool members being created before it cold-starts a sandbox.")
+	fs.DurationVar(&o.coldStartGrace, "cold-start-grace", d.ColdStartGrace, "How long a claim that finds no warm sandbox of its template version to take (none ready, none starting) waits for pool members on their way (not schedulable yet, or about to be created) before it cold-starts a sandbox.")
 	fs.DurationVar(&o.claimReservationTTL, "claim-reservation-ttl", d.ClaimReservationTTL, "How long a ClaimPolicy counts a claim admission let through whose create never completed (refused after admission by another webhook, a ResourceQuota or the schema): longer than a create can take after its admission (docs/fair-share.md).")
 	fs.DurationVar(&o.refillQuietPeriod, "pool-refill-quiet-period", d.Refill.QuietPeriod, "How long claims must pause before a pool replaces the members they took: replacements compete with claims for the API server. 0 replaces at once.")
 	fs.DurationVar(&o.refillMaxDeferral, "pool-refill-max-deferral", d.Refill.MaxDeferral, "Longest a pool's replacements, and a bound claim's sandbox-name annotation, wait for claims to pause: claims under steady traffic never pause. 0 waits for a pause however long.")
 	fs.IntVar(&o.refillLowWaterPercent, "pool-refill-low-water-percent", d.Refill.LowWaterPercent, "Percentage of a pool's replicas below which its ready members are replaced at once, even while claims arrive.")
+	fs.IntVar(&o.refillMaxStarting, "pool-refill-max-starting-percent", d.Refill.MaxStartingPercent, "While claims keep arriving, the most members a pool starts at a time, as a percentage of its replicas (at least one, and at least as many as claims wait for a member); claims take priority over what the refill starts. 0 leaves it unbounded.")
 	fs.DurationVar(&o.gracefulShutdownTimeout, "graceful-shutdown-timeout", d.GracefulShutdownTimeout, "How long running reconciles may take to finish on shutdown.")
 	o.platformGroups = append(stringList(nil), d.PlatformGroups...)
 	fs.Var(&o.platformGroups, "platform-groups", "Comma-separated groups trusted to change and delete every claim and Sandbox, and to write the operator's metadata (docs/threat-model.md).")
@@ -144,6 +147,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.Var(&o.annotationDomains, "claim-allowed-annotation-domains", "Comma-separated annotation domains a claim's additionalPodMetadata may use (each domain and its subdomains; unprefixed keys are refused). Empty means the default, "+strings.Join(policy.DefaultClaimAnnotationDomains, ",")+".")
 	fs.StringVar(&o.configNamespace, "config-namespace", d.ConfigNamespace, "Namespace of the ConfigMap agent-sandbox-config, whose allowed-label-domains lists the label domains claims may use (watched). Default: the pod's namespace (POD_NAMESPACE), else "+operator.DefaultConfigNamespace+".")
 	fs.BoolVar(&o.restamp, "restamp", !d.RefuseRestamp, "Restamp a claim whose stamped template version is gone (no member of it left, the template changed) to the current version, visibly (ClaimRestamped event, Ready reason Restamped); false leaves such a claim Ready=False with reason StampedVersionGone.")
+	fs.BoolVar(&o.warmPoolAutoscaler, "enable-warm-pool-autoscaler", d.WarmPoolAutoscaler, "Run the WarmPoolAutoscaler controller (autoscaling.sandgate.dev), which sets pools' replicas from the claims admission sees arrive (docs/autoscaling.md). It runs only where its CRD is installed; without it a line says so at start.")
 	fs.BoolVar(&o.disableClaimEvents, "disable-claim-events", d.DisableClaimEvents, "Emit no Kubernetes Events from the SandboxClaim controller: fewer API writes during claim bursts.")
 	fs.BoolVar(&o.disableSandboxEvents, "disable-sandbox-events", d.DisableSandboxEvents, "Emit no Kubernetes Events from the Sandbox controller (the public controller's, from its v1.0 Helm chart).")
 
@@ -230,6 +234,9 @@ func (o *options) validate() error {
 	}
 	if o.refillLowWaterPercent < 0 || o.refillLowWaterPercent > 100 {
 		errs = append(errs, fmt.Errorf("--pool-refill-low-water-percent must be between 0 and 100, got %d", o.refillLowWaterPercent))
+	}
+	if o.refillMaxStarting < 0 || o.refillMaxStarting > 100 {
+		errs = append(errs, fmt.Errorf("--pool-refill-max-starting-percent must be between 0 and 100, got %d", o.refillMaxStarting))
 	}
 	if len(o.platformGroups) == 0 {
 		errs = append(errs, errors.New("--platform-groups must name at least one group"))
@@ -360,8 +367,10 @@ func (o *options) operatorOptions() operator.Options {
 		Extensions:                o.extensions,
 		ColdStartGrace:            o.coldStartGrace,
 		ClaimReservationTTL:       o.claimReservationTTL,
-		Refill:                    reconcilers.RefillPolicy{QuietPeriod: o.refillQuietPeriod, LowWaterPercent: o.refillLowWaterPercent, MaxDeferral: o.refillMaxDeferral},
-		RefuseRestamp:             !o.restamp,
-		GracefulShutdownTimeout:   o.gracefulShutdownTimeout,
+		Refill: reconcilers.RefillPolicy{QuietPeriod: o.refillQuietPeriod, LowWaterPercent: o.refillLowWaterPercent, MaxDeferral: o.refillMaxDeferral,
+			MaxStartingPercent: o.refillMaxStarting},
+		RefuseRestamp:           !o.restamp,
+		WarmPoolAutoscaler:      o.warmPoolAutoscaler,
+		GracefulShutdownTimeout: o.gracefulShutdownTimeout,
 	}
 }

@@ -11,7 +11,7 @@ import (
 // WarmState is what the warm-share decision of a claim of one pool needs to know, as the
 // claim controller sees it: which tenant of the policy the claim is, how many of the pool's
 // warm members each tenant holds (its claims bound warm, not yet gone; "" is unnamed), and how
-// many ready members the claim could take.
+// many members the claim could take (ready, or starting: a claim takes either).
 type WarmState struct {
 	Tenant string
 	Held   map[string]int32
@@ -42,7 +42,7 @@ func HasWarmShares(p *tenancyv1alpha1.ClaimPolicy, pool string) bool {
 
 // DecideWarm decides whether a claim of pool may take a warm member under policy p, and
 // returns nil when it may. It may not when its tenant holds its share's max already, or when
-// it is beyond its own guarantee and the ready members are no more than the other tenants'
+// it is beyond its own guarantee and the members to take are no more than the other tenants'
 // guarantees still need (guaranteed minus held): those members are theirs.
 func DecideWarm(p *tenancyv1alpha1.ClaimPolicy, pool string, st WarmState) *NotWarm {
 	own := int32(0)
@@ -86,6 +86,6 @@ func DecideWarm(p *tenancyv1alpha1.ClaimPolicy, pool string, st WarmState) *NotW
 	}
 	sort.Strings(need)
 	return &NotWarm{Policy: p.Name, Action: action, Message: fmt.Sprintf(
-		"pool %s has %d ready warm sandboxes, no more than other tenants' guaranteed warm shares still need (%s; ClaimPolicy %s), and %s holds %d, its own guarantee being %d",
+		"pool %s has %d warm sandboxes to take (ready or starting), no more than other tenants' guaranteed warm shares still need (%s; ClaimPolicy %s), and %s holds %d, its own guarantee being %d",
 		pool, st.Ready, strings.Join(need, ", "), p.Name, who, held, own)}
 }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -22,7 +23,9 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/sandgate-dev/sandgate/api"
+	autoscalingv1alpha1 "github.com/sandgate-dev/sandgate/api/autoscaling/v1alpha1"
 	"github.com/sandgate-dev/sandgate/api/policy"
+	"github.com/sandgate-dev/sandgate/internal/demand"
 	"github.com/sandgate-dev/sandgate/internal/fairshare"
 	"github.com/sandgate-dev/sandgate/internal/tracing"
 	"github.com/sandgate-dev/sandgate/reconcilers"
@@ -41,6 +44,10 @@ type Operator struct {
 	// share and watchLabelDomains keeps in step with its ConfigMap.
 	labelDomains        *policy.LabelDomains
 	labelDomainsChanged chan event.GenericEvent
+	// demand is what the claim stamper records of claims' arrival and the warm pool
+	// autoscaler decides from: shared by admission (every replica) and the controller (the
+	// leader).
+	demand *demand.Recorder
 }
 
 type namedCheck struct {
@@ -141,7 +148,8 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
 	op := &Operator{Manager: mgr, Metrics: metrics, tracer: tracer,
-		labelDomains: &policy.LabelDomains{}, labelDomainsChanged: make(chan event.GenericEvent, 1)}
+		labelDomains: &policy.LabelDomains{}, labelDomainsChanged: make(chan event.GenericEvent, 1),
+		demand: demand.NewRecorder(opts.Clock)}
 	if flushTraces != nil {
 		if err := mgr.Add(flushTraces); err != nil {
 			return nil, fmt.Errorf("adding the trace flusher: %w", err)
@@ -191,11 +199,27 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 		ClaimReservationTTL:      opts.ClaimReservationTTL,
 		SkipNameValidation:       opts.SkipNameValidation,
 		Clock:                    opts.Clock,
+		Demand:                   op.demand,
+	}
+	if opts.WarmPoolAutoscaler {
+		rcfg.Autoscaler = autoscalerServed(mgr, log)
 	}
 	if err := reconcilers.Setup(ctx, mgr, rcfg); err != nil {
 		return nil, err
 	}
 	return op, nil
+}
+
+// autoscalerServed says whether the API server serves WarmPoolAutoscalers: an install that
+// lacks the CRD (the public controller's CRDs only, during a switch-over) runs without the
+// autoscaler rather than failing to start its informer.
+func autoscalerServed(mgr manager.Manager, log logr.Logger) bool {
+	gk := autoscalingv1alpha1.GroupVersion.WithKind("WarmPoolAutoscaler").GroupKind()
+	if _, err := mgr.GetRESTMapper().RESTMapping(gk, autoscalingv1alpha1.GroupVersion.Version); err != nil {
+		log.Info("not running the warm pool autoscaler: its CRD is not served (install config/crd, then restart)", "error", err.Error())
+		return false
+	}
+	return true
 }
 
 // cacheOptions are reconcilers.CacheOptions, restricted to Options.CacheNamespaces.

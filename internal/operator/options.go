@@ -160,6 +160,9 @@ type Options struct {
 	// RefuseRestamp leaves a claim whose stamped template version is gone Ready=False
 	// (StampedVersionGone) instead of restamping it.
 	RefuseRestamp bool
+	// WarmPoolAutoscaler runs the WarmPoolAutoscaler controller where its CRD is served
+	// (New asks discovery once; without the CRD it logs that it does not run).
+	WarmPoolAutoscaler bool
 	// GracefulShutdownTimeout is how long running reconciles may take to finish on shutdown;
 	// 0 skips waiting, a negative duration waits without bound (as controller-runtime has it).
 	GracefulShutdownTimeout time.Duration
@@ -262,12 +265,14 @@ func DefaultOptions() Options {
 		ColdStartGrace:            reconcilers.DefaultColdStartGrace,
 		ClaimReservationTTL:       reconcilers.DefaultClaimReservationTTL,
 		Refill: reconcilers.RefillPolicy{
-			QuietPeriod:     reconcilers.DefaultRefillQuietPeriod,
-			LowWaterPercent: reconcilers.DefaultRefillLowWaterPercent,
-			MaxDeferral:     reconcilers.DefaultRefillMaxDeferral,
+			QuietPeriod:        reconcilers.DefaultRefillQuietPeriod,
+			LowWaterPercent:    reconcilers.DefaultRefillLowWaterPercent,
+			MaxDeferral:        reconcilers.DefaultRefillMaxDeferral,
+			MaxStartingPercent: reconcilers.DefaultRefillMaxStartingPercent,
 		},
 		GracefulShutdownTimeout: DefaultGracefulShutdownTimeout,
 		LeaderElectionTimings:   DefaultLeaderElectionTimings(),
+		WarmPoolAutoscaler:      true,
 	}
 }
 
@@ -319,6 +324,9 @@ func (o Options) Validate() error {
 	}
 	if o.Refill.MaxDeferral < 0 {
 		errs = append(errs, fmt.Errorf("invalid Options.Refill.MaxDeferral: must not be negative, got %s", o.Refill.MaxDeferral))
+	}
+	if o.Refill.MaxStartingPercent < 0 || o.Refill.MaxStartingPercent > 100 {
+		errs = append(errs, fmt.Errorf("invalid Options.Refill.MaxStartingPercent: must be between 0 and 100, got %d", o.Refill.MaxStartingPercent))
 	}
 	if o.Refill.LowWaterPercent < 0 || o.Refill.LowWaterPercent > 100 {
 		errs = append(errs, fmt.Errorf("invalid Options.Refill.LowWaterPercent: must be between 0 and 100, got %d", o.Refill.LowWaterPercent))

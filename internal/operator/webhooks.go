@@ -74,7 +74,7 @@ func setupWebhooks(op *Operator, opts Options, watcher *certs.Watcher, ledgerCli
 	// ClaimPolicies are admitted with the extensions on: the leader's claim policy controller,
 	// one of them, counts the ledgers admission reserves in.
 	wopts := webhooks.Options{OperatorUser: opts.OperatorUser, PlatformGroups: opts.PlatformGroups, Tracer: op.tracer,
-		LabelDomains: op.labelDomains, AnnotationDomains: opts.ClaimAnnotationDomains,
+		LabelDomains: op.labelDomains, AnnotationDomains: opts.ClaimAnnotationDomains, Demand: op.demand,
 		ClaimPolicies: opts.Extensions, LedgerClient: ledgerClient, FairShareMetrics: fairShareMetrics}
 	if opts.Clock != nil {
 		wopts.Now = opts.Clock.Now

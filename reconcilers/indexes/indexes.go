@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	autoscalingv1alpha1 "github.com/sandgate-dev/sandgate/api/autoscaling/v1alpha1"
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
@@ -28,6 +29,9 @@ const (
 	PoolTemplate = "sandgate.poolTemplate"
 	// ClaimPool indexes SandboxClaims by spec.warmPoolRef.name.
 	ClaimPool = "sandgate.claimPool"
+	// AutoscalerPool indexes WarmPoolAutoscalers by spec.poolRef.name: which autoscalers a
+	// pool's claims, members and writers wake.
+	AutoscalerPool = "sandgate.autoscalerPool"
 )
 
 // Index is one field index: the kind it indexes, its name and how a key is extracted.
@@ -39,25 +43,29 @@ type Index struct {
 	// their controllers query): registered only when those controllers run, since indexing a
 	// kind starts an informer for it.
 	Extension bool
-	what      string
+	// Autoscaler is true for the indexes only the warm pool autoscaler queries: registered
+	// only when it runs.
+	Autoscaler bool
+	what       string
 }
 
 // All lists every index the operator registers.
 func All() []Index {
 	return []Index{
-		{&corev1.Pod{}, PodController, PodControllerSandbox, false, "pods by controlling sandbox"},
-		{&agentsv1beta1.Sandbox{}, SandboxClaimUID, SandboxClaimUIDOf, false, "sandboxes by claim uid"},
-		{&agentsv1beta1.Sandbox{}, SandboxPool, SandboxPoolOf, true, "sandboxes by controlling pool"},
-		{&extv1beta1.SandboxWarmPool{}, PoolTemplate, PoolTemplateOf, true, "pools by template"},
-		{&extv1beta1.SandboxClaim{}, ClaimPool, ClaimPoolOf, true, "claims by pool"},
+		{&corev1.Pod{}, PodController, PodControllerSandbox, false, false, "pods by controlling sandbox"},
+		{&agentsv1beta1.Sandbox{}, SandboxClaimUID, SandboxClaimUIDOf, false, false, "sandboxes by claim uid"},
+		{&agentsv1beta1.Sandbox{}, SandboxPool, SandboxPoolOf, true, false, "sandboxes by controlling pool"},
+		{&extv1beta1.SandboxWarmPool{}, PoolTemplate, PoolTemplateOf, true, false, "pools by template"},
+		{&extv1beta1.SandboxClaim{}, ClaimPool, ClaimPoolOf, true, false, "claims by pool"},
+		{&autoscalingv1alpha1.WarmPoolAutoscaler{}, AutoscalerPool, AutoscalerPoolOf, false, true, "autoscalers by pool"},
 	}
 }
 
-// Setup registers the indexes with indexer: every one with extensions, else those of the
-// core kinds only.
-func Setup(ctx context.Context, indexer client.FieldIndexer, extensions bool) error {
+// Setup registers the indexes with indexer: those of the core kinds, those of the extensions
+// group's controllers with extensions, and the autoscaler's with autoscaler.
+func Setup(ctx context.Context, indexer client.FieldIndexer, extensions, autoscaler bool) error {
 	for _, ix := range All() {
-		if ix.Extension && !extensions {
+		if (ix.Extension && !extensions) || (ix.Autoscaler && !autoscaler) {
 			continue
 		}
 		if err := indexer.IndexField(ctx, ix.Object, ix.Name, ix.Extract); err != nil {
@@ -95,6 +103,14 @@ func PoolTemplateOf(obj client.Object) []string {
 func ClaimPoolOf(obj client.Object) []string {
 	if c, ok := obj.(*extv1beta1.SandboxClaim); ok && c.Spec.WarmPoolRef.Name != "" {
 		return []string{c.Spec.WarmPoolRef.Name}
+	}
+	return nil
+}
+
+// AutoscalerPoolOf extracts the name of an autoscaler's pool.
+func AutoscalerPoolOf(obj client.Object) []string {
+	if a, ok := obj.(*autoscalingv1alpha1.WarmPoolAutoscaler); ok && a.Spec.PoolRef.Name != "" {
+		return []string{a.Spec.PoolRef.Name}
 	}
 	return nil
 }

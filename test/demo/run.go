@@ -32,11 +32,15 @@ type Options struct {
 	OperatorCmd string // --operator-cmd (see harness.Options.OperatorCommand)
 	Verbose     bool   // -v: print the control plane's start-up steps
 	Webhooks    bool   // --webhooks: install the admission webhooks
+	// Profile and PodStartup are --profile and --pod-startup-*: how the simulated nodes'
+	// pods become Ready (with realistic, a cold start takes what it takes on a real cluster).
+	Profile    controlplane.Profile
+	PodStartup controlplane.PodStartup
 }
 
 // DefaultOptions returns the options of sandgate-demo without flags.
 func DefaultOptions() Options {
-	return Options{Claims: 4, Kubeconfig: filepath.Join("bin", "sandgate-demo.kubeconfig"), Webhooks: true}
+	return Options{Claims: 4, Kubeconfig: filepath.Join("bin", "sandgate-demo.kubeconfig"), Webhooks: true, Profile: controlplane.ProfileFast}
 }
 
 // AddFlags registers the flags of sandgate-demo on fs, bound to o's fields, with o's values
@@ -48,6 +52,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.OperatorCmd, "operator-cmd", o.OperatorCmd, "operator command line (see sandgate-bench --help); default: build and run ./cmd/sandgate")
 	fs.BoolVar(&o.Webhooks, "webhooks", o.Webhooks, "install the admission webhooks (--webhooks=false shows what happens without them)")
 	fs.BoolVar(&o.Verbose, "v", o.Verbose, "print the control plane's start-up steps")
+	controlplane.AddProfileFlags(fs, &o.Profile, &o.PodStartup)
 }
 
 // Run runs the demo: the narrative and the claims table go to stdout, the control plane's
@@ -56,6 +61,9 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 func Run(ctx context.Context, o Options, stdout, stderr io.Writer) (retErr error) {
 	if o.Claims < 1 {
 		return fmt.Errorf("--claims must be at least 1, got %d", o.Claims)
+	}
+	if err := controlplane.CheckProfile(o.Profile, o.PodStartup); err != nil {
+		return fmt.Errorf("--profile, --pod-startup-*: %w", err)
 	}
 	abs, err := filepath.Abs(o.Kubeconfig)
 	if err != nil {
@@ -70,12 +78,16 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) (retErr error
 	say := func(format string, args ...any) {
 		printf(stdout, "[%5.1fs] "+format+"\n", append([]any{time.Since(start).Seconds()}, args...)...)
 	}
-	say("starting a local control plane (etcd, kube-apiserver, scheduler, garbage collector, 3 kwok nodes)...")
+	say("starting a local control plane (etcd, kube-apiserver, scheduler, garbage collector, 3 kwok nodes, pod profile %s)...",
+		controlplane.DescribeProfile(o.Profile, o.PodStartup))
 	log := io.Writer(io.Discard)
 	if o.Verbose {
 		log = stderr
 	}
-	env, err := harness.Start(ctx, harness.Options{Profile: controlplane.ProfileFast, OperatorCommand: o.OperatorCmd, NoWebhooks: !o.Webhooks, Log: progressLog{log, say}})
+	env, err := harness.Start(ctx, harness.Options{
+		Profile: o.Profile, PodStartup: o.PodStartup,
+		OperatorCommand: o.OperatorCmd, NoWebhooks: !o.Webhooks, Log: progressLog{log, say},
+	})
 	if err != nil {
 		return err
 	}

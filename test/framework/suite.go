@@ -32,6 +32,11 @@ const StartTimeout = 3 * time.Minute
 //		os.Exit(framework.RunSuite(m, controlplane.Options{Profile: controlplane.ProfileKubelet}, func(c *framework.Cluster) { cluster = c }))
 //	}
 //
+// A suite whose tests need pods that take time to start, as on a real cluster, asks for
+// controlplane.ProfileRealistic and its start-up times in opts, short ones to keep it quick:
+// controlplane.Options{Profile: controlplane.ProfileRealistic, PodStartup:
+// controlplane.PodStartup{Median: 300 * time.Millisecond, P99: 1200 * time.Millisecond}}.
+//
 // SANDGATE_TEST_LOG=<file> writes the controllers' logs (verbosity 1) of the suite's managers
 // there.
 func RunSuite(m *testing.M, opts controlplane.Options, use func(*Cluster)) int {

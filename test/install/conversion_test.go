@@ -69,7 +69,8 @@ func TestCRDsConvertThroughTheWebhookService(t *testing.T) {
 
 // config/v1beta1-only is config/default with v1alpha1 no longer served by any CRD of the
 // public API: every other object, and every other field of the CRDs, is the same. sandgate's
-// own kinds (policy.sandgate.dev/v1alpha1, their only version) are served either way.
+// own kinds (policy.sandgate.dev/v1alpha1 and autoscaling.sandgate.dev/v1alpha1, their only
+// version) are served either way.
 func TestV1beta1OnlyStopsServingV1alpha1(t *testing.T) {
 	def, only := render(t), renderDir(t, "v1beta1-only")
 	public, own := publicCRDs(t, only)

@@ -26,29 +26,32 @@ var ErrFailedClaims = errors.New("claims failed")
 // Scenarios is set. Each field is the command-line flag named in its comment (AddFlags); the
 // flags' help tells more.
 type Options struct {
-	BurstSize      int                  // --burst-size: claims per burst
-	QPS            float64              // --qps: rate at which a burst's claims are created
-	TotalBursts    int                  // --total-bursts
-	Serial         int                  // --serial N: BurstSize 1 and TotalBursts N, whatever they say
-	WarmPoolSize   int                  // --warmpool-size
-	Namespace      string               // --namespace; "" means bench-<time>
-	Template       string               // --template: file with the template's pod spec; "" means built-in
-	PoolCreateWait time.Duration        // --pool-create-wait
-	Timeout        time.Duration        // --timeout: how long a burst's claims may take to be Ready
-	RefillWait     time.Duration        // --refill-wait
-	Kubeconfig     string               // --kubeconfig of an existing cluster; "" starts a local one
-	OperatorCmd    string               // --operator-cmd (see harness.Options.OperatorCommand)
-	Nodes          int                  // --nodes of the local cluster; 0 means enough for the run
-	Profile        controlplane.Profile // --profile of the local cluster's pods
-	JSONPath       string               // --json: also write the result there
-	Webhooks       bool                 // --webhooks: install config/webhook in the local cluster
-	ServeV1alpha1  bool                 // --serve-v1alpha1
-	CPUProfile     string               // --apiserver-profile
-	ProfileSeconds int                  // --apiserver-profile-seconds
-	Floor          bool                 // --floor
-	FloorAdmission bool                 // --floor-admission
-	FloorRoute     bool                 // --floor-route: the floor makes sandgate's route write too
-	LightFloor     bool                 // --light-floor: the floor on minimal members; implies Floor
+	BurstSize      int                     // --burst-size: claims per burst
+	QPS            float64                 // --qps: rate at which a burst's claims are created
+	TotalBursts    int                     // --total-bursts
+	Serial         int                     // --serial N: BurstSize 1 and TotalBursts N, whatever they say
+	WarmPoolSize   int                     // --warmpool-size
+	Namespace      string                  // --namespace; "" means bench-<time>
+	Template       string                  // --template: file with the template's pod spec; "" means built-in
+	PoolCreateWait time.Duration           // --pool-create-wait
+	Timeout        time.Duration           // --timeout: how long a burst's claims may take to be Ready
+	BurstPause     time.Duration           // --burst-pause: wait after a burst's last Ready before the next
+	Autoscaler     *load.AutoscalerSpec    // a WarmPoolAutoscaler on the pool (rapid-burst's --rapid-burst-autoscaler)
+	RefillWait     time.Duration           // --refill-wait
+	Kubeconfig     string                  // --kubeconfig of an existing cluster; "" starts a local one
+	OperatorCmd    string                  // --operator-cmd (see harness.Options.OperatorCommand)
+	Nodes          int                     // --nodes of the local cluster; 0 means enough for the run
+	Profile        controlplane.Profile    // --profile of the local cluster's pods
+	PodStartup     controlplane.PodStartup // --pod-startup-median, -p99, -seed of --profile realistic
+	JSONPath       string                  // --json: also write the result there
+	Webhooks       bool                    // --webhooks: install config/webhook in the local cluster
+	ServeV1alpha1  bool                    // --serve-v1alpha1
+	CPUProfile     string                  // --apiserver-profile
+	ProfileSeconds int                     // --apiserver-profile-seconds
+	Floor          bool                    // --floor
+	FloorAdmission bool                    // --floor-admission
+	FloorRoute     bool                    // --floor-route: the floor makes sandgate's route write too
+	LightFloor     bool                    // --light-floor: the floor on minimal members; implies Floor
 
 	Scenarios  string // --scenarios: all or a comma-separated list (ScenarioNames)
 	ScalePool  int    // --scale-pool: pool size of the large scale scenario
@@ -93,8 +96,18 @@ func (o Options) Validate() error {
 	if o.WarmPoolSize < 0 {
 		errs = append(errs, errors.New("--warmpool-size must not be negative"))
 	}
-	if o.Profile != controlplane.ProfileFast && o.Profile != controlplane.ProfileKubelet {
-		errs = append(errs, fmt.Errorf("--profile must be fast or kubelet, got %q", o.Profile))
+	// The scenarios choose their own profiles: the start-up times are those of the realistic ones.
+	startupProfile := o.Profile
+	if o.Scenarios != "" {
+		startupProfile = controlplane.ProfileRealistic
+	}
+	if err := controlplane.CheckProfile(o.Profile, controlplane.PodStartup{}); err != nil {
+		errs = append(errs, fmt.Errorf("--profile: %w", err))
+	} else if err := controlplane.CheckProfile(startupProfile, o.PodStartup); err != nil {
+		errs = append(errs, fmt.Errorf("--pod-startup-*: %w", err))
+	}
+	if o.BurstPause < 0 {
+		errs = append(errs, errors.New("--burst-pause must not be negative"))
 	}
 	if o.Rounds < 0 {
 		errs = append(errs, errors.New("--rounds must not be negative"))
@@ -165,6 +178,7 @@ func startEnv(ctx context.Context, o Options, nodes int, progress io.Writer) (*h
 		Kubeconfig:      o.Kubeconfig,
 		Nodes:           nodes,
 		Profile:         o.Profile,
+		PodStartup:      o.PodStartup,
 		OperatorCommand: o.OperatorCmd,
 		NoWebhooks:      !o.Webhooks,
 		V1beta1Only:     !o.ServeV1alpha1,
@@ -191,6 +205,9 @@ func describeCluster(params *report.Parameters, env *harness.Env, o Options) {
 	}
 	params.Cluster = "local control plane " + controlplane.KubernetesVersion
 	params.Profile, params.Nodes = string(env.Cluster.Profile), len(env.Cluster.NodeNames)
+	if s := env.Cluster.PodStartup; env.Cluster.Profile == controlplane.ProfileRealistic {
+		params.PodStartup = &report.PodStartup{MedianSeconds: s.Median.Seconds(), P99Seconds: s.P99.Seconds(), Seed: s.Seed}
+	}
 	if !env.Webhooks {
 		params.Cluster += " without webhooks"
 	}
@@ -251,11 +268,13 @@ func runOnce(ctx context.Context, o Options, podSpec corev1.PodSpec, templateNam
 		Namespace:        ns,
 		PodSpec:          podSpec,
 		WarmPoolSize:     int32(o.WarmPoolSize),
+		Autoscaler:       o.Autoscaler,
 		BurstSize:        o.BurstSize,
 		TotalBursts:      o.TotalBursts,
 		QPS:              o.QPS,
 		PoolCreateWait:   o.PoolCreateWait,
 		Timeout:          o.Timeout,
+		BurstPause:       o.BurstPause,
 		RefillWait:       o.RefillWait,
 		Progress:         progress,
 		APIServerProfile: o.CPUProfile,

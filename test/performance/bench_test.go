@@ -45,6 +45,8 @@ func TestValidateRejects(t *testing.T) {
 		"zero bursts":                {"--total-bursts", "0"},
 		"negative pool":              {"--warmpool-size", "-1"},
 		"unknown profile":            {"--profile", "slow"},
+		"start-up times, fast pods":  {"--pod-startup-median", "1s"},
+		"p99 below the median":       {"--profile", "realistic", "--pod-startup-median", "3s", "--pod-startup-p99", "2s"},
 		"render without out":         {"--scenarios", "all", "--render"},
 		"scenarios on a remote":      {"--scenarios", "all", "--kubeconfig", "/tmp/k"},
 		"floor admission alone":      {"--floor-admission"},
@@ -57,6 +59,20 @@ func TestValidateRejects(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if err := parse(t, args...).Validate(); err == nil {
 				t.Errorf("Validate of %q succeeded, want an error", args)
+			}
+		})
+	}
+}
+
+func TestStartupTimesFlags(t *testing.T) {
+	for name, args := range map[string][]string{
+		"realistic pods":                 {"--profile", "realistic", "--pod-startup-median", "1s", "--pod-startup-p99", "4s", "--pod-startup-seed", "9"},
+		"realistic pods, default times":  {"--profile", "realistic"},
+		"the realistic scenarios' times": {"--scenarios", "all", "--pod-startup-median", "1s", "--pod-startup-p99", "4s"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if err := parse(t, args...).Validate(); err != nil {
+				t.Errorf("Validate of %q: %v", args, err)
 			}
 		})
 	}

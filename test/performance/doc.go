@@ -16,6 +16,8 @@
 //   - load: one load run (template, pool, bursts of claims, measurements), its floors, and the
 //     runners of the longer scenarios (sustained, scale);
 //   - stats: percentiles of latency samples;
+//   - trace: the trace scenario's demand, a seeded day compressed to minutes, and the public
+//     HPA recipe's algorithm emulated, both without a cluster;
 //   - report: the result of a run as JSON, a human table and docs/performance.md.
 //
 // The packages measure; they never assert timings, so nothing here fails on a slow machine

@@ -3,6 +3,8 @@ package performance
 import (
 	"flag"
 	"strings"
+
+	"github.com/sandgate-dev/sandgate/test/env/controlplane"
 )
 
 // AddFlags registers the flags of sandgate-bench on fs, bound to o's fields, with o's values
@@ -17,13 +19,14 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Template, "template", o.Template, "YAML or JSON file with the pod spec of the template (default: one container, image registry.example/agent:1)")
 	fs.DurationVar(&o.PoolCreateWait, "pool-create-wait", o.PoolCreateWait, "how long to wait for the pool to be full and Ready before the run")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "how long a burst's claims may take to become Ready")
+	fs.DurationVar(&o.BurstPause, "burst-pause", o.BurstPause, "wait this long after a burst's claims are all Ready before the next burst (the public rapid-burst recipe pauses 20s); scenarios set their own")
 	fs.DurationVar(&o.RefillWait, "refill-wait", o.RefillWait, "how long to wait after the run for the pool to be full again (its requests are counted)")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig of an existing cluster (an admin: the API server's /metrics is read); default: start a local control plane")
 	fs.StringVar(&o.OperatorCmd, "operator-cmd", o.OperatorCmd,
 		"command line of the operator to run, with placeholders {{kubeconfig}} {{webhook-host}} {{webhook-port}} {{webhook-cert-dir}} {{metrics-port}} {{probe-port}}; "+
 			"default: build ./cmd/sandgate and run it (local cluster), none with --kubeconfig; \"none\" runs no operator")
 	fs.IntVar(&o.Nodes, "nodes", o.Nodes, "simulated nodes of the local cluster (default: enough for the pool and the claims)")
-	fs.StringVar((*string)(&o.Profile), "profile", string(o.Profile), "how the local cluster's pods become Ready: fast or kubelet")
+	controlplane.AddProfileFlags(fs, &o.Profile, &o.PodStartup)
 	fs.BoolVar(&o.Webhooks, "webhooks", o.Webhooks, "install config/webhook in the local cluster; --webhooks=false for an operator that serves none")
 	fs.BoolVar(&o.ServeV1alpha1, "serve-v1alpha1", o.ServeV1alpha1, "serve the deprecated v1alpha1 of the CRDs in the local cluster, as config/default does; --serve-v1alpha1=false serves v1beta1 only, as config/v1beta1-only does")
 	fs.StringVar(&o.CPUProfile, "apiserver-profile", o.CPUProfile, "write a CPU profile of kube-apiserver over the start of the run to this file (go tool pprof reads it)")

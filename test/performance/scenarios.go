@@ -138,6 +138,13 @@ func scenarios(scalePool int) []scenario {
 			qps: 150, pool: 300, run: runSustained, targets: floorTargets(report.Targets{}),
 		},
 		{
+			// The public project's own burst recipe (issue 35): more claims than members, every
+			// claim kept, each burst Ready before the next, back to back; judged burst by burst.
+			name: "rapid-burst", description: "the public rapid-burst recipe: 5 bursts of 300 claims at 300/s into a pool of 600, every claim kept, each burst Ready before the next",
+			burstSize: 300, totalBursts: 5, qps: 300, pool: 600, run: runRapidBurst,
+			targets: report.Targets{Reference: "public controller v0.5.6 (issue 35): p50 6.0, 17.3, 16.8, 15.7, 18.2 s, every burst warm"},
+		},
+		{
 			name: "scale-20k", description: "20,000 Sandboxes in 200 pools across 20 namespaces: memory, idle CPU, restart to first claim, serial claims",
 			run: runScale,
 		},
@@ -149,6 +156,12 @@ func scenarios(scalePool int) []scenario {
 		{
 			name: "admission-floor", description: "serial, with the admission floor measured in each round", burstSize: 1, totalBursts: 50, qps: 1000, pool: 70,
 			rounds: shortRounds, admissionFloor: true, targets: serialTargets, optional: true,
+		},
+		{
+			// Three clusters of several minutes each (trace.go, flags --trace-*): by name, so
+			// that `make bench` keeps within its hour.
+			name: "trace", description: "a seeded day of demand compressed to minutes (Poisson arrivals, bursts, random lifetimes) against three pool policies: static, the HPA recipe, the autoscaler",
+			run: runTrace, optional: true,
 		},
 		{
 			name: fmt.Sprintf("scale-%d", scalePool), description: "30 claims one at a time",
@@ -226,10 +239,14 @@ func runScenarios(ctx context.Context, o Options, stdout, stderr io.Writer) erro
 			so := o
 			so.BurstSize, so.TotalBursts, so.QPS, so.WarmPoolSize = sc.burstSize, sc.totalBursts, sc.qps, sc.pool
 			so.Namespace = "bench"
+			so.BurstPause = 0 // a scenario's shape is its own (rapid-burst: --rapid-burst-pause)
 			so.ServeV1alpha1 = sc.servesV1alpha1
 			so.Profile = controlplane.ProfileFast
 			if sc.profile != "" {
 				so.Profile = sc.profile
+			}
+			if so.Profile != controlplane.ProfileRealistic {
+				so.PodStartup = controlplane.PodStartup{} // --pod-startup-* are the realistic scenarios'
 			}
 			// Filling a pool of thousands takes minutes on two cores.
 			so.PoolCreateWait = max(o.PoolCreateWait, time.Duration(sc.pool)*200*time.Millisecond)

@@ -15,7 +15,7 @@ func TestSelectScenarios(t *testing.T) {
 		want      []string
 		wantErr   bool
 	}{
-		{name: "all in order, optional ones left out", list: "all", scalePool: 5000, want: []string{"serial", "burst-100", "burst-300", "kubelet", "cold", "sustained-10", "sustained-50", "sustained-150", "scale-20k"}},
+		{name: "all in order, optional ones left out", list: "all", scalePool: 5000, want: []string{"serial", "burst-100", "burst-300", "kubelet", "cold", "sustained-10", "sustained-50", "sustained-150", "rapid-burst", "scale-20k"}},
 		{name: "optional by name", list: "burst-v1alpha1,admission-floor", scalePool: 5000, want: []string{"burst-v1alpha1", "admission-floor"}},
 		{name: "scale-large alias", list: "serial, scale-large", scalePool: 3000, want: []string{"serial", "scale-3000"}},
 		{name: "unknown", list: "serial,nope", scalePool: 5000, wantErr: true},

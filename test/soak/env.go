@@ -63,7 +63,8 @@ func startEnv(ctx context.Context, o Options, logf func(string, ...any)) (_ *env
 	}
 	e.cluster, err = controlplane.Start(ctx, controlplane.Options{
 		Nodes:       o.Nodes,
-		Profile:     controlplane.ProfileFast,
+		Profile:     o.Profile,
+		PodStartup:  o.PodStartup,
 		AuditPolicy: check.AuditPolicy,
 		WebhookInstallOptions: envtest.WebhookInstallOptions{
 			Paths:            []string{filepath.Join(root, "config", "webhook")},

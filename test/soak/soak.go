@@ -12,6 +12,7 @@
 package soak
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/sandgate-dev/sandgate/internal/operator"
+	"github.com/sandgate-dev/sandgate/test/env/controlplane"
 )
 
 // leaseNamespace holds the replicas' leader election Lease.
@@ -56,6 +58,10 @@ type Options struct {
 	HoldMin, HoldMax   time.Duration
 	// Nodes is the number of simulated Nodes.
 	Nodes int
+	// Profile and PodStartup are how the simulated Nodes' pods become Ready
+	// (controlplane.Options); "" means fast.
+	Profile    controlplane.Profile
+	PodStartup controlplane.PodStartup
 	// SettleTimeout bounds the wait, after the load, for the pools to be back at their
 	// replicas and the last claims' Sandboxes to be gone.
 	SettleTimeout time.Duration
@@ -90,6 +96,7 @@ func DefaultOptions() Options {
 		HoldMin:       10 * time.Second,
 		HoldMax:       30 * time.Second,
 		Nodes:         4,
+		Profile:       controlplane.ProfileFast,
 		SettleTimeout: 3 * time.Minute,
 	}
 }
@@ -150,6 +157,9 @@ func (o Options) Validate() error {
 	}
 	if o.PauseMin < 0 || o.PauseMax < o.PauseMin || o.HoldMin <= 0 || o.HoldMax < o.HoldMin {
 		errs = append(errs, fmt.Errorf("fault pauses and holds must be ranges min <= max (holds positive), got pause %s-%s, hold %s-%s", o.PauseMin, o.PauseMax, o.HoldMin, o.HoldMax))
+	}
+	if err := controlplane.CheckProfile(cmp.Or(o.Profile, controlplane.ProfileFast), o.PodStartup); err != nil {
+		errs = append(errs, err)
 	}
 	if o.FaultsPerKind < 0 {
 		errs = append(errs, fmt.Errorf("faults per kind must not be negative, got %d", o.FaultsPerKind))

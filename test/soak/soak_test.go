@@ -67,8 +67,9 @@ func TestOptionsAreValidated(t *testing.T) {
 	bad.Rate = 0
 	bad.Faults = []string{"meteor-strike"}
 	bad.LifetimeMax = time.Second
+	bad.PodStartup.Median = time.Second // on the fast profile
 	err := bad.Validate()
-	for _, want := range []string{"rate", `unknown fault "meteor-strike"`, "lifetime"} {
+	for _, want := range []string{"rate", `unknown fault "meteor-strike"`, "lifetime", "realistic profile only"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not mention %q", err, want)
 		}

@@ -19,6 +19,9 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/sandgate-dev/sandgate/test/performance"
 )
 
@@ -32,6 +35,11 @@ func main() {
 	o.AddFlags(fs)
 	performance.AddSustainedFlags(fs)
 	performance.AddScaleFlags(fs)
+	performance.AddRapidBurstFlags(fs)
+	performance.AddTraceFlags(fs)
+	// The load generator's own caches log through controller-runtime; the run's progress is
+	// its own lines, and an unset logger prints a stack trace in their middle instead.
+	ctrllog.SetLogger(logr.Discard())
 	err := fs.Parse(os.Args[1:])
 	if err == nil && fs.NArg() > 0 {
 		err = fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())

@@ -1,7 +1,7 @@
 // Command sandgate-dev runs a local Kubernetes control plane with simulated nodes for
 // developing sandgate by hand (`make dev-cluster`; see package test/env/devcluster):
 //
-//	go -C test run ./cmd/sandgate-dev [--nodes 3] [--profile fast|kubelet] [--kubeconfig bin/sandgate-dev.kubeconfig] [--webhooks]
+//	go -C test run ./cmd/sandgate-dev [--nodes 3] [--profile fast|kubelet|realistic [--pod-startup-median 2s] [--pod-startup-p99 8s]] [--kubeconfig bin/sandgate-dev.kubeconfig] [--webhooks]
 //
 // It prints how to use the cluster and run the operator against it, and runs until SIGINT
 // (Ctrl-C) or SIGTERM; then it stops every process and removes every file it wrote. The

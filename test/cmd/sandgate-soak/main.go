@@ -22,6 +22,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/sandgate-dev/sandgate/test/env/controlplane"
 	"github.com/sandgate-dev/sandgate/test/performance/load"
 	"github.com/sandgate-dev/sandgate/test/soak"
 )
@@ -78,6 +79,7 @@ func run(args []string) error {
 	pause := fs.String("fault-pause", fmt.Sprintf("%s-%s", o.PauseMin, o.PauseMax), "Pause before each fault, min-max.")
 	hold := fs.String("fault-hold", fmt.Sprintf("%s-%s", o.HoldMin, o.HoldMax), "How long a lasting fault (webhook unreachable, slow API) lasts, min-max; a frozen leader stays frozen past its Lease.")
 	fs.IntVar(&o.Nodes, "nodes", o.Nodes, "Simulated Nodes.")
+	controlplane.AddProfileFlags(fs, &o.Profile, &o.PodStartup)
 	fs.DurationVar(&o.ReadyTimeout, "ready-timeout", o.ReadyTimeout, "How long a claim may take to become Ready before it counts as not served.")
 	fs.DurationVar(&o.SettleTimeout, "settle-timeout", o.SettleTimeout, "How long the system may take to settle after the load.")
 	fs.BoolVar(&o.KeepLogs, "keep-logs", o.KeepLogs, "Keep the cluster's logs, the audit log and the replicas' among them.")

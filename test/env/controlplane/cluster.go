@@ -54,10 +54,15 @@ const (
 	// 20-50 ms apart — Initialized with IPs assigned, then ContainersReady, then Ready — as a
 	// kubelet reports progress; the final state is the one ProfileFast writes.
 	ProfileKubelet Profile = "kubelet"
+	// ProfileRealistic takes a bound Pod through ProfileKubelet's steps, but its containers
+	// become ready only after a start-up time drawn for the Pod from Options.PodStartup (a
+	// median of 2 s and a p99 of 8 s by default), so that a cold start costs what it costs
+	// on a real cluster. A Pod deleted while starting goes away without becoming Ready.
+	ProfileRealistic Profile = "realistic"
 )
 
 // Profiles lists the valid profiles.
-var Profiles = []Profile{ProfileFast, ProfileKubelet}
+var Profiles = []Profile{ProfileFast, ProfileKubelet, ProfileRealistic}
 
 // validate fails for an unknown profile.
 func (p Profile) validate() error {
@@ -66,7 +71,7 @@ func (p Profile) validate() error {
 			return nil
 		}
 	}
-	return fmt.Errorf("unknown profile %q (want %q or %q)", p, ProfileFast, ProfileKubelet)
+	return fmt.Errorf("unknown profile %q (want %q, %q or %q)", p, ProfileFast, ProfileKubelet, ProfileRealistic)
 }
 
 // DefaultNodes is the number of simulated Nodes when Options.Nodes is 0.
@@ -80,6 +85,9 @@ type Options struct {
 	Nodes int
 	// Profile is how Pods on the simulated Nodes become Ready; "" means ProfileFast.
 	Profile Profile
+	// PodStartup is the start-up time distribution of ProfileRealistic; other profiles
+	// refuse anything but its zero value or the defaults (CheckProfile).
+	PodStartup PodStartup
 	// CRDDirectoryPaths are installed with the API server; default <repo root>/config/crd/bases.
 	// A missing path is an error.
 	CRDDirectoryPaths []string
@@ -142,6 +150,9 @@ type Cluster struct {
 	BinaryDir string
 	// Profile is the kwok profile in use ("" with NoKwok).
 	Profile Profile
+	// PodStartup is the start-up time distribution of ProfileRealistic, defaults filled in
+	// (zero with another profile).
+	PodStartup PodStartup
 	// NodeNames are the simulated Nodes.
 	NodeNames []string
 
@@ -209,6 +220,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, retErr error) {
 	}
 	if !opts.NoKwok {
 		c.Profile = opts.Profile
+		if opts.Profile == ProfileRealistic {
+			c.PodStartup = opts.PodStartup
+		}
 		c.NodeNames = nodeNames(opts.Nodes)
 	}
 	if err := c.saveState(); err != nil {
@@ -280,9 +294,10 @@ func (o *Options) defaults() error {
 	if o.Profile == "" {
 		o.Profile = ProfileFast
 	}
-	if err := o.Profile.validate(); err != nil {
+	if err := CheckProfile(o.Profile, o.PodStartup); err != nil {
 		return err
 	}
+	o.PodStartup = o.PodStartup.withDefaults()
 	if o.BinaryDir == "" {
 		dir, err := defaultBinaryDir()
 		if err != nil {

@@ -252,7 +252,7 @@ func (c *Cluster) startStorage(ctx context.Context, n int) error {
 // the Nodes to be Ready.
 func (c *Cluster) startKwok(ctx context.Context, opts Options) error {
 	start := time.Now()
-	stages, err := kwokStages(opts.Profile)
+	stages, err := kwokStages(opts.Profile, opts.PodStartup)
 	if err != nil {
 		return err
 	}
@@ -268,7 +268,7 @@ func (c *Cluster) startKwok(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	c.logf("creating %d nodes and starting kwok (profile %s)...", len(c.NodeNames), opts.Profile)
+	c.logf("creating %d nodes and starting kwok (profile %s)...", len(c.NodeNames), DescribeProfile(opts.Profile, opts.PodStartup))
 	if err := createNodes(ctx, cs, c.NodeNames); err != nil {
 		return err
 	}

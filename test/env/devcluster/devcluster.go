@@ -28,10 +28,11 @@ import (
 // Options are what the cluster looks like; each field is the sandgate-dev flag named in its
 // comment (AddFlags).
 type Options struct {
-	Nodes      int                  // --nodes: number of simulated nodes (at least 1)
-	Profile    controlplane.Profile // --profile: how pods become ready
-	Kubeconfig string               // --kubeconfig: where to write the admin kubeconfig
-	Webhooks   bool                 // --webhooks: also install the admission webhook configurations
+	Nodes      int                     // --nodes: number of simulated nodes (at least 1)
+	Profile    controlplane.Profile    // --profile: how pods become ready
+	PodStartup controlplane.PodStartup // --pod-startup-median, -p99, -seed of --profile realistic
+	Kubeconfig string                  // --kubeconfig: where to write the admin kubeconfig
+	Webhooks   bool                    // --webhooks: also install the admission webhook configurations
 }
 
 // DefaultOptions returns the options of sandgate-dev without flags.
@@ -47,8 +48,7 @@ func DefaultOptions() Options {
 // (DefaultOptions) as their defaults.
 func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Nodes, "nodes", o.Nodes, "number of simulated nodes (at least 1)")
-	fs.StringVar((*string)(&o.Profile), "profile", string(o.Profile),
-		"how pods become ready: fast (one status update) or kubelet (separate updates tens of ms apart)")
+	controlplane.AddProfileFlags(fs, &o.Profile, &o.PodStartup)
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig,
 		"where to write the admin kubeconfig (removed on exit); the operator's goes beside it")
 	fs.BoolVar(&o.Webhooks, "webhooks", o.Webhooks,
@@ -60,12 +60,8 @@ func (o *Options) validate() error {
 	if o.Nodes < 1 {
 		return fmt.Errorf("invalid --nodes %d: want at least 1", o.Nodes)
 	}
-	valid := false
-	for _, p := range controlplane.Profiles {
-		valid = valid || o.Profile == p
-	}
-	if !valid {
-		return fmt.Errorf("invalid --profile %q: want %q or %q", o.Profile, controlplane.ProfileFast, controlplane.ProfileKubelet)
+	if err := controlplane.CheckProfile(o.Profile, o.PodStartup); err != nil {
+		return fmt.Errorf("invalid --profile or --pod-startup-*: %w", err)
 	}
 	if o.Kubeconfig == "" {
 		return errors.New("invalid --kubeconfig: empty path")
@@ -90,6 +86,7 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) (retErr error
 	cluster, err := controlplane.Start(ctx, controlplane.Options{
 		Nodes:           o.Nodes,
 		Profile:         o.Profile,
+		PodStartup:      o.PodStartup,
 		Webhooks:        o.Webhooks,
 		Log:             stderr,
 		NoSignalHandler: true,
@@ -155,7 +152,7 @@ func printUsage(w io.Writer, cluster *controlplane.Cluster, o Options, took time
 	}
 	fmt.Fprintf(w, `
 sandgate-dev: control plane ready in %s: %s
-  nodes:   %d simulated (kwok, profile %q): %v
+  nodes:   %d simulated (kwok, profile %s): %v
   kubectl: %s
 
 Use it from another shell:
@@ -170,7 +167,7 @@ Run the operator where the API server calls %s:
       --webhook-host %s --webhook-port %d --webhook-cert-dir %s
 
 Press Ctrl-C to stop everything and remove the temporary files.
-`, took.Round(100*time.Millisecond), cluster.Config.Host, len(cluster.NodeNames), o.Profile,
+`, took.Round(100*time.Millisecond), cluster.Config.Host, len(cluster.NodeNames), controlplane.DescribeProfile(o.Profile, o.PodStartup),
 		cluster.NodeNames, kubectl, o.Kubeconfig, kubectl, kubectl,
 		admission, operatorKubeconfig(o), host, port, certDir)
 }

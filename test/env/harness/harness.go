@@ -45,9 +45,10 @@ const noOperator = "none"
 type Options struct {
 	// Kubeconfig selects an existing cluster; "" starts a local one.
 	Kubeconfig string
-	// Nodes and Profile size the local cluster (see controlplane.Options).
-	Nodes   int
-	Profile controlplane.Profile
+	// Nodes, Profile and PodStartup size the local cluster (see controlplane.Options).
+	Nodes      int
+	Profile    controlplane.Profile
+	PodStartup controlplane.PodStartup
 	// OperatorCommand runs the operator: a shell command line with the placeholders
 	// {{kubeconfig}}, {{webhook-host}}, {{webhook-port}}, {{webhook-cert-dir}},
 	// {{metrics-port}} and {{probe-port}}. "" builds ./cmd/sandgate and runs it (local cluster
@@ -345,6 +346,7 @@ func (e *Env) startLocal(ctx context.Context, opts Options) error {
 	fopts := controlplane.Options{
 		Nodes:           opts.Nodes,
 		Profile:         opts.Profile,
+		PodStartup:      opts.PodStartup,
 		Log:             opts.Log,
 		NoSignalHandler: true, // the commands handle signals and call Stop
 	}

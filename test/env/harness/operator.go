@@ -2,8 +2,11 @@ package harness
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -120,8 +123,8 @@ var builds = struct {
 	byRoot map[string]operatorBuild
 }{byRoot: map[string]operatorBuild{}}
 
-// buildOperator builds ./cmd/sandgate of the repository at root into <root>/bin/sandgate, once
-// per process (a failed build is tried again).
+// buildOperator builds ./cmd/sandgate of the repository at root, once per process (a failed
+// build is tried again).
 func buildOperator(ctx context.Context, root string, log func(string, ...any)) (operatorBuild, error) {
 	builds.Lock()
 	defer builds.Unlock()
@@ -136,25 +139,80 @@ func buildOperator(ctx context.Context, root string, log func(string, ...any)) (
 	return b, err
 }
 
-// buildOperatorNow runs the build of buildOperator.
+// buildOperatorNow runs the build of buildOperator. The binary is named for its content,
+// bin/operator/sandgate-<sha256 prefix>, and never written again once there: another process
+// that builds other code from another checkout sharing bin/ (a worktree's link to it), or this
+// checkout after an edit, gets a file of its own instead of replacing the one a run is still
+// starting operators from.
 func buildOperatorNow(ctx context.Context, root string, log func(string, ...any)) (operatorBuild, error) {
-	b := operatorBuild{binary: filepath.Join(root, "bin", "sandgate")}
+	dir := filepath.Join(root, "bin", "operator")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return operatorBuild{}, fmt.Errorf("building the operator: %w", err)
+	}
+	scratch, err := os.MkdirTemp(dir, ".build-")
+	if err != nil {
+		return operatorBuild{}, fmt.Errorf("building the operator: %w", err)
+	}
+	defer os.RemoveAll(scratch)
 	start := time.Now()
-	log("building the operator (go build -o bin/sandgate ./cmd/sandgate)...")
-	build := exec.CommandContext(ctx, "go", "build", "-o", b.binary, "./cmd/sandgate")
+	log("building the operator (go build ./cmd/sandgate)...")
+	built := filepath.Join(scratch, "sandgate")
+	build := exec.CommandContext(ctx, "go", "build", "-o", built, "./cmd/sandgate")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
-		return b, fmt.Errorf("building the operator: %w\n%s", err, out)
+		return operatorBuild{}, fmt.Errorf("building the operator: %w\n%s", err, out)
 	}
-	log("operator built in %s", time.Since(start).Round(100*time.Millisecond))
+	sum, err := fileDigest(built)
+	if err != nil {
+		return operatorBuild{}, fmt.Errorf("building the operator: %w", err)
+	}
+	b := operatorBuild{binary: filepath.Join(dir, "sandgate-"+sum[:12])}
+	pruneBuilds(dir, time.Now())
+	if err := os.Chtimes(b.binary, time.Time{}, time.Now()); err != nil {
+		// A rename within one directory is atomic: a concurrent build of the same code
+		// leaves the same bytes under the same name.
+		if err := os.Rename(built, b.binary); err != nil {
+			return operatorBuild{}, fmt.Errorf("building the operator: %w", err)
+		}
+	}
+	log("operator built in %s: %s", time.Since(start).Round(100*time.Millisecond), b.binary)
 	help, _ := exec.CommandContext(ctx, b.binary, "--help").CombinedOutput() // exits 0 or 2; the text is what counts
 	b.webhookHost = strings.Contains(string(help), "-webhook-host")
 	b.selfSignedCerts = strings.Contains(string(help), "-self-signed-certs")
 	return b, nil
 }
 
-// BuildOperator builds ./cmd/sandgate of the repository at root into <root>/bin/sandgate and
-// returns the binary's path.
+// keepBuilds is how long an operator build nobody built again stays in bin/operator.
+const keepBuilds = 48 * time.Hour
+
+// pruneBuilds removes the builds in dir that were last built more than keepBuilds before now
+// (each build of the same code touches its file), so that bin/operator does not grow with every
+// edit. A run that started one of them longer ago has its operators running already.
+func pruneBuilds(dir string, now time.Time) {
+	old, _ := filepath.Glob(filepath.Join(dir, "sandgate-*"))
+	for _, path := range old {
+		if fi, err := os.Stat(path); err == nil && now.Sub(fi.ModTime()) > keepBuilds {
+			_ = os.Remove(path) // best effort: another process may have removed it
+		}
+	}
+}
+
+// fileDigest is the hex SHA-256 of the file at path.
+func fileDigest(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// BuildOperator builds ./cmd/sandgate of the repository at root (buildOperatorNow says where)
+// and returns the binary's path.
 func BuildOperator(ctx context.Context, root string, log func(string, ...any)) (string, error) {
 	b, err := buildOperator(ctx, root, log)
 	return b.binary, err

@@ -1,7 +1,10 @@
 package harness
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -49,5 +52,31 @@ func TestExpand(t *testing.T) {
 				t.Errorf("expand mismatch (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// Builds not made again for keepBuilds are removed; newer ones and other files stay.
+func TestPruneBuildsRemovesOnlyStaleBuilds(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now()
+	for name, age := range map[string]time.Duration{
+		"sandgate-stale": keepBuilds + time.Hour,
+		"sandgate-fresh": time.Hour,
+		"other":          keepBuilds + time.Hour,
+	} {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, nil, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(path, now.Add(-age), now.Add(-age)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pruneBuilds(dir, now)
+	for name, want := range map[string]bool{"sandgate-stale": false, "sandgate-fresh": true, "other": true} {
+		_, err := os.Stat(filepath.Join(dir, name))
+		if got := err == nil; got != want {
+			t.Errorf("%s kept = %v, want %v", name, got, want)
+		}
 	}
 }

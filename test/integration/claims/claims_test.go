@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -128,7 +129,13 @@ func TestColdStart(t *testing.T) {
 	e.create(withNodeSelector(builders.MakeTemplate("stuck", e.ns).Obj()))
 	e.create(builders.MakePool("empty", e.ns, "tmpl").Replicas(0).Obj())
 	e.create(builders.MakePool("pending", e.ns, "stuck").Replicas(1).Obj())
-	e.eventually(func(g Gomega) { g.Expect(e.members(g, "pending")).To(HaveLen(1)) })
+	// A member whose pod fits nowhere is not taken while it starts (a claim would inherit it),
+	// but waited for.
+	e.eventually(func(g Gomega) {
+		members := e.members(g, "pending")
+		g.Expect(members).To(HaveLen(1))
+		g.Expect(meta.IsStatusConditionFalse(members[0].Status.Conditions, agentsv1beta1.ConditionPodScheduled)).To(BeTrue())
+	})
 
 	e.create(builders.MakeClaim("from-empty", e.ns, "empty").Obj())
 	c, sb := e.waitClaimReady("from-empty")
@@ -173,7 +180,12 @@ func TestRestampedClaimColdStarts(t *testing.T) {
 	e.create(withNodeSelector(builders.MakeTemplate("stuck", e.ns).Image("agent:v1").Obj()))
 	v1 := e.templateHash(e.g, "stuck")
 	e.create(builders.MakePool("pool", e.ns, "stuck").Replicas(1).UpdateStrategy(extv1beta1.RecreateUpdateStrategy).Obj())
-	e.eventually(func(g Gomega) { g.Expect(e.members(g, "pool")).To(HaveLen(1)) })
+	// Known not to fit (a claim takes a member that is starting, not one whose pod fits nowhere).
+	e.eventually(func(g Gomega) {
+		members := e.members(g, "pool")
+		g.Expect(members).To(HaveLen(1))
+		g.Expect(meta.IsStatusConditionFalse(members[0].Status.Conditions, agentsv1beta1.ConditionPodScheduled)).To(BeTrue())
+	})
 	e.create(builders.MakeClaim("c", e.ns, "pool").Obj())
 	e.g.Expect(e.claim(e.g, "c").Annotations).To(HaveKeyWithValue(agentsv1beta1.AnnotationSandboxTemplateHash, v1))
 

@@ -301,6 +301,7 @@ func TestSamplesApply(t *testing.T) {
 		ContainSubstring("sandboxwarmpool.extensions.agents.x-k8s.io/python-agent-pool created"),
 		ContainSubstring("sandboxclaim.extensions.agents.x-k8s.io/claim-sample created"),
 		ContainSubstring("claimpolicy.policy.sandgate.dev/tenants created"),
+		ContainSubstring("warmpoolautoscaler.autoscaling.sandgate.dev/python-agent-pool created"),
 	))
 
 	out, err = cluster.Kubectl("get", "-n", ns, "swp", "python-agent-pool").CombinedOutput()
@@ -309,6 +310,9 @@ func TestSamplesApply(t *testing.T) {
 	out, err = cluster.Kubectl("get", "-n", ns, "sandboxclaim", "claim-sample").CombinedOutput()
 	g.Expect(err).NotTo(HaveOccurred(), "%s", out)
 	g.Expect(strings.Fields(strings.SplitN(string(out), "\n", 2)[0])).To(Equal([]string{"NAME", "READY", "SANDBOX", "REASON", "AGE"}))
+	out, err = cluster.Kubectl("get", "-n", ns, "wpa", "python-agent-pool").CombinedOutput()
+	g.Expect(err).NotTo(HaveOccurred(), "%s", out)
+	g.Expect(strings.Fields(strings.SplitN(string(out), "\n", 2)[0])).To(Equal([]string{"NAME", "POOL", "MIN", "MAX", "CURRENT", "DESIRED", "CLAIMS/S", "ABLE", "AGE"}))
 
 	tpl := &extv1beta1.SandboxTemplate{}
 	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "python-agent"}, tpl)).To(Succeed())

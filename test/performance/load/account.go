@@ -179,6 +179,9 @@ func (r *runner) launchTypes(ctx context.Context, res *report.Result, claims []*
 			AtSeconds: round3(s.createdAt.Sub(first).Seconds()),
 			Ms:        round3(float64(obs.ReadyAt.Sub(s.createdAt)) / float64(time.Millisecond)),
 		}
+		if r.bursts != nil {
+			sample.Burst = s.burst
+		}
 		sb := sandboxes[obs.Sandbox]
 		if sb == nil {
 			res.Claims.UnknownLaunch++

@@ -52,13 +52,19 @@ type Config struct {
 	Namespace    string
 	PodSpec      corev1.PodSpec
 	WarmPoolSize int32
-	BurstSize    int
-	TotalBursts  int
-	QPS          float64
+	// Autoscaler, when set, puts a WarmPoolAutoscaler on the pool once it is created; the pool
+	// starts at WarmPoolSize (its minimum, as a rule) and the autoscaler sizes it from there.
+	Autoscaler  *AutoscalerSpec
+	BurstSize   int
+	TotalBursts int
+	QPS         float64
 	// PoolCreateWait bounds the wait for the pool to be full and Ready before the run.
 	PoolCreateWait time.Duration
 	// Timeout bounds the wait for each burst's claims to be Ready.
 	Timeout time.Duration
+	// BurstPause is how long the run waits after a burst's claims are all Ready before it
+	// sends the next burst (the public rapid-burst recipe pauses 20 s); 0 sends it at once.
+	BurstPause time.Duration
 	// RefillWait bounds the wait, after the last burst, for the pool to be full again; the
 	// requests of the refill are counted.
 	RefillWait time.Duration
@@ -130,7 +136,9 @@ func ReadPodSpec(path string) (corev1.PodSpec, error) {
 
 // runner carries the state of one run.
 type runner struct {
-	cfg    Config
+	cfg Config
+	// bursts measures a run of several bursts burst by burst; nil otherwise (perBurst).
+	bursts *burstProbe
 	probes Probes
 	c      client.WithWatch
 	rest   *rest.Config
@@ -217,9 +225,16 @@ func Run(ctx context.Context, restCfg *rest.Config, cfg Config, probes Probes) (
 	before := r.measure(ctx, res)
 	profileDone := r.profileAPIServer(ctx)
 	window := r.startCPUWindow(ctx, w)
+	if perBurst(cfg) {
+		r.bursts = newBurstProbe(r)
+		go r.bursts.sample(ctx, w)
+	}
 	runStart := time.Now()
 	claims, lastReady := r.fire(ctx, w, res)
 	claimsCPU := window.end(ctx)
+	if r.bursts != nil {
+		r.bursts.stopTimeline()
+	}
 	res.OtherWork = window.otherWork()
 	anyReady := !lastReady.IsZero()
 	if !anyReady {
@@ -252,6 +267,9 @@ func Run(ctx context.Context, restCfg *rest.Config, cfg Config, probes Probes) (
 	}
 	if err := r.launchTypes(ctx, res, claims, w); err != nil {
 		res.Errors = append(res.Errors, err.Error())
+	}
+	if r.bursts != nil {
+		res.Bursts = r.bursts.result(res.Samples)
 	}
 	return res, nil
 }
@@ -334,6 +352,9 @@ func (r *runner) createObjects(ctx context.Context) error {
 	}
 	r.pool = pool
 	r.progressf("created template %s and pool %s (%d replicas) in namespace %s", templateName, poolName, r.poolReplicas(), r.cfg.Namespace)
+	if r.cfg.Autoscaler != nil {
+		return createWarmPoolAutoscaler(ctx, r, r.cfg.Namespace, *r.cfg.Autoscaler)
+	}
 	return nil
 }
 
@@ -392,7 +413,9 @@ func (r *runner) waitForPool(ctx context.Context, want int32, limit time.Duratio
 
 // sent is a claim the run created.
 type sent struct {
-	name      string
+	name string
+	// burst is the burst the claim was sent in, from 1.
+	burst     int
 	createdAt time.Time // start of the create call
 	callTook  time.Duration
 	createErr error
@@ -412,6 +435,16 @@ func (r *runner) fire(ctx context.Context, w *ClaimWatcher, res *report.Result) 
 	var lastReady time.Time
 	limiter := rate.NewLimiter(rate.Limit(r.cfg.QPS), 1)
 	for b := range r.cfg.TotalBursts {
+		if b > 0 && r.cfg.BurstPause > 0 {
+			r.progressf("pausing %s before burst %d/%d", r.cfg.BurstPause, b+1, r.cfg.TotalBursts)
+			select {
+			case <-ctx.Done():
+			case <-time.After(r.cfg.BurstPause):
+			}
+		}
+		if r.bursts != nil {
+			r.bursts.begin(ctx, b)
+		}
 		burst := make([]*sent, r.cfg.BurstSize)
 		var wg sync.WaitGroup
 		for i := range burst {
@@ -419,7 +452,7 @@ func (r *runner) fire(ctx context.Context, w *ClaimWatcher, res *report.Result) 
 				burst = burst[:i]
 				break
 			}
-			s := &sent{name: fmt.Sprintf("claim-%03d-%04d", b, i)}
+			s := &sent{name: fmt.Sprintf("claim-%03d-%04d", b, i), burst: b + 1}
 			burst[i] = s
 			wg.Add(1)
 			go func() {
@@ -437,8 +470,16 @@ func (r *runner) fire(ctx context.Context, w *ClaimWatcher, res *report.Result) 
 		}
 		wg.Wait()
 		all = append(all, burst...)
-		if last := r.waitForClaims(ctx, w, burst, b); last.After(lastReady) {
+		last := r.waitForClaims(ctx, w, burst, b)
+		if last.After(lastReady) {
 			lastReady = last
+		}
+		if r.bursts != nil {
+			var first time.Time
+			if len(burst) > 0 {
+				first = burst[0].createdAt
+			}
+			r.bursts.end(ctx, b, first, last)
 		}
 	}
 	for _, s := range all {

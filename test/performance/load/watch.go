@@ -175,6 +175,13 @@ func (w *ClaimWatcher) Ready(name string) (ReadyClaim, bool) {
 	return obs, ok
 }
 
+// ReadyCount is how many claims have been seen Ready.
+func (w *ClaimWatcher) ReadyCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.seen)
+}
+
 // Stop ends the watch.
 func (w *ClaimWatcher) Stop() {
 	w.cancel()

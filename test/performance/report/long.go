@@ -6,12 +6,15 @@ import (
 )
 
 // writeLong writes the figures only the long scenarios have: a sustained run's warm share,
-// pool and latency over time beside its floor's, and the scale run's memory, idle CPU,
-// restart and serial claims. Scenarios without them are left out; nothing is written when
+// pool and latency over time beside its floor's, the scale run's memory, idle CPU,
+// restart and serial claims, and a burst run's figures burst by burst. Scenarios without them are left out; nothing is written when
 // no result has them.
 func writeLong(p func(string, ...any), results []*Result) {
-	var sustained, scale []*Result
+	var sustained, scale, bursts []*Result
 	for _, r := range results {
+		if r.Bursts != nil && len(r.Bursts.Bursts) > 0 {
+			bursts = append(bursts, r)
+		}
 		if r.Sustained != nil {
 			sustained = append(sustained, r)
 		}
@@ -24,6 +27,9 @@ func writeLong(p func(string, ...any), results []*Result) {
 	}
 	if len(scale) > 0 {
 		writeScale(p, scale)
+	}
+	if len(bursts) > 0 {
+		writeBursts(p, bursts)
 	}
 }
 

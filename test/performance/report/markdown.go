@@ -106,6 +106,10 @@ func WriteMarkdown(w io.Writer, m Machine, results []*Result, command string) er
 // WriteMarkdownWithPlots is WriteMarkdown for a report written to reportPath, linking the
 // pictures of each result (PlotNames) found in PlotDir(reportPath).
 func WriteMarkdownWithPlots(w io.Writer, m Machine, results []*Result, command, reportPath string) error {
+	all := results
+	// The trace scenario's runs are its policies', each a Result of its own: its section has
+	// them, the tables of single runs do not.
+	results, traces := splitTraces(all)
 	var buf bytes.Buffer
 	p := func(format string, args ...any) { _, _ = fmt.Fprintf(&buf, format+"\n", args...) } // a Buffer does not fail
 	p("# Performance")
@@ -121,10 +125,10 @@ func WriteMarkdownWithPlots(w io.Writer, m Machine, results []*Result, command, 
 	p("| memory | %.1f GiB |", m.MemoryGiB)
 	p("| kernel | %s |", orDash(m.Kernel))
 	p("| Go | %s |", m.Go)
-	p("| sandgate commit | %s |", commits(m, results))
+	p("| sandgate commit | %s |", commits(m, all))
 	p("| measured | %s |", m.Date)
-	if len(results) > 0 {
-		r := results[0].Parameters
+	if len(all) > 0 {
+		r := all[0].Parameters
 		p("| cluster | %s with kwok nodes (pod profile per scenario below) |", r.Cluster)
 		p("| operator | `%s` |", shorten(r.OperatorCommand))
 	}
@@ -146,15 +150,22 @@ func WriteMarkdownWithPlots(w io.Writer, m Machine, results []*Result, command, 
 			qps = "serial" // each claim waits for the previous one to be Ready
 		}
 		p("| %s | %s | %d | %d × %d | %s | %d | %d | %s |", r.Scenario, orDash(r.Description), q.BurstSize*q.TotalBursts,
-			q.TotalBursts, q.BurstSize, qps, q.WarmPoolSize, q.Nodes, orDash(q.Profile))
+			q.TotalBursts, q.BurstSize, qps, q.WarmPoolSize, q.Nodes, orDash(q.ProfileDescription()))
 	}
 	p("")
 	p("Pod profiles: `fast` takes a bound pod to Running and Ready in one status update (kwok's stock")
 	p("behaviour); `kubelet` walks it through separate updates 20–50 ms apart, as a kubelet reports")
-	p("progress, which is what wakes controllers again and again.")
+	p("progress, which is what wakes controllers again and again; `realistic` takes the kubelet's steps")
+	p("but holds a pod's containers for a start-up time drawn per pod (a log-normal of the median and")
+	p("p99 shown), so that a cold start costs what it does on a real cluster.")
 	p("")
 	writeFloor(p, results)
 	writeLong(p, results)
+	plotDir := ""
+	if reportPath != "" {
+		plotDir = PlotDir(reportPath)
+	}
+	writeTraces(p, traces, plotDir)
 	p("## Startup latency")
 	p("")
 	p("Client view: from the start of the claim's create call to the watch event showing")

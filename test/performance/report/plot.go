@@ -67,8 +67,11 @@ func PlotDir(reportPath string) string {
 
 // PlotNames returns the names of the files WritePlots writes for res, in the order the report
 // shows them: the latency distribution when res has samples, and for a sustained scenario its
-// timeline.
+// timeline; for the trace scenario, its picture of demand and pools.
 func PlotNames(res *Result) []string {
+	if res.Trace != nil {
+		return tracePlotNames(res)
+	}
 	if len(res.Samples) == 0 || res.Scenario == "" {
 		return nil
 	}
@@ -83,6 +86,9 @@ func sustained(res *Result) bool { return strings.HasPrefix(res.Scenario, "susta
 
 // WritePlots writes the pictures of res (PlotNames) into dir and returns their names.
 func WritePlots(dir string, res *Result) ([]string, error) {
+	if res.Trace != nil {
+		return writeTracePlots(dir, res)
+	}
 	names := PlotNames(res)
 	if len(names) == 0 {
 		return nil, nil

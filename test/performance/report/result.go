@@ -19,18 +19,21 @@ import (
 type Parameters struct {
 	// Commit is the sandgate commit measured (Machine.Commit when the scenario ran): a report
 	// rewritten after one scenario ran again holds results of several.
-	Commit          string  `json:"commit,omitempty"`
-	BurstSize       int     `json:"burstSize"`
-	QPS             float64 `json:"qps"`
-	TotalBursts     int     `json:"totalBursts"`
-	WarmPoolSize    int32   `json:"warmPoolSize"`
-	Namespace       string  `json:"namespace"`
-	Template        string  `json:"template"`
-	Cluster         string  `json:"cluster"`
-	Profile         string  `json:"profile,omitempty"`
-	Nodes           int     `json:"nodes,omitempty"`
-	OperatorCommand string  `json:"operatorCommand,omitempty"`
-	TimeoutSeconds  float64 `json:"timeoutSeconds"`
+	Commit       string  `json:"commit,omitempty"`
+	BurstSize    int     `json:"burstSize"`
+	QPS          float64 `json:"qps"`
+	TotalBursts  int     `json:"totalBursts"`
+	WarmPoolSize int32   `json:"warmPoolSize"`
+	Namespace    string  `json:"namespace"`
+	Template     string  `json:"template"`
+	Cluster      string  `json:"cluster"`
+	Profile      string  `json:"profile,omitempty"`
+	// PodStartup is the start-up time distribution of the realistic profile (nil with
+	// another): the figures of a run depend on it.
+	PodStartup      *PodStartup `json:"podStartup,omitempty"`
+	Nodes           int         `json:"nodes,omitempty"`
+	OperatorCommand string      `json:"operatorCommand,omitempty"`
+	TimeoutSeconds  float64     `json:"timeoutSeconds"`
 	// Floor marks a run of the API server's floor: no operator and no webhooks during the
 	// claims; the load generator made each claim's writes itself (see load.Config.Floor).
 	Floor bool `json:"floor,omitempty"`
@@ -43,6 +46,23 @@ type Parameters struct {
 	// FloorAdmission marks a floor run whose admission webhooks stayed, answered at once by
 	// the load generator (sandgate-bench --floor-admission).
 	FloorAdmission bool `json:"floorAdmission,omitempty"`
+}
+
+// PodStartup is the realistic profile's distribution of pod start-up times
+// (controlplane.PodStartup).
+type PodStartup struct {
+	MedianSeconds float64 `json:"medianSeconds"`
+	P99Seconds    float64 `json:"p99Seconds"`
+	Seed          int64   `json:"seed"`
+}
+
+// ProfileDescription names the pod profile of a run, with its start-up times if it has them:
+// "realistic (start-up median 2s, p99 8s, seed 0)"; "" for a cluster the run did not start.
+func (p Parameters) ProfileDescription() string {
+	if p.PodStartup == nil {
+		return p.Profile
+	}
+	return fmt.Sprintf("%s (start-up median %gs, p99 %gs, seed %d)", p.Profile, p.PodStartup.MedianSeconds, p.PodStartup.P99Seconds, p.PodStartup.Seed)
 }
 
 // Claims are the claims' fates.
@@ -310,6 +330,10 @@ type Result struct {
 	Sustained *Sustained `json:"sustained,omitempty"`
 	// Scale is set by a scale run (load.RunScale).
 	Scale *Scale `json:"scale,omitempty"`
+	// Trace is set by the trace scenario: its policies' runs, each a Result of its own.
+	Trace *Trace `json:"trace,omitempty"`
+	// Bursts is set by a run of several bursts of several claims: each burst's figures.
+	Bursts *Bursts `json:"bursts,omitempty"`
 	// Rounds are every (floor, sandgate) pair of a scenario measured more than once, in run
 	// order; the result itself is the round with the median p50 ratio.
 	Rounds []Round `json:"rounds,omitempty"`
@@ -325,6 +349,9 @@ type Sample struct {
 	Ms float64 `json:"ms"`
 	// Warm is whether its Sandbox was a pool member (launch-type warm).
 	Warm bool `json:"warm,omitempty"`
+	// Burst is the burst it was sent in, counted from 1, in a run of several bursts of
+	// several claims; 0 otherwise.
+	Burst int `json:"burst,omitempty"`
 }
 
 // Round is one (floor, sandgate) pair of a scenario run several times: client p50 and p99 of

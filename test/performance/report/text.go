@@ -35,7 +35,11 @@ func WriteText(w io.Writer, r *Result) error {
 	case p.Floor:
 		title += " (floor: no operator, no webhooks; the load generator writes)"
 	}
-	pf("\n== %s: %s into a pool of %d (%s)\n", title, what, p.WarmPoolSize, p.Cluster)
+	cluster := p.Cluster
+	if p.Profile != "" {
+		cluster += ", pod profile " + p.ProfileDescription()
+	}
+	pf("\n== %s: %s into a pool of %d (%s)\n", title, what, p.WarmPoolSize, cluster)
 	pf("pool fill\t%.1f s\n", r.PoolFillSeconds)
 	pf("load average at start\t%.1f on %d CPUs\n", r.LoadAverage, runtime.NumCPU())
 	if o := r.OtherWork; o != nil {
