@@ -14,6 +14,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -174,6 +176,15 @@ func (a *ClaimPolicies) reserve(ctx context.Context, req admission.Request, c *e
 	if err != nil {
 		return apierrors.NewInternalError(err)
 	}
+	// A claim with only generateName is named here, as the API server would name it after
+	// admission (the prefix and five random characters), so that its reservation names its
+	// claim: a reinvocation of this create is then a create of that very name (reinvoked),
+	// while without a name any number of claims could carry one reservation, each taken for
+	// the reinvocation of the create that made it.
+	name := c.Name
+	if name == "" && c.GenerateName != "" {
+		name = generatedName(c.GenerateName)
+	}
 	var reserved []types.NamespacedName
 	release := func() {
 		for _, l := range reserved {
@@ -184,7 +195,7 @@ func (a *ClaimPolicies) reserve(ctx context.Context, req admission.Request, c *e
 		key := types.NamespacedName{Namespace: req.Namespace, Name: ch.Ledger}
 		p, chg := ch.policy, ch.Charge
 		res := a.Reserver.Reserve(ctx, ledger.Request{Ledger: key, Policy: p, Charge: chg,
-			Reservation: tenancyv1alpha1.Reservation{ID: id, Claim: c.Name, Tenant: chg.Tenant, Pool: c.Spec.WarmPoolRef.Name, Creator: req.UserInfo.Username},
+			Reservation: tenancyv1alpha1.Reservation{ID: id, Claim: name, Tenant: chg.Tenant, Pool: c.Spec.WarmPoolRef.Name, Creator: req.UserInfo.Username},
 		})
 		switch {
 		case res.Err != nil:
@@ -203,7 +214,18 @@ func (a *ClaimPolicies) reserve(ctx context.Context, req admission.Request, c *e
 		reserved = append(reserved, key)
 	}
 	c.Annotations[tenancyv1alpha1.AnnotationReservation] = id
+	c.Name = name
 	return nil
+}
+
+// generatedName is a name from generateName as the API server makes one (storage/names): the
+// prefix, cut to leave room, and five random characters of the same alphabet.
+func generatedName(prefix string) string {
+	const maxPrefix = validation.DNS1123LabelMaxLength - 5
+	if len(prefix) > maxPrefix {
+		prefix = prefix[:maxPrefix]
+	}
+	return prefix + utilrand.String(5)
 }
 
 // dryRun answers a dry run: the limits the claim would exceed now, from the cached ledgers.
@@ -226,10 +248,14 @@ func (a *ClaimPolicies) dryRun(ctx context.Context, ns string, c *extv1beta1.San
 // when the ledger of its first charge (read from the API server: the first admission wrote it
 // a moment ago) holds that reservation, made within ReinvocationWindow for the same creator
 // and claim name, and no claim the cache shows carries it. Anything else is a client that set
-// the annotation, which is refused.
+// the annotation, which is refused. A claim without a name never is: admission named every
+// claim it reserved (reserve), so a reinvocation carries that name.
 func (a *ClaimPolicies) reinvoked(ctx context.Context, req admission.Request, c *extv1beta1.SandboxClaim, id string, charges []charge) bool {
 	l := &tenancyv1alpha1.ClaimLedger{}
 	if a.APIReader.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: charges[0].Ledger}, l) != nil {
+		return false
+	}
+	if c.Name == "" {
 		return false
 	}
 	window := a.ReinvocationWindow

@@ -118,6 +118,48 @@ func TestAClaimWithinItsLimitsIsReservedAndRecordsItsCreator(t *testing.T) {
 	}
 }
 
+// A claim with only generateName is named by admission, as the API server would name it, and
+// its reservation names it: a reinvocation of its create carries that name. A claim without a
+// name carrying the reservation (a client replaying it) is refused, and so is a claim of
+// another name.
+func TestAClaimWithGenerateNameIsNamedAndItsReservationCannotBeReplayed(t *testing.T) {
+	c := fakeClient(quotas(), countedLedger("quotas.team-a", "team-a", "", 0))
+	a := claimPolicies(c, c)
+	req := admissionRequest("alice", []string{"team-a"}, false)
+	claim := newClaim("")
+	claim.GenerateName = "gen-"
+	if err := a.Admit(context.Background(), req, claim); err != nil {
+		t.Fatalf("Admit: %v", err)
+	}
+	if !strings.HasPrefix(claim.Name, "gen-") || len(claim.Name) != len("gen-")+5 {
+		t.Fatalf("name %q, want gen- and five characters", claim.Name)
+	}
+	l := &tenancyv1alpha1.ClaimLedger{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "quotas.team-a"}, l); err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Status.Reservations) != 1 || l.Status.Reservations[0].Claim != claim.Name {
+		t.Fatalf("reservations %+v, want one naming %s", l.Status.Reservations, claim.Name)
+	}
+	id := claim.Annotations[tenancyv1alpha1.AnnotationReservation]
+	if err := a.Admit(context.Background(), req, claim.DeepCopy()); err != nil {
+		t.Errorf("the create admitted again (a reinvocation): %v", err)
+	}
+	for _, name := range []string{"", "other"} {
+		replay := newClaim(name)
+		replay.GenerateName = "gen-"
+		replay.Annotations[tenancyv1alpha1.AnnotationReservation] = id
+		if err := a.Admit(context.Background(), req, replay); !apierrors.IsInvalid(err) {
+			t.Errorf("a claim named %q carrying the reservation: %v, want 422", name, err)
+		}
+	}
+	long := newClaim("")
+	long.GenerateName = strings.Repeat("a", 70)
+	if err := a.Admit(context.Background(), req, long); err != nil || len(long.Name) != 63 {
+		t.Errorf("a long generateName: %v, name %q: want a name of 63 characters", err, long.Name)
+	}
+}
+
 // A claim beyond a limit is refused with 429 Too Many Requests: no Retry-After (client-go
 // would retry inside Create), a message that names the policy, the limit, the usage and what
 // to do, and a cause per limit.

@@ -149,11 +149,18 @@ func (e *env) key(name string) client.ObjectKey { return client.ObjectKey{Namesp
 // for every test of the suite: a name is given the same groups in every test.
 func (e *env) tenant(name string, groups ...string) client.Client {
 	e.t.Helper()
+	return e.userWithRole(framework.TenantRole, name, groups...)
+}
+
+// userWithRole returns a client acting as user name in groups, holding the shipped ClusterRole
+// of config/rbac/<roleFile> in the test's namespace.
+func (e *env) userWithRole(roleFile, name string, groups ...string) client.Client {
+	e.t.Helper()
 	// UserWithRole provisions the user without groups of its own; a user is provisioned once,
 	// so doing it first with the groups gives the tenant them.
 	cfg, err := cluster.UserConfig(name, append([]string{"system:authenticated"}, groups...)...)
 	e.g.Expect(err).NotTo(HaveOccurred())
-	cluster.UserWithRole(e.t, e.Client, e.ns, name, framework.TenantRole)
+	cluster.UserWithRole(e.t, e.Client, e.ns, name, roleFile)
 	// Unthrottled (client-go's default is 5 requests a second): a burst is a burst.
 	cfg.QPS, cfg.Burst = -1, 0
 	c, err := client.New(cfg, client.Options{Scheme: api.NewScheme()})
