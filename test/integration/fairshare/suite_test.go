@@ -27,6 +27,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -84,12 +85,23 @@ func (e *env) startManager(configure func(*operator.Options)) *framework.Manager
 // request to the next replica in turn.
 type replicas struct {
 	served [2]atomic.Int64
+	// down are the replicas stopped (stop): the proxy sends them nothing, as a Service drops
+	// the endpoint of a pod that is gone.
+	down     [2]atomic.Bool
+	managers [2]*framework.Manager
+}
+
+// stop stops replica i, mid-test, after the proxy stopped sending it requests.
+func (r *replicas) stop(i int) {
+	r.down[i].Store(true)
+	r.managers[i].Stop()
 }
 
 // startReplicas starts two replicas that elect a leader (only the leader reconciles; both
 // admit), each serving the webhooks on a port of its own, and a proxy on the address the
 // cluster's webhook configurations call that hands each request to the next replica in turn:
-// the API server's requests of one connection (HTTP/2) go to both.
+// the API server's requests of one connection (HTTP/2) go to both. Replica 0 is started first
+// and holds the leader's Lease before replica 1 starts: replica 0 is the leader.
 func (e *env) startReplicas(configure func(*operator.Options)) *replicas {
 	e.t.Helper()
 	host, port, certDir := cluster.WebhookAddress()
@@ -99,13 +111,20 @@ func (e *env) startReplicas(configure func(*operator.Options)) *replicas {
 	backends := make([]*url.URL, 2)
 	for i := range ports {
 		backends[i] = &url.URL{Scheme: "https", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[i]))}
-		cluster.StartManager(e.t, e.managerOptions(false, func(o *operator.Options) {
+		r.managers[i] = cluster.StartManager(e.t, e.managerOptions(false, func(o *operator.Options) {
 			o.WebhookHost, o.WebhookPort, o.WebhookCertDir, o.SelfSignedCerts = "127.0.0.1", ports[i], certDir, false
 			o.LeaderElection, o.LeaderElectionNamespace = true, e.ns
 			if configure != nil {
 				configure(o)
 			}
 		}))
+		if i == 0 {
+			e.eventually(func(g Gomega) {
+				lease := &coordinationv1.Lease{}
+				g.Expect(e.Client.Get(e.ctx(), e.key(operator.LeaderElectionID), lease)).To(Succeed())
+				g.Expect(lease.Spec.HolderIdentity).NotTo(BeNil())
+			})
+		}
 	}
 	cert, err := tls.LoadX509KeyPair(filepath.Join(certDir, "tls.crt"), filepath.Join(certDir, "tls.key"))
 	e.g.Expect(err).NotTo(HaveOccurred())
@@ -115,6 +134,9 @@ func (e *env) startReplicas(configure func(*operator.Options)) *replicas {
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			i := int(next.Add(1) % 2)
+			if r.down[i].Load() {
+				i = 1 - i
+			}
 			r.served[i].Add(1)
 			pr.SetURL(backends[i])
 		},
