@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	tenancyv1alpha1 "github.com/sandgate-dev/sandgate/api/tenancy/v1alpha1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
 
@@ -50,6 +51,8 @@ type State struct {
 	PVCs            []corev1.PersistentVolumeClaim
 	Services        []corev1.Service
 	NetworkPolicies []networkingv1.NetworkPolicy
+	ClaimPolicies   []tenancyv1alpha1.ClaimPolicy
+	ClaimLedgers    []tenancyv1alpha1.ClaimLedger
 }
 
 // Input is everything a soak recorded.
