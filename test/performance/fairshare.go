@@ -142,7 +142,7 @@ func (s fairShareSettings) config(arm string, o Options) load.FairShareConfig {
 		Namespace: "bench", PodSpec: load.DefaultPodSpec(), PoolSize: int32(s.Pool),
 		Duration: s.Duration, ARate: s.ARate, AHold: s.AHold,
 		BBursts: s.BBursts, BBurst: s.burst(), BRate: s.BRate, BHold: s.BHold,
-		PoolCreateWait: max(o.PoolCreateWait, time.Duration(s.Pool)*200*time.Millisecond), Timeout: max(o.Timeout, 2*time.Minute),
+		PoolCreateWait: max(o.PoolCreateWait, time.Duration(s.Pool)*200*time.Millisecond), Timeout: max(o.Timeout, 5*time.Minute),
 	}
 	if arm == report.ArmAlone {
 		cfg.BBursts = 0
