@@ -31,6 +31,11 @@ import (
 	"github.com/sandgate-dev/sandgate/reconcilers"
 )
 
+// LedgerUserAgent ends the User-Agent of admission's ClaimLedger writes, which every replica
+// sends (the leader's own ledger writes carry the manager's): an audit of which writes only a
+// leader may make leaves them out (the soak's checker does).
+const LedgerUserAgent = "admission-ledger"
+
 // Operator is a sandgate manager with every controller and webhook registered: Start (the
 // embedded manager's) runs it until its context ends.
 type Operator struct {
@@ -99,8 +104,10 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 	gracefulShutdown := opts.GracefulShutdownTimeout
 	// Admission's writes of ClaimLedgers go out from every replica (each admits claims), so
 	// their client is made before the lease fence guards the manager's: each is conditional on
-	// the ledger's resourceVersion and needs no leader (webhooks.Options.LedgerClient).
-	ledgerCfg := rest.CopyConfig(cfg)
+	// the ledger's resourceVersion and needs no leader (webhooks.Options.LedgerClient). Its
+	// User-Agent ends in LedgerUserAgent, which tells them apart from the leader's in an
+	// audit log.
+	ledgerCfg := rest.AddUserAgent(rest.CopyConfig(cfg), LedgerUserAgent)
 	leaderLock, err := fenceWrites(cfg, opts, registry)
 	if err != nil {
 		return nil, err

@@ -203,7 +203,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		OperatorUser:   webhooks.DefaultOperatorUser,
 		LeaseNamespace: leaseNamespace,
 		LeaseName:      operator.LeaderElectionID,
-		LoadStopped:    loadStopped,
+		// Admission's ledger writes come from every replica, by design.
+		AdmissionUserAgent: operator.LedgerUserAgent,
+		LoadStopped:        loadStopped,
 	})
 	// What the watch saw and the audit log may not hold (a write whose event was lost).
 	watched := bindings.stop()

@@ -185,6 +185,20 @@ func TestCheckReportsEachBrokenInvariant(t *testing.T) {
 			breakIt: func(r *run) { r.log.write("patch", operatorUser, "c", sec(30), memberGHI) },
 			want:    map[string]int{InvariantStaleLeaderWrite: 1}, wantDetail: "it had never held it",
 		},
+		"admission's ledger write of a replica without the Lease": {
+			breakIt: func(r *run) {
+				r.in.AdmissionUserAgent = "admission-ledger"
+				r.log.meta("patch", operatorUser, "a", sec(26), "policy.sandgate.dev", "claimledgers", testNS, "quotas").UserAgent = "sandgate/v0.1.0/admission-ledger"
+			},
+			want: map[string]int{},
+		},
+		"a leader's ledger write of a replica without the Lease": {
+			breakIt: func(r *run) {
+				r.in.AdmissionUserAgent = "admission-ledger"
+				r.log.meta("patch", operatorUser, "a", sec(26), "policy.sandgate.dev", "claimledgers", testNS, "quotas").UserAgent = "sandgate/v0.1.0"
+			},
+			want: map[string]int{InvariantStaleLeaderWrite: 1}, wantDetail: "patch claimledgers by",
+		},
 		"a write of the old leader before its Lease ran out": {
 			breakIt: func(r *run) { r.log.write("patch", operatorUser, "a", sec(23.5), memberGHI) },
 			want:    map[string]int{},

@@ -74,6 +74,10 @@ type Input struct {
 	// LeaseNamespace and LeaseName name the leader election Lease. With LeaseName empty the
 	// stale-leader check is skipped.
 	LeaseNamespace, LeaseName string
+	// AdmissionUserAgent ends the User-Agent of admission's ClaimLedger writes
+	// (operator.LedgerUserAgent): every replica admits claims and reserves them, so those
+	// writes are no leader's. Empty checks every ledger write as a leader's.
+	AdmissionUserAgent string
 	// LoadStopped is when the load generator stopped: nothing new was created by it after.
 	LoadStopped time.Time
 }
