@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -201,23 +200,10 @@ func TestAttackOneTenantsContentionDoesNotReachAnother(t *testing.T) {
 	e.policy(builders.MakeClaimPolicy("quotas", e.ns).
 		Tenant(builders.MakeTenant("team-a").User("alice").MaxClaims(20)).
 		Tenant(builders.MakeTenant("team-b").User("mallory").MaxClaims(20)).Obj())
-	vap := &admissionregistrationv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: "no-team-b-" + e.ns},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: ptrTo(admissionregistrationv1.Fail),
-			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
-					Rule:       admissionregistrationv1.Rule{APIGroups: []string{"policy.sandgate.dev"}, APIVersions: []string{"*"}, Resources: []string{"claimledgers"}},
-				},
-			}}},
-			Validations: []admissionregistrationv1.Validation{{
-				Expression: "!has(object.status) || !has(object.status.reservations) || !object.status.reservations.exists(r, has(r.tenant) && r.tenant == 'team-b' && " +
-					"!(has(oldObject.status) && has(oldObject.status.reservations) && oldObject.status.reservations.exists(o, o.id == r.id)))",
-				Message: "team-b's ledger is jammed",
-			}},
-		},
-	}
+	vap := ledgerUpdatePolicy("no-team-b-"+e.ns,
+		"!has(object.status) || !has(object.status.reservations) || !object.status.reservations.exists(r, has(r.tenant) && r.tenant == 'team-b' && "+
+			"!(has(oldObject.status) && has(oldObject.status.reservations) && oldObject.status.reservations.exists(o, o.id == r.id)))",
+		"team-b's ledger is jammed")
 	bindPolicy(e, vap, func(g Gomega) {
 		var ls tenancyv1alpha1.ClaimLedgerList
 		g.Expect(e.Client.List(e.ctx(), &ls, client.InNamespace(e.ns))).To(Succeed())

@@ -198,6 +198,24 @@ func refuseLabelled(e *env, name, key string) {
 
 // bindPolicy creates a ValidatingAdmissionPolicy bound to the test's namespace (deleted when
 // the test ends) and waits until the API server enforces it, as enforced says.
+// ledgerUpdatePolicy is a ValidatingAdmissionPolicy, for bindPolicy, that refuses every update
+// of a ClaimLedger for which expression is false, with message.
+func ledgerUpdatePolicy(name, expression, message string) *admissionregistrationv1.ValidatingAdmissionPolicy {
+	return &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptrTo(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{"policy.sandgate.dev"}, APIVersions: []string{"*"}, Resources: []string{"claimledgers"}},
+				},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{Expression: expression, Message: message}},
+		},
+	}
+}
+
 func bindPolicy(e *env, policy *admissionregistrationv1.ValidatingAdmissionPolicy, enforced func(g Gomega)) {
 	e.t.Helper()
 	e.create(policy)

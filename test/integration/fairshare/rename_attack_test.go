@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -79,23 +78,10 @@ func TestAttackAReservationCannotBeReplayedThroughGenerateName(t *testing.T) {
 	e.startManager(nil)
 	// Two, one of which the probe below holds.
 	e.policy(builders.MakeClaimPolicy("quotas", e.ns).Tenant(builders.MakeTenant("team-a").User("mallory").MaxClaims(2)).Obj())
-	vap := &admissionregistrationv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: "keep-reservations-" + e.ns},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: ptrTo(admissionregistrationv1.Fail),
-			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
-					Rule:       admissionregistrationv1.Rule{APIGroups: []string{"policy.sandgate.dev"}, APIVersions: []string{"*"}, Resources: []string{"claimledgers"}},
-				},
-			}}},
-			Validations: []admissionregistrationv1.Validation{{
-				Expression: "!has(oldObject.status) || !has(oldObject.status.reservations) || oldObject.status.reservations.all(o, " +
-					"has(object.status) && has(object.status.reservations) && object.status.reservations.exists(r, r.id == o.id))",
-				Message: "the ledger's reservations are kept",
-			}},
-		},
-	}
+	vap := ledgerUpdatePolicy("keep-reservations-"+e.ns,
+		"!has(oldObject.status) || !has(oldObject.status.reservations) || oldObject.status.reservations.all(o, "+
+			"has(object.status) && has(object.status.reservations) && object.status.reservations.exists(r, r.id == o.id))",
+		"the ledger's reservations are kept")
 	bindPolicy(e, vap, func(g Gomega) {
 		l := &tenancyv1alpha1.ClaimLedger{}
 		g.Expect(e.Client.Get(e.ctx(), e.key("quotas.team-a"), l)).To(Succeed())

@@ -228,16 +228,10 @@ func createFairSharePolicy(ctx context.Context, r *runner, p FairSharePolicy) er
 // steadyA creates A's claims at ARate for Duration, each in a goroutine of wg's.
 func (f *fairShareRun) steadyA(ctx context.Context, start time.Time, wg *sync.WaitGroup) {
 	interval := time.Duration(float64(time.Second) / f.cfg.ARate)
-	n := int(f.cfg.Duration / interval)
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	<-timer.C
-	for i := range n {
-		timer.Reset(time.Until(start.Add(time.Duration(i) * interval)))
-		select {
-		case <-ctx.Done():
+	for i := range int(f.cfg.Duration / interval) {
+		hold(ctx, time.Until(start.Add(time.Duration(i)*interval)))
+		if ctx.Err() != nil {
 			return
-		case <-timer.C:
 		}
 		wg.Add(1)
 		go func() {
