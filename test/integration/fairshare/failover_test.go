@@ -17,6 +17,7 @@ import (
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/internal/operator"
 	"github.com/sandgate-dev/sandgate/internal/testing/builders"
+	"github.com/sandgate-dev/sandgate/test/framework"
 )
 
 // The leader goes mid-burst (a rolling update, a drained node): two tenants keep creating and
@@ -66,10 +67,13 @@ func TestUsageIsExactWhenTheLeaderStopsMidBurst(t *testing.T) {
 
 	// Each worker holds one claim at most: it deletes the one it holds once a create of its
 	// is admitted or refused, so slots keep changing hands. It goes on until the leader has
-	// stopped and it made a few creates after. 12 workers a tenant want more than either limit.
+	// stopped and it made a few creates after, and then until a claim was admitted after the
+	// stop: slots deleted come back once the new leader counts them, which takes it a moment
+	// (the test's timeout at most). 12 workers a tenant want more than either limit.
 	const workers, rounds, roundsAfter, stopAfter = 12, 8, 5, 60
 	var attempts, afterStop atomic.Int64
 	stopped := make(chan struct{})
+	var stoppedAt atomic.Value
 	isStopped := func() bool {
 		select {
 		case <-stopped:
@@ -77,6 +81,12 @@ func TestUsageIsExactWhenTheLeaderStopsMidBurst(t *testing.T) {
 		default:
 			return false
 		}
+	}
+	goOn := func(round, after int) bool {
+		if round < rounds || after < roundsAfter {
+			return true
+		}
+		return afterStop.Load() == 0 && time.Since(stoppedAt.Load().(time.Time)) < framework.Timeout
 	}
 	var wg sync.WaitGroup
 	for user, c := range tenants {
@@ -92,12 +102,12 @@ func TestUsageIsExactWhenTheLeaderStopsMidBurst(t *testing.T) {
 						held = nil
 					}
 				}
-				for round := 0; round < rounds || after < roundsAfter; round++ {
+				for round := 0; goOn(round, after); round++ {
 					if isStopped() {
 						after++
 					}
 					if attempts.Add(1) == stopAfter {
-						go func() { r.stop(0); close(stopped) }()
+						go func() { r.stop(0); stoppedAt.Store(time.Now()); close(stopped) }()
 					}
 					claim := builders.MakeClaim(fmt.Sprintf("%s-%d-%d", user, w, round), e.ns, "pool").Obj()
 					err := c.Create(e.ctx(), claim)
@@ -110,6 +120,7 @@ func TestUsageIsExactWhenTheLeaderStopsMidBurst(t *testing.T) {
 						held = claim
 					case apierrors.IsTooManyRequests(err):
 						release()
+						time.Sleep(framework.Interval) // the slot comes back with the leader's next count
 					default:
 						// A create whose admission was cut short as its replica stopped.
 						t.Logf("%s's claim %s: %v", user, claim.Name, err)
