@@ -75,10 +75,10 @@ func (c FairShareConfig) Validate() error {
 		errs = append(errs, errors.New("a fair-share arm needs a pool, a duration and A's rate; no count or hold negative"))
 	}
 	if c.BBursts > 0 && (c.BBurst < 1 || c.BRate <= 0) {
-		errs = append(errs, errors.New("B's bursts need a size and a rate"))
+		errs = append(errs, errors.New("tenant B's bursts need a size and a rate"))
 	}
 	if p := c.Policy; p != nil && (p.AGuaranteed < 0 || p.AGuaranteed > c.PoolSize || p.BMaxClaims < 0) {
-		errs = append(errs, fmt.Errorf("A's guaranteed warm share (%d) must be within the pool (%d), B's limit not negative", p.AGuaranteed, c.PoolSize))
+		errs = append(errs, fmt.Errorf("tenant A's guaranteed warm share (%d) must be within the pool (%d), tenant B's limit not negative", p.AGuaranteed, c.PoolSize))
 	}
 	return errors.Join(errs...)
 }
