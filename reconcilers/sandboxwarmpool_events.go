@@ -45,8 +45,11 @@ func (h *memberEventHandler) Update(_ context.Context, e event.TypedUpdateEvent[
 	membership := controllerUID(oldSb) == controllerUID(cur) && memberFailed(oldSb) == memberFailed(cur) &&
 		oldSb.Labels[agentsv1beta1.LabelSandboxTemplateHash] == cur.Labels[agentsv1beta1.LabelSandboxTemplateHash] &&
 		oldSb.DeletionTimestamp.IsZero() == cur.DeletionTimestamp.IsZero()
+	// Placement (a node in the status) frees room for the refill to start another member
+	// (startingRoom), as Ready does.
 	readiness := meta.IsStatusConditionTrue(oldSb.Status.Conditions, agentsv1beta1.ConditionReady) ==
-		meta.IsStatusConditionTrue(cur.Status.Conditions, agentsv1beta1.ConditionReady)
+		meta.IsStatusConditionTrue(cur.Status.Conditions, agentsv1beta1.ConditionReady) &&
+		(oldSb.Status.NodeName == "") == (cur.Status.NodeName == "")
 	if membership && readiness {
 		return
 	}
@@ -55,7 +58,8 @@ func (h *memberEventHandler) Update(_ context.Context, e event.TypedUpdateEvent[
 		switch {
 		case !ok:
 		case membership || boundAway(oldSb, cur):
-			// Only readiness changed, which only status.readyReplicas shows, or a claim took
+			// Only readiness or placement changed, which only status.readyReplicas and the
+			// refill's room show, or a claim took
 			// the member, which the pool answers only once claims pause (see RefillPolicy):
 			// the wake-up waits, so that a burst of claims, or the members becoming ready
 			// after a refill, cost the pool one status write between them rather than one

@@ -257,22 +257,28 @@ func TestWaitingClaimsEndTheDeferral(t *testing.T) {
 
 // While claims keep coming, a refill no longer waiting for their pause starts at most
 // MaxStartingPercent of replicas at a time (at least one, at least as many as claims wait
-// for), counting the members being started already; once claims pause, all of it.
+// for), counting the members being placed already (not those whose pod is on a node, waiting
+// for its kubelet); once claims pause, all of it.
 func TestRefillIsBoundedWhileClaimsKeepComing(t *testing.T) {
 	pool := types.NamespacedName{Namespace: "ns", Name: "pool"}
-	members := func(ready, starting int) []*agentsv1beta1.Sandbox {
+	members := func(ready, starting, onNode int) []*agentsv1beta1.Sandbox {
 		var out []*agentsv1beta1.Sandbox
-		for i := range ready + starting {
-			out = append(out, poolMember(fmt.Sprintf("m%d", i), "h1", i < ready, "1"))
+		for i := range ready + starting + onNode {
+			m := poolMember(fmt.Sprintf("m%d", i), "h1", i < ready, "1")
+			if i >= ready+starting {
+				m.Status.NodeName = "node-1" // its kubelet's to start now
+			}
+			out = append(out, m)
 		}
 		return out
 	}
 	for name, tc := range map[string]struct {
-		ready, starting, waiting int
-		quietFor                 time.Duration
-		maxStarting              int
-		wantCreate               int
+		ready, starting, onNode, waiting int
+		quietFor                         time.Duration
+		maxStarting                      int
+		wantCreate                       int
 	}{
+		"claims coming, starting members on nodes: not counted": {ready: 10, starting: 6, onNode: 30, wantCreate: 4, maxStarting: 10},
 		"claims coming, none starting: a tenth of the replicas": {ready: 10, wantCreate: 10, maxStarting: 10},
 		"claims coming, some starting: the rest of the tenth":   {ready: 10, starting: 6, wantCreate: 4, maxStarting: 10},
 		"claims coming, the tenth starting: none now":           {ready: 10, starting: 10, wantCreate: 0, maxStarting: 10},
@@ -289,7 +295,7 @@ func TestRefillIsBoundedWhileClaimsKeepComing(t *testing.T) {
 			for i := range tc.waiting {
 				r.activity.claimWaits(pool, types.NamespacedName{Namespace: "ns", Name: fmt.Sprint("c", i)})
 			}
-			m := members(tc.ready, tc.starting)
+			m := members(tc.ready, tc.starting, tc.onNode)
 			got, deferred, _ := r.paceCreates(pool, poolPlan{create: 100 - len(m), active: len(m)}, m, 100, now)
 			if got != tc.wantCreate || deferred != 0 {
 				t.Errorf("paceCreates = %d created, deferred %s; want %d, not deferred", got, deferred, tc.wantCreate)

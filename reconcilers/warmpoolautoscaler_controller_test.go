@@ -88,17 +88,17 @@ func (at *autoscalerTest) status(name string) autoscalingv1alpha1.WarmPoolAutosc
 func TestAutoscalerScalesThePoolThroughItsScale(t *testing.T) {
 	at := newAutoscalerTest(t, builders.MakePool("pool", "ns", "tmpl").Replicas(1).Obj(),
 		autoscaler(builders.MakeAutoscaler("wpa", "ns", "pool").Min(1).Max(50).TargetSpare(2)))
-	at.arrive("pool", 30) // 3/s over the short window, 5 s default start-up: 15 expected
+	at.arrive("pool", 30) // 3/s over the short window, 5 s default start-up; all 30 within one start-up
 	at.reconcile("wpa")
 	if diff := cmp.Diff([]string{"patch SandboxWarmPool/pool/scale", "patch WarmPoolAutoscaler/wpa/status", "event Normal ScaledUp WarmPoolAutoscaler/wpa"},
 		at.api.Journal()); diff != "" {
 		t.Errorf("writes and events (-want +got):\n%s", diff)
 	}
-	if got := at.poolReplicas("pool"); got != 17 {
-		t.Errorf("pool replicas %d, want 17 (2 spare + 15 expected)", got)
+	if got := at.poolReplicas("pool"); got != 32 {
+		t.Errorf("pool replicas %d, want 32 (2 spare + the 30 that arrived within one start-up)", got)
 	}
 	s := at.status("wpa")
-	if s.DesiredReplicas != 17 || s.CurrentReplicas != 17 || s.Demand == nil || s.Demand.ExpectedClaimsDuringStartup != 15 ||
+	if s.DesiredReplicas != 32 || s.CurrentReplicas != 32 || s.Demand == nil || s.Demand.ExpectedClaimsDuringStartup != 30 ||
 		s.Demand.ShortWindowClaims != 30 || s.Demand.ClaimsPerSecond.String() != "3" || s.LastScaleTime == nil ||
 		s.LastScaleReason == "" || s.ObservedGeneration != 0 {
 		t.Errorf("status %+v, demand %+v", s, s.Demand)

@@ -289,9 +289,15 @@ type Estimate struct {
 	// measured on (0: DefaultStartup).
 	Startup        time.Duration
 	StartupSamples int
-	// Expected is Rate × Startup, rounded up (less expectationSlack): the claims that arrive
-	// while a new member starts.
+	// Expected is the claims that arrive while a new member starts: Rate × Startup, rounded
+	// up (less expectationSlack), or the claims that arrived during the last Startup when
+	// more (StartupWindowClaims).
 	Expected int
+	// StartupWindowClaims are the arrivals of the last Startup. A burst comes faster than
+	// any window's average: 300 claims in one second are 30/s over ShortWindow, 60 claims
+	// expected during a 2 s start-up, while the pool needs 300 members to answer the next
+	// such second. What arrived during one start-up is what to plan the next one with.
+	StartupWindowClaims int
 }
 
 // Estimate returns pool's demand now.
@@ -304,7 +310,8 @@ func (r *Recorder) Estimate(pool types.NamespacedName) Estimate {
 	e := Estimate{ShortWindowClaims: p.count(now, ShortWindow), LongWindowClaims: p.count(now, LongWindow)}
 	e.Rate = max(float64(e.ShortWindowClaims)/ShortWindow.Seconds(), float64(e.LongWindowClaims)/LongWindow.Seconds())
 	e.Startup, e.StartupSamples = p.startup.percentile()
-	e.Expected = ExpectedDuring(e.Rate, e.Startup)
+	e.StartupWindowClaims = p.count(now, max(e.Startup, bucketWidth))
+	e.Expected = max(ExpectedDuring(e.Rate, e.Startup), e.StartupWindowClaims)
 	return e
 }
 

@@ -119,8 +119,14 @@ func TestRateFollowsTheFasterWindow(t *testing.T) {
 	}
 	clk.Step(time.Second)
 	e := r.Estimate(poolA)
-	if e.Rate != 5 || e.Expected != 10 {
-		t.Errorf("during the burst: rate %v expected %d, want 5/s (50 in 10 s) and 10 in 2 s", e.Rate, e.Expected)
+	if e.Rate != 5 || e.Expected != 50 || e.StartupWindowClaims != 50 {
+		t.Errorf("during the burst: rate %v, expected %d (%d in the last start-up), want 5/s (50 in 10 s) and the 50 that arrived within one 2 s start-up",
+			e.Rate, e.Expected, e.StartupWindowClaims)
+	}
+	clk.Step(2 * time.Second)
+	e = r.Estimate(poolA)
+	if e.Rate != 5 || e.Expected != 10 || e.StartupWindowClaims != 0 {
+		t.Errorf("a start-up after the burst: rate %v, expected %d (%d in the last start-up), want 5/s and 10 in 2 s", e.Rate, e.Expected, e.StartupWindowClaims)
 	}
 	clk.Step(ShortWindow)
 	e = r.Estimate(poolA)

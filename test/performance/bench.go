@@ -58,6 +58,7 @@ type Options struct {
 	Out        string // --out: the markdown report
 	ResultsDir string // --results-dir of the scenarios' JSON results
 	Render     bool   // --render: only rewrite Out from the results in ResultsDir
+	Splice     bool   // --splice: replace only the sections of Out that stand apart (report.SplicedSections)
 	SkipFloor  bool   // --skip-floor
 	Rounds     int    // --rounds: rounds of each scenario measured in rounds; 0 means its default
 }
@@ -114,6 +115,9 @@ func (o Options) Validate() error {
 	}
 	if o.Render && (o.Scenarios == "" || o.Out == "") {
 		errs = append(errs, errors.New("--render needs --scenarios and --out"))
+	}
+	if o.Splice && (o.Scenarios == "" || o.Out == "") {
+		errs = append(errs, errors.New("--splice needs --scenarios and --out (the report to splice into)"))
 	}
 	if o.Scenarios != "" && o.Kubeconfig != "" {
 		errs = append(errs, errors.New("--scenarios runs on fresh local clusters; it does not take --kubeconfig"))

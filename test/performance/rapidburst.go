@@ -119,7 +119,10 @@ func runRapidBurst(ctx context.Context, o Options, sc scenario, stdout, stderr i
 		logf(stderr, "scenario %s failed: %v\n", sc.name, err)
 		return nil, []string{fmt.Sprintf("%s: %v", sc.name, err)}, nil
 	}
-	res.Scenario, res.Description, res.Targets = sc.name, sc.description, ptr.To(sc.targets)
+	res.Scenario, res.Description, res.Targets = rapidBurstVariant(sc.name, so.Profile, so.Autoscaler != nil), sc.description, ptr.To(sc.targets)
+	if a := so.Autoscaler; a != nil {
+		res.Parameters.Autoscaler = fmt.Sprintf("min %d, max %d, targetSpare %d", a.MinReplicas, a.MaxReplicas, a.TargetSpare)
+	}
 	if err := report.WriteText(stdout, res); err != nil {
 		return nil, nil, err
 	}
@@ -132,4 +135,17 @@ func runRapidBurst(ctx context.Context, o Options, sc scenario, stdout, stderr i
 			sc.name, res.Claims.NeverReady, res.Claims.CreateErrors, res.Claims.Stale))
 	}
 	return res, failed, nil
+}
+
+// rapidBurstVariant names a run of the recipe after its shape: the scenario's name for the
+// recipe as the public project runs it (a static pool, the fast profile), with the pod
+// profile and "-autoscaler" added otherwise, so that each shape keeps its own result.
+func rapidBurstVariant(name string, profile controlplane.Profile, autoscaled bool) string {
+	if profile != "" && profile != controlplane.ProfileFast {
+		name += "-" + string(profile)
+	}
+	if autoscaled {
+		name += "-autoscaler"
+	}
+	return name
 }

@@ -1,6 +1,7 @@
 package performance
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -34,6 +35,9 @@ type scenario struct {
 	servesV1alpha1 bool
 	// optional leaves the scenario out of "all": it runs when named.
 	optional bool
+	// variants: the scenario's flags change its shape, and each shape keeps a result of its
+	// own, named after the scenario and the shape (rapid-burst-realistic-autoscaler.json).
+	variants bool
 	// rounds measures the (floor, sandgate) pair this many times and reports the round with
 	// the median p50 ratio: a serial claim takes milliseconds, and the machine's speed varies
 	// from one fresh cluster to the next by more than the target's margin. A scenario with
@@ -141,7 +145,7 @@ func scenarios(scalePool int) []scenario {
 			// The public project's own burst recipe (issue 35): more claims than members, every
 			// claim kept, each burst Ready before the next, back to back; judged burst by burst.
 			name: "rapid-burst", description: "the public rapid-burst recipe: 5 bursts of 300 claims at 300/s into a pool of 600, every claim kept, each burst Ready before the next",
-			burstSize: 300, totalBursts: 5, qps: 300, pool: 600, run: runRapidBurst,
+			burstSize: 300, totalBursts: 5, qps: 300, pool: 600, run: runRapidBurst, variants: true,
 			targets: report.Targets{Reference: "public controller v0.5.6 (issue 35): p50 6.0, 17.3, 16.8, 15.7, 18.2 s, every burst warm"},
 		},
 		{
@@ -294,7 +298,11 @@ func runScenarios(ctx context.Context, o Options, stdout, stderr io.Writer) erro
 				res.Rounds = all
 			}
 			res.Parameters.Commit = commit
-			if err := res.WriteJSON(filepath.Join(o.ResultsDir, sc.name+".json")); err != nil {
+			name := sc.name
+			if sc.variants && strings.HasPrefix(res.Scenario, sc.name+"-") {
+				name = res.Scenario
+			}
+			if err := res.WriteJSON(filepath.Join(o.ResultsDir, name+".json")); err != nil {
 				return err
 			}
 		}
@@ -442,19 +450,31 @@ func writeReport(o Options, selected []scenario, stderr io.Writer) error {
 	// scenario again rewrites its part and keeps the others'.
 	var results []*report.Result
 	for _, sc := range scenarios(o.ScalePool) {
-		res, err := report.ReadJSON(filepath.Join(o.ResultsDir, sc.name+".json"))
-		if errors.Is(err, os.ErrNotExist) {
-			if slices.ContainsFunc(selected, func(s scenario) bool { return s.name == sc.name }) {
-				logf(stderr, "no result for scenario %s in %s: left out of the report\n", sc.name, o.ResultsDir)
+		paths := []string{filepath.Join(o.ResultsDir, sc.name+".json")}
+		if sc.variants {
+			more, err := filepath.Glob(filepath.Join(o.ResultsDir, sc.name+"-*.json"))
+			if err != nil {
+				return err
 			}
-			continue
+			paths = append(paths, more...)
 		}
-		if err != nil {
-			return err
+		found := false
+		for _, path := range paths {
+			res, err := report.ReadJSON(path)
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			// What a scenario is and aims at is defined here, not in old results.
+			res.Description, res.Targets = sc.description, ptr.To(sc.targets)
+			results = append(results, res)
+			found = true
 		}
-		// What a scenario is and aims at is defined here, not in old results.
-		res.Description, res.Targets = sc.description, ptr.To(sc.targets)
-		results = append(results, res)
+		if !found && slices.ContainsFunc(selected, func(s scenario) bool { return s.name == sc.name }) {
+			logf(stderr, "no result for scenario %s in %s: left out of the report\n", sc.name, o.ResultsDir)
+		}
 	}
 	if len(results) == 0 {
 		return fmt.Errorf("no results in %s to write %s from", o.ResultsDir, o.Out)
@@ -475,15 +495,24 @@ func writeReport(o Options, selected []scenario, stderr io.Writer) error {
 	if err := os.MkdirAll(filepath.Dir(o.Out), 0o755); err != nil {
 		return fmt.Errorf("creating %s: %w", filepath.Dir(o.Out), err)
 	}
-	f, err := os.Create(o.Out)
-	if err != nil {
-		return fmt.Errorf("writing report: %w", err)
-	}
-	if err := report.WriteMarkdownWithPlots(f, report.DescribeMachine(root), results, "make bench", o.Out); err != nil {
-		_ = f.Close()
+	var buf bytes.Buffer
+	if err := report.WriteMarkdownWithPlots(&buf, report.DescribeMachine(root), results, "make bench", o.Out); err != nil {
 		return err
 	}
-	if err := f.Close(); err != nil {
+	out := buf.Bytes()
+	if o.Splice {
+		old, err := os.ReadFile(o.Out)
+		if err != nil {
+			return fmt.Errorf("--splice: reading the report to splice into: %w", err)
+		}
+		spliced, titles := report.SpliceSections(string(old), buf.String())
+		if len(titles) == 0 {
+			return fmt.Errorf("--splice: the results of %s render none of the sections it replaces (%s)", o.Scenarios, strings.Join(report.SplicedSections, ", "))
+		}
+		out = []byte(spliced)
+		logf(stderr, "spliced %s into %s\n", strings.Join(titles, ", "), o.Out)
+	}
+	if err := os.WriteFile(o.Out, out, 0o644); err != nil {
 		return fmt.Errorf("writing report: %w", err)
 	}
 	logf(stderr, "wrote %s from %d result(s)\n", o.Out, len(results))

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/sandgate-dev/sandgate/test/env/controlplane"
 )
 
 func TestSelectScenarios(t *testing.T) {
@@ -86,6 +88,24 @@ func TestRoundsAndSustainedArrivals(t *testing.T) {
 		}
 		if cfg.Duration != tc.want {
 			t.Errorf("%s with --sustained-duration %s: arrivals of %s a round, want %s", tc.scenario, tc.flag, cfg.Duration, tc.want)
+		}
+	}
+}
+
+func TestRapidBurstVariantsKeepResultsOfTheirOwn(t *testing.T) {
+	for _, c := range []struct {
+		profile    controlplane.Profile
+		autoscaled bool
+		want       string
+	}{
+		{controlplane.ProfileFast, false, "rapid-burst"},
+		{"", false, "rapid-burst"},
+		{controlplane.ProfileRealistic, false, "rapid-burst-realistic"},
+		{controlplane.ProfileRealistic, true, "rapid-burst-realistic-autoscaler"},
+		{controlplane.ProfileFast, true, "rapid-burst-autoscaler"},
+	} {
+		if got := rapidBurstVariant("rapid-burst", c.profile, c.autoscaled); got != c.want {
+			t.Errorf("rapidBurstVariant(%q, %v) = %q, want %q", c.profile, c.autoscaled, got, c.want)
 		}
 	}
 }

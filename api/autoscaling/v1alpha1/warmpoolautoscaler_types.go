@@ -172,8 +172,9 @@ type DemandEstimate struct {
 	// +optional
 	MemberStartupSamples int32 `json:"memberStartupSamples,omitempty"`
 
-	// ExpectedClaimsDuringStartup is ClaimsPerSecond times the start-up time, rounded up:
-	// the claims that arrive while a new member starts.
+	// ExpectedClaimsDuringStartup is the claims expected while a new member starts:
+	// ClaimsPerSecond times the start-up time, rounded up, or the claims that arrived during
+	// the last start-up time when more (a burst).
 	// +optional
 	ExpectedClaimsDuringStartup int32 `json:"expectedClaimsDuringStartup,omitempty"`
 }

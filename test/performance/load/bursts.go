@@ -178,12 +178,20 @@ func burstWindow(before, after *burstSnapshot) (warmNotReady int, w *report.Burs
 		w.WorkMs = means(d, "workqueue_work_duration_seconds", "name")
 		w.Reconciles = d.GroupBy("controller_runtime_reconcile_total", nil, "controller")
 		w.Phases = operatorFigures(d, 0).Phases
-		const created = "agent_sandbox_claim_creation_total"
-		if slices.ContainsFunc(slices.Collect(maps.Values(after.operator)), func(s scrape.Series) bool { return s.Name == created }) {
-			warmNotReady = int(d.Sum(created, map[string]string{"launch_type": "warm", "pod_condition": "not_ready"}))
-		}
+		warmNotReady = servedStarting(before.operator, after.operator)
 	}
 	return warmNotReady, w
+}
+
+// servedStarting is how many claims the operator served warm from a member not Ready yet
+// between two scrapes of it (agent_sandbox_claim_creation_total with pod_condition
+// not_ready); -1 when either scrape is missing or the operator does not export it.
+func servedStarting(before, after scrape.Snapshot) int {
+	const created = "agent_sandbox_claim_creation_total"
+	if before == nil || after == nil || !slices.ContainsFunc(slices.Collect(maps.Values(after)), func(s scrape.Series) bool { return s.Name == created }) {
+		return -1
+	}
+	return int(scrape.Delta(before, after).Sum(created, map[string]string{"launch_type": "warm", "pod_condition": "not_ready"}))
 }
 
 // means is the mean of histogram name over a delta, in milliseconds, by label.

@@ -244,7 +244,11 @@ func Run(ctx context.Context, restCfg *rest.Config, cfg Config, probes Probes) (
 
 	if anyReady && !cfg.Floor {
 		refillStart := time.Now()
-		if err := r.waitForPool(ctx, r.poolReplicas(), cfg.RefillWait, "pool refilling"); err != nil {
+		want := r.poolReplicas()
+		if cfg.Autoscaler != nil {
+			want = -1 // the size the autoscaler left it at
+		}
+		if err := r.waitForPool(ctx, want, cfg.RefillWait, "pool refilling"); err != nil {
 			res.Errors = append(res.Errors, fmt.Sprintf("pool not full again within %s: %v", cfg.RefillWait, err))
 		} else {
 			res.RefillSeconds = time.Since(refillStart).Seconds()
@@ -372,12 +376,14 @@ func DeleteNamespace(ctx context.Context, cfg *rest.Config, ns string) error {
 }
 
 // waitForPool waits until the pool's status shows its want replicas Ready, printing progress
-// every two seconds. An empty pool is full at once, but waits a moment (emptyPoolWait) for
+// every two seconds; want < 0 waits for the pool's own spec.replicas (an autoscaled pool's
+// size is the autoscaler's). An empty pool is full at once, but waits a moment (emptyPoolWait) for
 // the operator to show it has seen the pool (status.observedGeneration), so that the first
 // claim does not race the operator's start.
 func (r *runner) waitForPool(ctx context.Context, want int32, limit time.Duration, what string) error {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
+	own := want < 0
 	start := time.Now()
 	lastPrint := time.Time{}
 	tick := time.NewTicker(200 * time.Millisecond)
@@ -385,6 +391,9 @@ func (r *runner) waitForPool(ctx context.Context, want int32, limit time.Duratio
 	for {
 		var pool extv1beta1.SandboxWarmPool
 		err := r.c.Get(ctx, client.ObjectKey{Namespace: r.cfg.Namespace, Name: poolName}, &pool)
+		if own && err == nil && pool.Spec.Replicas != nil {
+			want = *pool.Spec.Replicas
+		}
 		full := err == nil && pool.Status.ReadyReplicas >= want && pool.Status.Replicas == want
 		if full && want == 0 && pool.Status.ObservedGeneration < pool.Generation && time.Since(start) < emptyPoolWait {
 			full = false

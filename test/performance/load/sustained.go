@@ -517,9 +517,10 @@ func (s *sustained) warm(c *sustainedClaim, obs ReadyClaim) (warm, known bool) {
 	return ok && lt == agentsv1beta1.LaunchTypeWarm && !c.waited, ok
 }
 
-// progressf prints the run so far.
-func (s *sustained) progressf(w *ClaimWatcher) {
-	created, ready, warm := 0, 0, 0
+// counts says how many claims the run created so far, how many of them are Ready, and the
+// percentage of those served warm.
+func (s *sustained) counts(w *ClaimWatcher) (created, ready int, warmPercent float64) {
+	warm := 0
 	for _, c := range s.snapshot() {
 		created++
 		if obs, ok := w.Ready(c.name); ok {
@@ -529,10 +530,15 @@ func (s *sustained) progressf(w *ClaimWatcher) {
 			}
 		}
 	}
-	share := 0.0
 	if ready > 0 {
-		share = 100 * float64(warm) / float64(ready)
+		warmPercent = 100 * float64(warm) / float64(ready)
 	}
+	return created, ready, warmPercent
+}
+
+// progressf prints the run so far.
+func (s *sustained) progressf(w *ClaimWatcher) {
+	created, ready, share := s.counts(w)
 	s.poolMu.Lock()
 	var p report.PoolPoint
 	if n := len(s.pool); n > 0 {

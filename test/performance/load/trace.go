@@ -179,7 +179,7 @@ func RunTrace(ctx context.Context, restCfg *rest.Config, cfg TraceConfig, probes
 	res.Sustained = nil // the arm's own figures below replace the steady-rate ones
 	r.account(res, before, after, webhooks)
 	res.API.ClaimsCPUSeconds = claimsCPU
-	return a.figures(res, notes), nil
+	return a.figures(res, notes, servedStarting(before.operator, after.operator)), nil
 }
 
 // replay creates the trace's claims at their times, each held its lifetime once Ready and
@@ -412,8 +412,10 @@ func (a *traceArm) noteScale(s report.PoolScale) {
 }
 
 // figures returns the arm's figures from its result, timeline and scales, the cost taken over
-// the trace's duration: what every policy is compared on.
-func (a *traceArm) figures(res *report.Result, notes []string) *report.TraceArm {
+// the trace's duration: what every policy is compared on. starting is how many claims the
+// operator served from a member still starting (-1: unknown); they are not warm to the
+// claim, which waited for the member's start-up.
+func (a *traceArm) figures(res *report.Result, notes []string, starting int) *report.TraceArm {
 	a.timelineMu.Lock()
 	timeline := slices.Clone(a.timeline)
 	a.timelineMu.Unlock()
@@ -423,7 +425,8 @@ func (a *traceArm) figures(res *report.Result, notes []string) *report.TraceArm 
 	end := a.tc.Trace.Shape.Duration.Seconds()
 	arm := &report.TraceArm{
 		Policy: a.tc.Policy, Result: res, Timeline: timeline, Scales: scales, Notes: notes,
-		WarmShare:         report.WarmShare(res.Samples),
+		WarmShare:         report.ReadyWarmShare(res.Samples, starting),
+		WarmStarting:      starting,
 		IdleMemberSeconds: round3(report.IdleMemberSeconds(timeline, 0, end)),
 		ReplicaSeconds:    round3(report.ReplicaSeconds(timeline, 0, end)),
 	}
@@ -433,20 +436,7 @@ func (a *traceArm) figures(res *report.Result, notes []string) *report.TraceArm 
 
 // progressf prints the arm so far: claims, warm share and the pool's last sample.
 func (a *traceArm) progressf(w *ClaimWatcher) {
-	created, ready, warm := 0, 0, 0
-	for _, c := range a.snapshot() {
-		created++
-		if obs, ok := w.Ready(c.name); ok {
-			ready++
-			if ok, _ := a.warm(c, obs); ok {
-				warm++
-			}
-		}
-	}
-	share := 0.0
-	if ready > 0 {
-		share = 100 * float64(warm) / float64(ready)
-	}
+	created, ready, share := a.counts(w)
 	a.timelineMu.Lock()
 	var p report.TracePoint
 	if n := len(a.timeline); n > 0 {

@@ -188,7 +188,7 @@ func writeFairShares(p func(string, ...any), results []*Result) {
 	if len(results) == 0 {
 		return
 	}
-	p("## Fair share: two tenants on one pool")
+	p(sectionFairShare)
 	p("")
 	p("Tenant A creates claims at a steady rate, each held a while once Ready and then deleted;")
 	p("tenant B creates bursts of several times the pool. Each tenant is an identity of its own")

@@ -167,7 +167,7 @@ func WriteMarkdownWithPlots(w io.Writer, m Machine, results []*Result, command, 
 	}
 	writeTraces(p, traces, plotDir)
 	writeFairShares(p, fairShares(all))
-	p("## Startup latency")
+	p(spliceBefore)
 	p("")
 	p("Client view: from the start of the claim's create call to the watch event showing")
 	p("Ready=True. Server view: from the claim's `agents.x-k8s.io/webhook-first-observed-at`")

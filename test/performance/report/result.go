@@ -46,6 +46,9 @@ type Parameters struct {
 	// FloorAdmission marks a floor run whose admission webhooks stayed, answered at once by
 	// the load generator (sandgate-bench --floor-admission).
 	FloorAdmission bool `json:"floorAdmission,omitempty"`
+	// Autoscaler describes the WarmPoolAutoscaler that sized the pool ("min 10, max 600,
+	// targetSpare 10"); empty for a pool of WarmPoolSize.
+	Autoscaler string `json:"autoscaler,omitempty"`
 }
 
 // PodStartup is the realistic profile's distribution of pod start-up times

@@ -124,6 +124,16 @@ func WarmShare(samples []Sample) float64 {
 	return roundShare(float64(warm) / float64(len(samples)))
 }
 
+// ReadyWarmShare is WarmShare less the claims served from a member still starting
+// (starting < 0: unknown, none taken off).
+func ReadyWarmShare(samples []Sample, starting int) float64 {
+	if len(samples) == 0 {
+		return 0
+	}
+	share := WarmShare(samples) - float64(max(0, starting))/float64(len(samples))
+	return roundShare(max(0, share))
+}
+
 // RefillKeptUp reports whether the pool, sampled in pool, kept at least one ready member
 // from grace seconds to until seconds, with the fewest ready members and the number of
 // samples without any in that span. Without samples in the span it did not keep up: nothing

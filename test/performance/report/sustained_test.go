@@ -74,3 +74,15 @@ func TestRefillKeptUpOnlyWhenThePoolNeverRanDryAfterTheGrace(t *testing.T) {
 		})
 	}
 }
+
+func TestReadyWarmShareTakesOffClaimsServedFromStartingMembers(t *testing.T) {
+	samples := []Sample{{Warm: true}, {Warm: true}, {Warm: true}, {}}
+	for _, c := range []struct {
+		starting int
+		want     float64
+	}{{-1, 0.75}, {0, 0.75}, {1, 0.5}, {9, 0}} {
+		if got := ReadyWarmShare(samples, c.starting); got != c.want {
+			t.Errorf("ReadyWarmShare(3 of 4 warm, %d starting) = %v, want %v", c.starting, got, c.want)
+		}
+	}
+}

@@ -51,8 +51,12 @@ type TraceArm struct {
 	Result *Result `json:"result,omitempty"`
 	Error  string  `json:"error,omitempty"`
 	// WarmShare is the share of the Ready claims bound to a pool member that was ready when the
-	// claim needed it (the Sandbox's launch-type label).
+	// claim was served: the Sandbox's launch-type label says warm, less WarmStarting.
 	WarmShare float64 `json:"warmShare"`
+	// WarmStarting counts the claims bound to a member that was still starting (the
+	// operator's agent_sandbox_claim_creation_total, pod_condition="not_ready"): warm by the
+	// label, but the claim waited for the member's start-up. -1 when the operator does not say.
+	WarmStarting int `json:"warmStarting"`
 	// IdleMemberSeconds is the integral over the trace of the pool's ready, unbound members:
 	// what the warm capacity cost. ReplicaSeconds is the same of the pool's spec.replicas.
 	IdleMemberSeconds float64 `json:"idleMemberSeconds"`
@@ -167,8 +171,8 @@ func WriteTraceText(w io.Writer, r *Result) error {
 		}
 		c, l := a.Result.Claims, a.Result.Latency.Client
 		fmt.Fprintf(&b, "  %-10s %s\n", a.Policy, a.Settings)
-		fmt.Fprintf(&b, "  %-10s %d/%d Ready, %.2f%% warm (%d cold), p50 %.1f ms, p99 %.1f ms; idle member-seconds %.0f (%s × static), replica-seconds %.0f; fewest ready %d, %d s dry; %d scales\n",
-			"", c.Ready, c.Created, 100*a.WarmShare, c.ColdStarts, l.P50, l.P99, a.IdleMemberSeconds, t.costRatio(a), a.ReplicaSeconds, a.MinReady, a.DrySeconds, len(a.Scales))
+		fmt.Fprintf(&b, "  %-10s %d/%d Ready, %.2f%% warm (%s from starting members, %d cold), p50 %.1f ms, p99 %.1f ms; idle member-seconds %.0f (%s × static), replica-seconds %.0f; fewest ready %d, %d s dry; %d scales\n",
+			"", c.Ready, c.Created, 100*a.WarmShare, warmStarting(a), c.ColdStarts, l.P50, l.P99, a.IdleMemberSeconds, t.costRatio(a), a.ReplicaSeconds, a.MinReady, a.DrySeconds, len(a.Scales))
 		for _, n := range a.Notes {
 			fmt.Fprintf(&b, "  %-10s %s\n", "", n)
 		}
@@ -185,7 +189,7 @@ func writeTraces(p func(string, ...any), results []*Result, dir string) {
 	if len(results) == 0 {
 		return
 	}
-	p("## Demand trace: warm pool policies")
+	p(sectionTrace)
 	p("")
 	p("One seeded day of demand compressed to minutes (night, a morning ramp, a noisy plateau, an")
 	p("evening decline; Poisson arrivals at the instantaneous rate; sudden bursts), each claim held")
@@ -195,7 +199,9 @@ func writeTraces(p func(string, ...any), results []*Result, dir string) {
 	p("creation rate, emulated by the load generator (autoscaling/v2's algorithm and default")
 	p("behavior, 15 s sync, the rate seen 30 s late; docs/measuring.md says what is emulated).")
 	p("**autoscaler**: a WarmPoolAutoscaler on the pool. Warm: the claim's Sandbox carries")
-	p("launch-type warm. Idle member-seconds: the integral over the trace of the pool's ready,")
+	p("launch-type warm and its member was Ready when the claim took it; *from starting*: warm by the")
+	p("label, but bound to a member still starting, so the claim waited for its start-up (the")
+	p("operator's `agent_sandbox_claim_creation_total`, `pod_condition=\"not_ready\"`). Idle member-seconds: the integral over the trace of the pool's ready,")
 	p("unbound members, the cost of the warm capacity; ÷ static compares it with the peak-sized pool.")
 	p("")
 	for _, r := range results {
@@ -204,17 +210,17 @@ func writeTraces(p func(string, ...any), results []*Result, dir string) {
 			orDash(r.Parameters.Profile), t.Summary, orDash(t.CSV), t.StartupSeconds)
 		p("at most %d claims arrive within one.", t.PeakWindowClaims)
 		p("")
-		p("| policy | settings | claims Ready | warm | cold | p50 (ms) | p99 (ms) | idle member-seconds | ÷ static | replica-seconds | fewest ready | dry (s) | scales |")
-		p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+		p("| policy | settings | claims Ready | warm | from starting | cold | p50 (ms) | p99 (ms) | idle member-seconds | ÷ static | replica-seconds | fewest ready | dry (s) | scales |")
+		p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 		for i := range t.Arms {
 			a := &t.Arms[i]
 			if a.Result == nil {
-				p("| %s | %s | failed: %s | | | | | | | | | | |", a.Policy, a.Settings, a.Error)
+				p("| %s | %s | failed: %s | | | | | | | | | | | |", a.Policy, a.Settings, a.Error)
 				continue
 			}
 			c, l := a.Result.Claims, a.Result.Latency.Client
-			p("| %s | %s | %d of %d | %.2f%% | %d | %.1f | %.1f | %.0f | %s | %.0f | %d | %d | %d |", a.Policy, a.Settings,
-				c.Ready, c.Created, 100*a.WarmShare, c.ColdStarts, l.P50, l.P99, a.IdleMemberSeconds, t.costRatio(a),
+			p("| %s | %s | %d of %d | %.2f%% | %s | %d | %.1f | %.1f | %.0f | %s | %.0f | %d | %d | %d |", a.Policy, a.Settings,
+				c.Ready, c.Created, 100*a.WarmShare, warmStarting(a), c.ColdStarts, l.P50, l.P99, a.IdleMemberSeconds, t.costRatio(a),
 				a.ReplicaSeconds, a.MinReady, a.DrySeconds, len(a.Scales))
 		}
 		for i := range t.Arms {
@@ -248,4 +254,11 @@ func splitTraces(all []*Result) (others, traces []*Result) {
 		}
 	}
 	return others, traces
+}
+
+func warmStarting(a *TraceArm) string {
+	if a.WarmStarting < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%d", a.WarmStarting)
 }

@@ -80,9 +80,9 @@ func traceResult() *Result {
 			Summary: "seed 1: 300 claims over 2m0s", CSV: "trace-seed1.csv", Seed: 1, DurationSeconds: 120, Claims: 300,
 			Demand: []float64{0.4, 1, 3, 2.2}, DemandBinSeconds: 30, StartupSeconds: 8, PeakWindowClaims: 40, Headroom: 0.25,
 			Arms: []TraceArm{
-				{Policy: PolicyStatic, Settings: "a pool of 50", Result: run(300, 0), WarmShare: 1, IdleMemberSeconds: 5000,
+				{Policy: PolicyStatic, Settings: "a pool of 50", Result: run(300, 0), WarmShare: 1, WarmStarting: 4, IdleMemberSeconds: 5000,
 					Timeline: timeline(50, func(int) int32 { return 45 })},
-				{Policy: PolicyHPA, Settings: "HPA on the claim rate", Result: run(270, 30), WarmShare: 0.9, IdleMemberSeconds: 1500,
+				{Policy: PolicyHPA, Settings: "HPA on the claim rate", Result: run(270, 30), WarmShare: 0.9, WarmStarting: -1, IdleMemberSeconds: 1500,
 					Timeline: timeline(12, func(i int) int32 { return int32(i % 12) }), Scales: []PoolScale{{AtSeconds: 45, From: 5, To: 12}}},
 				{Policy: PolicyAutoscaler, Settings: "WarmPoolAutoscaler: min 5", Error: "the cluster does not serve it"},
 			},
@@ -132,8 +132,8 @@ func TestMarkdownHasTheTraceSectionOutsideTheRunTables(t *testing.T) {
 	for _, want := range []string{
 		"## Demand trace: warm pool policies",
 		"trace seed 1: 300 claims over 2m0s; CSV `trace-seed1.csv`",
-		"| static | a pool of 50 | 300 of 300 | 100.00% | 0 | 40.0 | 900.0 | 5000 | 1.00 |",
-		"| hpa | HPA on the claim rate | 300 of 300 | 90.00% | 30 | 40.0 | 900.0 | 1500 | 0.30 |",
+		"| static | a pool of 50 | 300 of 300 | 100.00% | 4 | 0 | 40.0 | 900.0 | 5000 | 1.00 |",
+		"| hpa | HPA on the claim rate | 300 of 300 | 90.00% | - | 30 | 40.0 | 900.0 | 1500 | 0.30 |",
 		"| autoscaler | WarmPoolAutoscaler: min 5 | failed: the cluster does not serve it |",
 		"![trace: demand, pool replicas and ready members over time](performance/trace-timeline.svg)",
 		"| burst-100 |",

@@ -1,0 +1,30 @@
+package report
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestSpliceSectionsReplacesAndInserts(t *testing.T) {
+	old := "# Performance\n\n## Scenarios\nold runs\n\n## Rapid bursts\nold bursts\n\n## Startup latency\nold startup\n"
+	fresh := "# Performance\n\n## Scenarios\nonly the new run\n\n## Rapid bursts\nnew bursts\n\n## Demand trace: warm pool policies\nnew trace\n\n## Startup latency\nnew startup\n"
+	got, titles := SpliceSections(old, fresh)
+	want := "# Performance\n\n## Scenarios\nold runs\n\n## Rapid bursts\nnew bursts\n\n## Demand trace: warm pool policies\nnew trace\n\n## Startup latency\nold startup\n"
+	if got != want {
+		t.Errorf("spliced report:\n%s\nwant:\n%s", got, want)
+	}
+	if !slices.Equal(titles, []string{"## Rapid bursts", "## Demand trace: warm pool policies"}) {
+		t.Errorf("titles taken %q", titles)
+	}
+}
+
+func TestSpliceSectionsAtTheEndAndNothingToTake(t *testing.T) {
+	got, _ := SpliceSections("# P\n\n## Claims\nx\n", "## Demand trace: warm pool policies\ntrace\n")
+	if want := "# P\n\n## Claims\nx\n\n## Demand trace: warm pool policies\ntrace\n"; got != want {
+		t.Errorf("appended:\n%q\nwant\n%q", got, want)
+	}
+	got, titles := SpliceSections("# P\n", "# Q\n\n## Claims\ny\n")
+	if got != "# P\n" || len(titles) != 0 {
+		t.Errorf("nothing to take: %q, %q", got, titles)
+	}
+}
