@@ -1,8 +1,8 @@
 // Package reconcilers runs the lifecycle of the agent-sandbox resources: the Sandbox
-// controller (always) and, with extensions enabled, the SandboxTemplate, SandboxWarmPool and
-// SandboxClaim controllers; and sandgate's own WarmPoolAutoscaler controller, which sets pools'
-// replicas through their /scale subresource. For what admission guarantees, see
-// README.md#what-admission-guarantees.
+// controller (always) and, with extensions enabled, the SandboxTemplate, SandboxWarmPool,
+// SandboxClaim and ClaimPolicy controllers; and sandgate's own WarmPoolAutoscaler controller,
+// which sets pools' replicas through their /scale subresource. For what admission guarantees,
+// see README.md#what-admission-guarantees.
 //
 // Every controller here follows the same write discipline, because on a small control plane
 // each write is latency taken from every other client:
@@ -40,7 +40,12 @@
 //     sandboxclaim_metrics.go (startup latency). sandboxclaim_events.go holds its watches,
 //     sandboxclaim_warmindex.go the index of unbound members a claim picks from (fed by the
 //     Sandbox informer, picked without a List: a ready one in O(log nodes), spread over
-//     nodes, else one that is starting).
+//     nodes, else one that is starting), sandboxclaim_warmshare.go the ClaimPolicies' warm
+//     shares, decided when a claim is served.
+//   - claimpolicy_controller.go: the ClaimPolicy controller, which counts each policy's claims
+//     into the ledgers admission reserves in (docs/fair-share.md); claimpolicy_status.go the
+//     policy's usage, metering and conditions, claimpolicy_metering.go what the claim
+//     controller tells it of what it served.
 //   - warmpoolautoscaler_controller.go: the WarmPoolAutoscaler controller (Reconcile, the
 //     /scale write, status and conditions); warmpoolautoscaler_desired.go what it decides
 //     (pure: recommendation, stabilization, pacing), warmpoolautoscaler_conflict.go the other

@@ -21,6 +21,7 @@ import (
 	"github.com/sandgate-dev/sandgate/api"
 	autoscalingv1alpha1 "github.com/sandgate-dev/sandgate/api/autoscaling/v1alpha1"
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	tenancyv1alpha1 "github.com/sandgate-dev/sandgate/api/tenancy/v1alpha1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/reconcilers/indexes"
 )
@@ -34,7 +35,8 @@ func newClientBuilder(t testing.TB) *fake.ClientBuilder {
 	t.Helper()
 	b := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithStatusSubresource(
 		&agentsv1beta1.Sandbox{}, &extv1beta1.SandboxClaim{}, &extv1beta1.SandboxWarmPool{}, &extv1beta1.SandboxTemplate{},
-		&corev1.Pod{}, &corev1.Service{}, &corev1.PersistentVolumeClaim{}, &autoscalingv1alpha1.WarmPoolAutoscaler{},
+		&corev1.Pod{}, &corev1.Service{}, &corev1.PersistentVolumeClaim{}, &tenancyv1alpha1.ClaimPolicy{},
+		&autoscalingv1alpha1.WarmPoolAutoscaler{},
 	)
 	for _, ix := range indexes.All() {
 		b = b.WithIndex(ix.Object, ix.Name, ix.Extract)

@@ -56,6 +56,7 @@ import (
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/internal/fairshare"
 	"github.com/sandgate-dev/sandgate/internal/tracing"
 )
 
@@ -125,15 +126,24 @@ func (r *claimReconciler) serve(ctx context.Context, s *claimStep) (result ctrl.
 		}
 	}
 	if len(claim.Spec.Env) > 0 || len(claim.Spec.VolumeClaimTemplates) > 0 {
+		s.mem.coldReason = fairshare.ColdClaimSpec
 		return r.coldStart(ctx, s, tmpl, stamp)
 	}
 
 	key := memberKey{Namespace: claim.Namespace, Pool: pool.Name, Hash: stamp}
+	notWarm, bindDone, err := r.decideWarmShare(ctx, s, key)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if notWarm != nil {
+		return r.beyondWarmShare(ctx, s, tmpl, stamp, key, notWarm)
+	}
 	// A ready member; else one that is starting (PickStarting), whose start is under way.
 	sb, err := r.bindWarm(ctx, s, pool, key, tmpl.Name)
 	if err == nil && sb == nil {
 		sb, err = r.bindStarting(ctx, s, pool, key, tmpl.Name)
 	}
+	bindDone(sb != nil)
 	if err != nil || sb != nil {
 		if sb == nil {
 			return ctrl.Result{}, err
@@ -170,6 +180,7 @@ func (r *claimReconciler) serve(ctx context.Context, s *claimStep) (result ctrl.
 		}
 		return ctrl.Result{RequeueAfter: left}, nil
 	}
+	s.mem.coldReason = fairshare.ColdPoolEmpty
 	return r.coldStart(ctx, s, tmpl, stamp)
 }
 
@@ -364,6 +375,7 @@ func (r *claimReconciler) createClaimSandbox(ctx context.Context, s *claimStep, 
 	err := r.Client.Create(ctx, sb)
 	if err == nil {
 		r.Metrics.coldStart()
+		r.meterServed(ctx, claim, false, s.mem.coldReason)
 		r.Metrics.claimCreated(claim, sb.Annotations[agentsv1beta1.AnnotationSandboxTemplateRef], agentsv1beta1.LaunchTypeCold, PodConditionNotReady)
 		ctrl.LoggerFrom(ctx).V(1).Info("cold-started sandbox", "sandbox", klog.KObj(sb))
 		return sb, nil
@@ -519,6 +531,7 @@ func (r *claimReconciler) boundWarm(ctx context.Context, s *claimStep, member, b
 	r.activity.claimServed(poolOfClaim(s.claim), client.ObjectKeyFromObject(s.claim), r.Clock.Now())
 	s.mem.launchType, s.mem.template = agentsv1beta1.LaunchTypeWarm, template
 	r.Metrics.warmHit()
+	r.meterServed(ctx, s.claim, true, "")
 	r.Metrics.claimCreated(s.claim, template, agentsv1beta1.LaunchTypeWarm, servedPodCondition(member))
 	ctrl.LoggerFrom(ctx).V(1).Info("bound warm sandbox", "sandbox", klog.KObj(bound))
 	// The SandboxAdopted event is bookkeeping too: it is sent with the sandbox-name

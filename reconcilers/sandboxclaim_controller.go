@@ -26,7 +26,9 @@ import (
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
+	tenancyv1alpha1 "github.com/sandgate-dev/sandgate/api/tenancy/v1alpha1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/internal/fairshare"
 	"github.com/sandgate-dev/sandgate/internal/tracing"
 	"github.com/sandgate-dev/sandgate/reconcilers/indexes"
 )
@@ -113,6 +115,11 @@ type claimReconciler struct {
 	// bookkeepingWake wakes bound claims whose bookkeeping waited for their pool's claims to
 	// pause (poolActivity.awaitPause), or for a slot (slots).
 	bookkeepingWake chan event.GenericEvent
+	// shares decides ClaimPolicies' warm shares at bind time (sandboxclaim_warmshare.go);
+	// meter and FairShareMetrics count what each policy's tenants were served.
+	shares           *warmShares
+	meter            *policyMeter
+	FairShareMetrics *fairshare.Metrics
 	// BookkeepingConcurrency bounds the claims that write their bookkeeping at once past
 	// MaxBookkeepingDelay while claims still come (sandboxclaim_bookkeeping.go); 0 leaves it
 	// unbounded.
@@ -156,6 +163,9 @@ type claimMemory struct {
 	// timeout, a 5xx): the API server may have applied it. Nothing else is bound or created
 	// for the claim until a read of that member says (bindWarm).
 	uncertainBind string
+	// shareWhy is the last reason a warm share kept the claim from a warm member, whose event
+	// was sent; coldReason says why its cold start is one (the cold-start metric's reason).
+	shareWhy, coldReason string
 }
 
 // init fills in the defaults and the controller's memory.
@@ -182,6 +192,9 @@ func (r *claimReconciler) init() {
 	if r.podViews == nil {
 		r.podViews = newPodMetadataViews(r.Clock)
 	}
+	if r.shares == nil {
+		r.shares = newWarmShares()
+	}
 }
 
 // SetupWithManager registers the controller and its watches.
@@ -196,11 +209,14 @@ func (r *claimReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Opt
 			predicate.GenerationChangedPredicate{},
 			predicate.AnnotationChangedPredicate{},
 		))).
-		Watches(&agentsv1beta1.Sandbox{}, &claimSandboxHandler{index: r.Index, losses: r.losses}).
+		Watches(&agentsv1beta1.Sandbox{}, &claimSandboxHandler{index: r.Index, losses: r.losses, shares: r.shares}).
 		Watches(&corev1.Pod{}, podVersionHandler{waiters: r.podSeen}).
 		Watches(&extv1beta1.SandboxWarmPool{}, handler.EnqueueRequestsFromMapFunc(r.unboundClaimsOfPool),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&extv1beta1.SandboxTemplate{}, handler.EnqueueRequestsFromMapFunc(r.unboundClaimsOfTemplate),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// A policy that changes may let claims waiting for their warm share have one.
+		Watches(&tenancyv1alpha1.ClaimPolicy{}, handler.EnqueueRequestsFromMapFunc(r.claimsWaitingForShares),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
 	if r.LabelDomainsChanged != nil {
 		b = b.WatchesRawSource(source.Channel(r.LabelDomainsChanged, handler.EnqueueRequestsFromMapFunc(r.claimsRefusedForMetadata)))
@@ -268,8 +284,15 @@ func (r *claimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 
 func (r *claimReconciler) forget(nn types.NamespacedName) {
 	r.mu.Lock()
+	var uid types.UID
+	if m := r.claims[nn]; m != nil {
+		uid = m.uid
+	}
 	delete(r.claims, nn)
 	r.mu.Unlock()
+	// A claim gone holds no warm member any more: the claims waiting for a share may have one.
+	r.shares.forget(nn, uid)
+	r.wakeBookkeeping(requestNames(r.shares.wake(types.NamespacedName{Namespace: nn.Namespace}, 1)))
 	r.expected.forget(nn)
 	r.stopWaiting(nn)
 	r.losses.forget(nn)

@@ -28,6 +28,9 @@ import (
 type claimSandboxHandler struct {
 	index  *warmIndex
 	losses *seenLosses
+	// shares tracks the claims bound warm, and wakes the claims waiting for a warm share
+	// when a member of their pool becomes ready.
+	shares *warmShares
 }
 
 func claimOf(obj client.Object) (types.NamespacedName, bool) {
@@ -42,6 +45,24 @@ func (h *claimSandboxHandler) observe(sb *agentsv1beta1.Sandbox, q queue) {
 	if waiter, ok := h.index.Observe(sb); ok {
 		q.Add(reconcile.Request{NamespacedName: waiter})
 	}
+	h.shares.observe(sb, false)
+}
+
+// memberBecameReady wakes the oldest claim waiting for a warm share of the pool of sb when sb
+// is a member that became ready (old is nil on a create).
+func (h *claimSandboxHandler) memberBecameReady(old, sb *agentsv1beta1.Sandbox, q queue) {
+	key, isMember, ready := memberKeyOf(sb)
+	if !isMember || !ready {
+		return
+	}
+	if old != nil {
+		if _, wasMember, wasReady := memberKeyOf(old); wasMember && wasReady {
+			return
+		}
+	}
+	for _, req := range h.shares.wake(poolName(key), 1) {
+		q.Add(req)
+	}
 }
 
 func (h *claimSandboxHandler) Create(_ context.Context, e event.TypedCreateEvent[client.Object], q queue) {
@@ -50,6 +71,7 @@ func (h *claimSandboxHandler) Create(_ context.Context, e event.TypedCreateEvent
 		return
 	}
 	h.observe(sb, q)
+	h.memberBecameReady(nil, sb, q)
 	if claim, ok := claimOf(sb); ok {
 		q.Add(reconcile.Request{NamespacedName: claim})
 	}
@@ -62,6 +84,7 @@ func (h *claimSandboxHandler) Update(_ context.Context, e event.TypedUpdateEvent
 		return
 	}
 	h.observe(cur, q)
+	h.memberBecameReady(old, cur, q)
 	if c := meta.FindStatusCondition(cur.Status.Conditions, agentsv1beta1.ConditionReady); c != nil && c.Reason == agentsv1beta1.ReasonPodLost {
 		// Kept until the claim reports it: by the time the claim looks, the Sandbox may be
 		// Ready again on the replacement (claimReconciler.reportLoss).
@@ -81,6 +104,9 @@ func (h *claimSandboxHandler) Update(_ context.Context, e event.TypedUpdateEvent
 
 func (h *claimSandboxHandler) Delete(_ context.Context, e event.TypedDeleteEvent[client.Object], q queue) {
 	h.index.Forget(e.Object.GetNamespace(), e.Object.GetName())
+	if sb, ok := e.Object.(*agentsv1beta1.Sandbox); ok {
+		h.shares.observe(sb, true)
+	}
 	if claim, ok := claimOf(e.Object); ok {
 		q.Add(reconcile.Request{NamespacedName: claim})
 	}
@@ -119,6 +145,20 @@ func (r *claimReconciler) unboundClaimsOfPool(ctx context.Context, obj client.Ob
 		}
 	}
 	return reqs
+}
+
+// claimsWaitingForShares wakes the claims of the policy's namespace waiting for a warm share.
+func (r *claimReconciler) claimsWaitingForShares(_ context.Context, obj client.Object) []reconcile.Request {
+	return r.shares.wake(types.NamespacedName{Namespace: obj.GetNamespace()}, bookkeepingWakeBuffer)
+}
+
+// requestNames are the names of reqs.
+func requestNames(reqs []reconcile.Request) []types.NamespacedName {
+	out := make([]types.NamespacedName, len(reqs))
+	for i, r := range reqs {
+		out[i] = r.NamespacedName
+	}
+	return out
 }
 
 func (r *claimReconciler) unboundClaimsOfTemplate(ctx context.Context, obj client.Object) []reconcile.Request {

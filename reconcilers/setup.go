@@ -22,6 +22,7 @@ import (
 	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/internal/demand"
+	"github.com/sandgate-dev/sandgate/internal/fairshare"
 	"github.com/sandgate-dev/sandgate/internal/tracing"
 	"github.com/sandgate-dev/sandgate/reconcilers/indexes"
 )
@@ -84,6 +85,11 @@ type Config struct {
 	// additionalPodMetadata may use, the one admission applies; empty is
 	// policy.DefaultClaimAnnotationDomains.
 	ClaimAnnotationDomains []string
+	// FairShareMetrics meter what ClaimPolicies' tenants are served; nil meters nothing.
+	FairShareMetrics *fairshare.Metrics
+	// ClaimReservationTTL is how long a reservation admission made for a claim that never
+	// appears is counted; 0 means DefaultClaimReservationTTL.
+	ClaimReservationTTL time.Duration
 	// Autoscaler runs the WarmPoolAutoscaler controller, deciding from Demand (required with
 	// it: the recorder the stamping webhook feeds). It needs no other controller: a pool
 	// another controller serves scales the same way.
@@ -193,6 +199,9 @@ func setupExtensions(mgr ctrl.Manager, cfg Config, activity *poolActivity, podVi
 	if !cfg.DisableClaimEvents {
 		claimRecorder = mgr.GetEventRecorder("sandgate-claim-controller")
 	}
+	// Warm shares are decided by the claim controller and reported by the policy controller,
+	// from the same record of which claims hold warm members; so is what each was served.
+	shares, meter := newWarmShares(), newPolicyMeter()
 	claims := &claimReconciler{
 		Client:              mgr.GetClient(),
 		APIReader:           mgr.GetAPIReader(),
@@ -213,9 +222,17 @@ func setupExtensions(mgr ctrl.Manager, cfg Config, activity *poolActivity, podVi
 		Tracer:                 cfg.Tracer,
 		activity:               activity,
 		podViews:               podViews,
+		shares:                 shares,
+		meter:                  meter,
+		FairShareMetrics:       cfg.FairShareMetrics,
 	}
 	if err := claims.SetupWithManager(mgr, options(cfg.ClaimWorkers)); err != nil {
 		return fmt.Errorf("setting up the claim controller: %w", err)
+	}
+	policies := &claimPolicyReconciler{Client: mgr.GetClient(), Metrics: cfg.Metrics, FairShareMetrics: cfg.FairShareMetrics,
+		Clock: cfg.Clock, ReservationTTL: cfg.ClaimReservationTTL, meter: meter, shares: shares}
+	if err := policies.SetupWithManager(mgr, options(1)); err != nil {
+		return fmt.Errorf("setting up the claim policy controller: %w", err)
 	}
 	return nil
 }

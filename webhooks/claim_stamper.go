@@ -54,6 +54,9 @@ type ClaimWebhook struct {
 	// additionalPodMetadata may use (--claim-allowed-annotation-domains); empty is
 	// policy.DefaultClaimAnnotationDomains.
 	AnnotationDomains []string
+	// Policies checks a new claim against the ClaimPolicies of its namespace and reserves it
+	// in their ledgers (claimpolicy_admission.go); nil checks none.
+	Policies *ClaimPolicies
 	// Demand records each admitted claim's arrival at its pool, in memory (no API write): the
 	// warm pool autoscaler's earliest signal of demand (recordArrival). nil records nothing.
 	Demand *demand.Recorder
@@ -120,6 +123,11 @@ func (w *ClaimWebhook) Default(ctx context.Context, c *extv1beta1.SandboxClaim) 
 	c.Annotations[agentsv1beta1.AnnotationControllerFirstObservedAt] = at
 	if tmpl != nil {
 		c.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash] = hash
+	}
+	// Policies: a claim refused above reserves nothing. Arrival last: a claim a policy refuses
+	// is no demand of its pool's.
+	if err = w.Policies.Admit(ctx, req, c); err != nil {
+		return err
 	}
 	w.recordArrival(ctx, req, c, admitted)
 	return nil

@@ -9,8 +9,11 @@
 //   - binding_guard.go: BindingGuard, the validating Sandbox webhook: bindings, pool
 //     membership, reserved metadata, a bound Sandbox's owner, and who may create or rebuild a
 //     Sandbox.
-//   - sandbox_defaulter.go, template_webhook.go, pool_webhook.go: SandboxDefaulter,
-//     TemplateWebhook and PoolWebhook serve the pure rules below for their kinds.
+//   - claimpolicy_admission.go: ClaimPolicies, the claim stamper's last step: a new claim
+//     against the ClaimPolicies of its namespace, reserved in their ledgers or refused with 429.
+//   - sandbox_defaulter.go, template_webhook.go, pool_webhook.go, claimpolicy_webhook.go:
+//     SandboxDefaulter, TemplateWebhook, PoolWebhook and ClaimPolicyWebhook serve the pure
+//     rules of their kinds (ClaimPolicies' are in claimpolicy_webhook.go).
 //   - autoscaler_webhook.go: AutoscalerWebhook defaults and validates WarmPoolAutoscalers
 //     (DefaultAutoscaler, ValidateAutoscaler, pure as the others).
 //   - defaulters.go, validators.go: defaulting and validation of every kind as pure functions

@@ -7,14 +7,18 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	autoscalingv1alpha1 "github.com/sandgate-dev/sandgate/api/autoscaling/v1alpha1"
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
+	tenancyv1alpha1 "github.com/sandgate-dev/sandgate/api/tenancy/v1alpha1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/internal/demand"
+	"github.com/sandgate-dev/sandgate/internal/fairshare"
+	"github.com/sandgate-dev/sandgate/internal/ledger"
 	"github.com/sandgate-dev/sandgate/internal/tracing"
 )
 
@@ -53,20 +57,28 @@ const DefaultOperatorUser = "system:serviceaccount:sandgate-system:sandgate-cont
 // annotation on the Sandboxes it creates, so every pool refill would pay a webhook round
 // trip for nothing.
 //
-// +kubebuilder:webhook:path=/mutate-extensions-agents-x-k8s-io-v1beta1-sandboxclaim,mutating=true,failurePolicy=fail,sideEffects=None,groups=extensions.agents.x-k8s.io,resources=sandboxclaims,verbs=create,versions=v1beta1,name=stamp.sandboxclaims.extensions.agents.x-k8s.io,matchPolicy=Equivalent,reinvocationPolicy=IfNeeded,admissionReviewVersions=v1,timeoutSeconds=10
-// +kubebuilder:webhook:path=/validate-extensions-agents-x-k8s-io-v1beta1-sandboxclaim,mutating=false,failurePolicy=fail,sideEffects=None,groups=extensions.agents.x-k8s.io,resources=sandboxclaims,verbs=update;delete,versions=v1beta1,name=validate.sandboxclaims.extensions.agents.x-k8s.io,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"spec-refs-admission-annotations-or-checked-delete","expression":"request.operation == 'DELETE' ? ((has(oldObject.metadata.annotations) && 'sandgate.dev/creator' in oldObject.metadata.annotations && oldObject.metadata.annotations['sandgate.dev/creator'] != request.userInfo.username) || (request.options != null && (('propagationPolicy' in request.options && request.options.propagationPolicy == 'Orphan') || ('orphanDependents' in request.options && request.options.orphanDependents == true))) || (has(oldObject.metadata.finalizers) && 'orphan' in oldObject.metadata.finalizers)) : ((has(object.metadata.finalizers) ? object.metadata.finalizers : []) != (has(oldObject.metadata.finalizers) ? oldObject.metadata.finalizers : []) || (has(object.metadata.ownerReferences) ? object.metadata.ownerReferences : []) != (has(oldObject.metadata.ownerReferences) ? oldObject.metadata.ownerReferences : []) || object.spec != oldObject.spec || ['agents.x-k8s.io/sandbox-template-hash', 'sandgate.dev/creator', 'agents.x-k8s.io/webhook-first-observed-at', 'agents.x-k8s.io/controller-first-observed-at', 'agents.x-k8s.io/sandbox-name'].exists(k, (has(object.metadata.annotations) && k in object.metadata.annotations ? object.metadata.annotations[k] : '') != (has(oldObject.metadata.annotations) && k in oldObject.metadata.annotations ? oldObject.metadata.annotations[k] : '')))"}]}`
+// +kubebuilder:webhook:path=/mutate-extensions-agents-x-k8s-io-v1beta1-sandboxclaim,mutating=true,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=extensions.agents.x-k8s.io,resources=sandboxclaims,verbs=create,versions=v1beta1,name=stamp.sandboxclaims.extensions.agents.x-k8s.io,matchPolicy=Equivalent,reinvocationPolicy=IfNeeded,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/validate-extensions-agents-x-k8s-io-v1beta1-sandboxclaim,mutating=false,failurePolicy=fail,sideEffects=None,groups=extensions.agents.x-k8s.io,resources=sandboxclaims,verbs=update;delete,versions=v1beta1,name=validate.sandboxclaims.extensions.agents.x-k8s.io,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"spec-refs-admission-annotations-or-checked-delete","expression":"request.operation == 'DELETE' ? ((has(oldObject.metadata.annotations) && 'sandgate.dev/creator' in oldObject.metadata.annotations && oldObject.metadata.annotations['sandgate.dev/creator'] != request.userInfo.username) || (request.options != null && (('propagationPolicy' in request.options && request.options.propagationPolicy == 'Orphan') || ('orphanDependents' in request.options && request.options.orphanDependents == true))) || (has(oldObject.metadata.finalizers) && 'orphan' in oldObject.metadata.finalizers)) : ((has(object.metadata.finalizers) ? object.metadata.finalizers : []) != (has(oldObject.metadata.finalizers) ? oldObject.metadata.finalizers : []) || (has(object.metadata.ownerReferences) ? object.metadata.ownerReferences : []) != (has(oldObject.metadata.ownerReferences) ? oldObject.metadata.ownerReferences : []) || object.spec != oldObject.spec || ['agents.x-k8s.io/sandbox-template-hash', 'sandgate.dev/creator', 'policy.sandgate.dev/creator-groups', 'policy.sandgate.dev/reservation', 'agents.x-k8s.io/webhook-first-observed-at', 'agents.x-k8s.io/controller-first-observed-at', 'agents.x-k8s.io/sandbox-name'].exists(k, (has(object.metadata.annotations) && k in object.metadata.annotations ? object.metadata.annotations[k] : '') != (has(oldObject.metadata.annotations) && k in oldObject.metadata.annotations ? oldObject.metadata.annotations[k] : '')))"}]}`
 // +kubebuilder:webhook:path=/mutate-agents-x-k8s-io-v1beta1-sandbox,mutating=true,failurePolicy=fail,sideEffects=None,groups=agents.x-k8s.io,resources=sandboxes,verbs=create,versions=v1beta1,name=default.sandboxes.agents.x-k8s.io,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"defaults-missing","expression":"!has(object.spec.shutdownPolicy) || !has(object.spec.operatingMode) || !has(object.metadata.annotations) || !('agents.x-k8s.io/pod-name' in object.metadata.annotations)"}]}`
 // +kubebuilder:webhook:path=/validate-agents-x-k8s-io-v1beta1-sandbox,mutating=false,failurePolicy=fail,sideEffects=None,groups=agents.x-k8s.io,resources=sandboxes,verbs=create;update;delete,versions=v1beta1,name=binding-guard.sandboxes.agents.x-k8s.io,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10,patch=`{"matchConditions":[{"name":"binding-membership-spec-reserved-metadata-or-bound-delete","expression":"request.operation == 'DELETE' ? (has(oldObject.metadata.labels) && 'agents.x-k8s.io/claim-uid' in oldObject.metadata.labels) : (request.operation == 'CREATE' || object.spec != oldObject.spec || (has(object.metadata.ownerReferences) ? object.metadata.ownerReferences : []) != (has(oldObject.metadata.ownerReferences) ? oldObject.metadata.ownerReferences : []) || ![[has(object.metadata.labels) ? object.metadata.labels : {}, has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}]].all(p, p[0].all(k, !k.matches('^([^/]*[.])?(agents[.]x-k8s[.]io|sandgate[.]dev)/') || (k in p[1] && p[1][k] == p[0][k])) && p[1].all(k, !k.matches('^([^/]*[.])?(agents[.]x-k8s[.]io|sandgate[.]dev)/') || k in p[0])) || ![[has(object.metadata.annotations) ? object.metadata.annotations : {}, has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}]].all(p, p[0].all(k, !k.matches('^([^/]*[.])?(agents[.]x-k8s[.]io|sandgate[.]dev)/') || (k in p[1] && p[1][k] == p[0][k])) && p[1].all(k, !k.matches('^([^/]*[.])?(agents[.]x-k8s[.]io|sandgate[.]dev)/') || k in p[0])))"}]}`
 // +kubebuilder:webhook:path=/mutate-extensions-agents-x-k8s-io-v1beta1-sandboxtemplate,mutating=true,failurePolicy=fail,sideEffects=None,groups=extensions.agents.x-k8s.io,resources=sandboxtemplates,verbs=create;update,versions=v1beta1,name=default.sandboxtemplates.extensions.agents.x-k8s.io,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10
 // +kubebuilder:webhook:path=/validate-extensions-agents-x-k8s-io-v1beta1-sandboxtemplate,mutating=false,failurePolicy=fail,sideEffects=None,groups=extensions.agents.x-k8s.io,resources=sandboxtemplates,verbs=create;update,versions=v1beta1,name=validate.sandboxtemplates.extensions.agents.x-k8s.io,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10
 // +kubebuilder:webhook:path=/mutate-extensions-agents-x-k8s-io-v1beta1-sandboxwarmpool,mutating=true,failurePolicy=fail,sideEffects=None,groups=extensions.agents.x-k8s.io,resources=sandboxwarmpools,verbs=create;update,versions=v1beta1,name=default.sandboxwarmpools.extensions.agents.x-k8s.io,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10
 // +kubebuilder:webhook:path=/validate-extensions-agents-x-k8s-io-v1beta1-sandboxwarmpool,mutating=false,failurePolicy=fail,sideEffects=None,groups=extensions.agents.x-k8s.io,resources=sandboxwarmpools,verbs=create;update,versions=v1beta1,name=validate.sandboxwarmpools.extensions.agents.x-k8s.io,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/mutate-policy-sandgate-dev-v1alpha1-claimpolicy,mutating=true,failurePolicy=fail,sideEffects=None,groups=policy.sandgate.dev,resources=claimpolicies,verbs=create;update,versions=v1alpha1,name=default.claimpolicies.policy.sandgate.dev,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/validate-policy-sandgate-dev-v1alpha1-claimpolicy,mutating=false,failurePolicy=fail,sideEffects=None,groups=policy.sandgate.dev,resources=claimpolicies,verbs=create;update,versions=v1alpha1,name=validate.claimpolicies.policy.sandgate.dev,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10
 // +kubebuilder:webhook:path=/mutate-autoscaling-sandgate-dev-v1alpha1-warmpoolautoscaler,mutating=true,failurePolicy=fail,sideEffects=None,groups=autoscaling.sandgate.dev,resources=warmpoolautoscalers,verbs=create;update,versions=v1alpha1,name=default.warmpoolautoscalers.autoscaling.sandgate.dev,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10
 // +kubebuilder:webhook:path=/validate-autoscaling-sandgate-dev-v1alpha1-warmpoolautoscaler,mutating=false,failurePolicy=fail,sideEffects=None,groups=autoscaling.sandgate.dev,resources=warmpoolautoscalers,verbs=create;update,versions=v1alpha1,name=validate.warmpoolautoscalers.autoscaling.sandgate.dev,matchPolicy=Equivalent,admissionReviewVersions=v1,timeoutSeconds=10
+//
+// The stamping webhook writes a claim's reservation into its ClaimPolicies' ledgers
+// (claimpolicy_admission.go), and nothing on a dry run: sideEffects NoneOnDryRun.
 
 // The webhooks read pools and templates (stamping) and claims (binding guard).
 // +kubebuilder:rbac:groups=extensions.agents.x-k8s.io,resources=sandboxwarmpools;sandboxtemplates,verbs=get
 // +kubebuilder:rbac:groups=extensions.agents.x-k8s.io,resources=sandboxclaims,verbs=get;list;watch
+// Admission reads the namespace's ClaimPolicies and reserves new claims in their ledgers.
+// +kubebuilder:rbac:groups=policy.sandgate.dev,resources=claimpolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=policy.sandgate.dev,resources=claimledgers,verbs=get;list;watch;patch
 // The binding guard asks whether a user who creates a Sandbox may create pods.
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
@@ -88,6 +100,17 @@ type Options struct {
 	// AnnotationDomains is the claims' annotation allowlist; empty is the default
 	// (policy.DefaultClaimAnnotationDomains).
 	AnnotationDomains []string
+	// ClaimPolicies turns on the admission of ClaimPolicies' limits (the leader's claim policy
+	// controller must run: it counts the ledgers admission reserves in).
+	ClaimPolicies bool
+	// LedgerClient writes the ledgers. Every replica admits claims, so it must not be the
+	// manager's client, whose writes only the leader may send (the lease fence): a
+	// reservation is a write conditional on the ledger's resourceVersion, safe from any
+	// replica at any time. nil writes with the manager's client (a manager without leader
+	// election).
+	LedgerClient client.Client
+	// FairShareMetrics count refusals and the time admission spends on policies.
+	FairShareMetrics *fairshare.Metrics
 	// Demand receives the arrival of every admitted claim, for the warm pool autoscaler
 	// (ClaimWebhook.Demand); nil records nothing.
 	Demand *demand.Recorder
@@ -102,7 +125,8 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	authority := Authority{OperatorUser: opts.OperatorUser, PlatformGroups: opts.PlatformGroups}
 	claims := &ClaimWebhook{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), OperatorUser: opts.OperatorUser, Authority: authority, Now: opts.Now, Tracer: opts.Tracer,
-		LabelDomains: opts.LabelDomains, AnnotationDomains: opts.AnnotationDomains, Demand: opts.Demand}
+		LabelDomains: opts.LabelDomains, AnnotationDomains: opts.AnnotationDomains, Policies: claimPolicies(mgr, opts),
+		Demand: opts.Demand}
 	guard := &BindingGuard{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), OperatorUser: opts.OperatorUser,
 		Authority: authority, Authorizer: mgr.GetClient(), Tracer: opts.Tracer}
 	for _, err := range []error{
@@ -110,6 +134,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		wrap("Sandbox (defaulting, binding guard)", register(mgr, &agentsv1beta1.Sandbox{}, SandboxDefaulter{}, guard)),
 		wrap("SandboxTemplate", register(mgr, &extv1beta1.SandboxTemplate{}, TemplateWebhook{}, TemplateWebhook{})),
 		wrap("SandboxWarmPool", register(mgr, &extv1beta1.SandboxWarmPool{}, PoolWebhook{}, PoolWebhook{})),
+		wrap("ClaimPolicy", register(mgr, &tenancyv1alpha1.ClaimPolicy{}, ClaimPolicyWebhook{Cache: mgr.GetClient()}, ClaimPolicyWebhook{Cache: mgr.GetClient()})),
 		wrap("WarmPoolAutoscaler", register(mgr, &autoscalingv1alpha1.WarmPoolAutoscaler{}, AutoscalerWebhook{}, AutoscalerWebhook{})),
 		wrap("conversion", registerConversion(mgr)),
 	} {
@@ -118,6 +143,23 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		}
 	}
 	return nil
+}
+
+// claimPolicies is the claim stamper's admission of ClaimPolicies, nil when off.
+func claimPolicies(mgr ctrl.Manager, opts Options) *ClaimPolicies {
+	if !opts.ClaimPolicies {
+		return nil
+	}
+	writer := opts.LedgerClient
+	if writer == nil {
+		writer = mgr.GetClient()
+	}
+	var now func() time.Time
+	if opts.Now != nil {
+		now = opts.Now
+	}
+	return &ClaimPolicies{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Metrics: opts.FairShareMetrics,
+		Reserver: &ledger.Reserver{Client: writer, Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Metrics: opts.FairShareMetrics, Now: now}}
 }
 
 // register serves a kind's defaulter and validator at the paths ctrl.NewWebhookManagedBy would

@@ -13,6 +13,7 @@ import (
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
+	tenancyv1alpha1 "github.com/sandgate-dev/sandgate/api/tenancy/v1alpha1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
 
@@ -155,7 +156,8 @@ func ValidateNewClaimBinding(c *extv1beta1.SandboxClaim, trusted bool) field.Err
 // binding were made for that pool), the template-hash stamp, the first-observed times admission
 // stamps (the platform's startup metrics are read from those times: a claim's owner must not be
 // able to rewrite them) and the sandbox-name annotation (the binding clients read) only by the
-// operator, the creator never.
+// operator, the creator and what ClaimPolicies count it by (the creator's groups, its
+// reservation) never.
 func ValidateClaimUpdate(newClaim, oldClaim *extv1beta1.SandboxClaim, byOperator bool) field.ErrorList {
 	errs := apivalidation.ValidateImmutableField(newClaim.Spec.WarmPoolRef, oldClaim.Spec.WarmPoolRef,
 		field.NewPath("spec", "warmPoolRef"))
@@ -171,6 +173,12 @@ func ValidateClaimUpdate(newClaim, oldClaim *extv1beta1.SandboxClaim, byOperator
 	}
 	errs = append(errs, immutableKey(newClaim.Annotations, oldClaim.Annotations, agentsv1beta1.AnnotationCreator,
 		field.NewPath("metadata", "annotations"), "the identity that created the claim, recorded by admission")...)
+	// What its ClaimPolicies count the claim by: changed, a claim would move to another tenant
+	// (its slot freed while it stays), or carry a reservation it was not given.
+	errs = append(errs, immutableKey(newClaim.Annotations, oldClaim.Annotations, tenancyv1alpha1.AnnotationCreatorGroups,
+		field.NewPath("metadata", "annotations"), "the groups of the identity that created the claim, recorded by admission")...)
+	errs = append(errs, immutableKey(newClaim.Annotations, oldClaim.Annotations, tenancyv1alpha1.AnnotationReservation,
+		field.NewPath("metadata", "annotations"), "the claim's reservation in its ClaimPolicies' ledgers, recorded by admission")...)
 	return errs
 }
 

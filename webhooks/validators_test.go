@@ -6,6 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	tenancyv1alpha1 "github.com/sandgate-dev/sandgate/api/tenancy/v1alpha1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/internal/testing/builders"
 	"github.com/sandgate-dev/sandgate/webhooks"
@@ -199,6 +200,17 @@ func TestValidateClaimUpdate(t *testing.T) {
 			want: []string{"Invalid value metadata.annotations[agents.x-k8s.io/sandbox-name]"}},
 		{name: "binding recorded by the operator", old: stamped("p", "aaa"), new: bound(stamped("p", "aaa"), "c"), operator: true},
 		{name: "binding corrected by the operator", old: bound(stamped("p", "aaa"), "x"), new: bound(stamped("p", "aaa"), "c"), operator: true},
+		{name: "creator's groups changed, by the operator too", old: counted(stamped("p", "aaa"), "team-a", "r1"), new: counted(stamped("p", "aaa"), "team-b", "r1"), operator: true,
+			want: []string{"Invalid value metadata.annotations[policy.sandgate.dev/creator-groups]"}},
+		{name: "creator's groups removed", old: counted(stamped("p", "aaa"), "team-a", "r1"), new: counted(stamped("p", "aaa"), "", "r1"),
+			want: []string{"Invalid value metadata.annotations[policy.sandgate.dev/creator-groups]"}},
+		{name: "creator's groups added", old: stamped("p", "aaa"), new: counted(stamped("p", "aaa"), "team-b", ""),
+			want: []string{"Invalid value metadata.annotations[policy.sandgate.dev/creator-groups]"}},
+		{name: "reservation changed", old: counted(stamped("p", "aaa"), "team-a", "r1"), new: counted(stamped("p", "aaa"), "team-a", "r2"),
+			want: []string{"Invalid value metadata.annotations[policy.sandgate.dev/reservation]"}},
+		{name: "reservation removed", old: counted(stamped("p", "aaa"), "team-a", "r1"), new: counted(stamped("p", "aaa"), "team-a", ""),
+			want: []string{"Invalid value metadata.annotations[policy.sandgate.dev/reservation]"}},
+		{name: "what policies count by, kept", old: counted(stamped("p", "aaa"), "team-a", "r1"), new: counted(stamped("p", "aaa"), "team-a", "r1")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if diff := cmp.Diff(tc.want, summary(webhooks.ValidateClaimUpdate(tc.new, tc.old, tc.operator))); diff != "" {
@@ -206,6 +218,17 @@ func TestValidateClaimUpdate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// counted sets what ClaimPolicies count a claim by: its creator's groups and its reservation
+// ("" leaves one unset).
+func counted(c *extv1beta1.SandboxClaim, groups, reservation string) *extv1beta1.SandboxClaim {
+	for k, v := range map[string]string{tenancyv1alpha1.AnnotationCreatorGroups: groups, tenancyv1alpha1.AnnotationReservation: reservation} {
+		if v != "" {
+			c.Annotations[k] = v
+		}
+	}
+	return c
 }
 
 func TestRatchetUpdate(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -25,9 +26,15 @@ import (
 	autoscalingv1alpha1 "github.com/sandgate-dev/sandgate/api/autoscaling/v1alpha1"
 	"github.com/sandgate-dev/sandgate/api/policy"
 	"github.com/sandgate-dev/sandgate/internal/demand"
+	"github.com/sandgate-dev/sandgate/internal/fairshare"
 	"github.com/sandgate-dev/sandgate/internal/tracing"
 	"github.com/sandgate-dev/sandgate/reconcilers"
 )
+
+// LedgerUserAgent ends the User-Agent of admission's ClaimLedger writes, which every replica
+// sends (the leader's own ledger writes carry the manager's): an audit of which writes only a
+// leader may make leaves them out (the soak's checker does).
+const LedgerUserAgent = "admission-ledger"
 
 // Operator is a sandgate manager with every controller and webhook registered: Start (the
 // embedded manager's) runs it until its context ends.
@@ -82,6 +89,10 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 	if err != nil {
 		return nil, fmt.Errorf("registering metrics: %w", err)
 	}
+	fairShareMetrics, err := fairshare.NewMetrics(registry)
+	if err != nil {
+		return nil, fmt.Errorf("registering the claim policy metrics: %w", err)
+	}
 	tracer, flushTraces, err := newTracer(ctx, opts)
 	if err != nil {
 		return nil, err
@@ -91,6 +102,12 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 		return nil, err
 	}
 	gracefulShutdown := opts.GracefulShutdownTimeout
+	// Admission's writes of ClaimLedgers go out from every replica (each admits claims), so
+	// their client is made before the lease fence guards the manager's: each is conditional on
+	// the ledger's resourceVersion and needs no leader (webhooks.Options.LedgerClient). Its
+	// User-Agent ends in LedgerUserAgent, which tells them apart from the leader's in an
+	// audit log.
+	ledgerCfg := rest.AddUserAgent(rest.CopyConfig(cfg), LedgerUserAgent)
 	leaderLock, err := fenceWrites(cfg, opts, registry)
 	if err != nil {
 		return nil, err
@@ -159,7 +176,11 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 	if err := op.watchLabelDomains(ctx, configNS, op.labelDomains, op.labelDomainsChanged); err != nil {
 		return nil, err
 	}
-	if err := setupWebhooks(op, opts, certWatcher); err != nil {
+	ledgerClient, err := client.New(ledgerCfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("creating the ledger client: %w", err)
+	}
+	if err := setupWebhooks(op, opts, certWatcher, metrics.WrapClient(ledgerClient), fairShareMetrics); err != nil {
 		return nil, err
 	}
 	rcfg := reconcilers.Config{
@@ -181,6 +202,8 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 		ClaimLabelDomains:        op.labelDomains,
 		ClaimLabelDomainsChanged: op.labelDomainsChanged,
 		ClaimAnnotationDomains:   opts.ClaimAnnotationDomains,
+		FairShareMetrics:         fairShareMetrics,
+		ClaimReservationTTL:      opts.ClaimReservationTTL,
 		SkipNameValidation:       opts.SkipNameValidation,
 		Clock:                    opts.Clock,
 		Demand:                   op.demand,

@@ -152,6 +152,9 @@ type Options struct {
 	// ColdStartGrace is how long a claim waits for warm members before a cold start; 0 means
 	// reconcilers.DefaultColdStartGrace.
 	ColdStartGrace time.Duration
+	// ClaimReservationTTL is how long a ClaimPolicy counts a claim admission let through whose
+	// create never completed; 0 means reconcilers.DefaultClaimReservationTTL.
+	ClaimReservationTTL time.Duration
 	// Refill says when pools replace the members claims took.
 	Refill reconcilers.RefillPolicy
 	// RefuseRestamp leaves a claim whose stamped template version is gone Ready=False
@@ -260,6 +263,7 @@ func DefaultOptions() Options {
 		WarmPool:                  DefaultWarmPoolSettings(),
 		ClusterDomain:             DefaultClusterDomain,
 		ColdStartGrace:            reconcilers.DefaultColdStartGrace,
+		ClaimReservationTTL:       reconcilers.DefaultClaimReservationTTL,
 		Refill: reconcilers.RefillPolicy{
 			QuietPeriod:        reconcilers.DefaultRefillQuietPeriod,
 			LowWaterPercent:    reconcilers.DefaultRefillLowWaterPercent,
@@ -311,6 +315,9 @@ func (o Options) Validate() error {
 	}
 	if o.ColdStartGrace < 0 {
 		errs = append(errs, fmt.Errorf("invalid Options.ColdStartGrace: must not be negative, got %s", o.ColdStartGrace))
+	}
+	if o.ClaimReservationTTL < 0 {
+		errs = append(errs, fmt.Errorf("invalid Options.ClaimReservationTTL: must not be negative, got %s", o.ClaimReservationTTL))
 	}
 	if o.Refill.QuietPeriod < 0 {
 		errs = append(errs, fmt.Errorf("invalid Options.Refill.QuietPeriod: must not be negative, got %s", o.Refill.QuietPeriod))

@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"net"
@@ -8,9 +9,13 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	tenancyv1alpha1 "github.com/sandgate-dev/sandgate/api/tenancy/v1alpha1"
 	"github.com/sandgate-dev/sandgate/certs"
+	"github.com/sandgate-dev/sandgate/internal/fairshare"
 	"github.com/sandgate-dev/sandgate/webhooks"
 )
 
@@ -62,17 +67,31 @@ func writeSelfSigned(opts Options, log logr.Logger) error {
 // setupWebhooks registers the webhooks, keeps the certificate current, and makes readiness
 // wait for both the webhook server and a loaded certificate: a replica that cannot admit
 // requests must not receive them.
-func setupWebhooks(op *Operator, opts Options, watcher *certs.Watcher) error {
+func setupWebhooks(op *Operator, opts Options, watcher *certs.Watcher, ledgerClient client.Client, fairShareMetrics *fairshare.Metrics) error {
 	if err := op.Add(watcher); err != nil {
 		return fmt.Errorf("adding the certificate watcher: %w", err)
 	}
+	// ClaimPolicies are admitted with the extensions on: the leader's claim policy controller,
+	// one of them, counts the ledgers admission reserves in.
 	wopts := webhooks.Options{OperatorUser: opts.OperatorUser, PlatformGroups: opts.PlatformGroups, Tracer: op.tracer,
-		LabelDomains: op.labelDomains, AnnotationDomains: opts.ClaimAnnotationDomains, Demand: op.demand}
+		LabelDomains: op.labelDomains, AnnotationDomains: opts.ClaimAnnotationDomains, Demand: op.demand,
+		ClaimPolicies: opts.Extensions, LedgerClient: ledgerClient, FairShareMetrics: fairShareMetrics}
 	if opts.Clock != nil {
 		wopts.Now = opts.Clock.Now
 	}
 	if err := webhooks.Setup(op, wopts); err != nil {
 		return fmt.Errorf("setting up webhooks: %w", err)
+	}
+	if wopts.ClaimPolicies {
+		// Admission lists a namespace's policies and reads ledgers from the cache for every new
+		// claim: their informers start with the manager, and readiness waits for them, rather
+		// than the first claim waiting for them on a replica whose controllers (the leader's)
+		// do not run.
+		for _, obj := range []client.Object{&tenancyv1alpha1.ClaimPolicy{}, &tenancyv1alpha1.ClaimLedger{}} {
+			if _, err := op.GetCache().GetInformer(context.Background(), obj, cache.BlockUntilSynced(false)); err != nil {
+				return fmt.Errorf("watching %T for admission: %w", obj, err)
+			}
+		}
 	}
 	if err := op.addReadyzCheck("webhook-server", op.GetWebhookServer().StartedChecker()); err != nil {
 		return fmt.Errorf("adding the webhook server readiness check: %w", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -62,6 +63,9 @@ type Manager struct {
 	Clientset kubernetes.Interface
 	// Metrics are this manager's counters, in a registry of its own.
 	Metrics *reconcilers.Metrics
+	// Stop stops the manager before the test ends (a replica going away mid-test) and waits
+	// for it; the test's end stops it otherwise. Calling it again does nothing.
+	Stop func()
 }
 
 // StartManager runs the operator against c until the test ends: operator.New, the wiring
@@ -87,17 +91,21 @@ func (c *Cluster) StartManager(t testing.TB, opts ManagerOptions) *Manager {
 	}
 	done := make(chan error, 1)
 	go func() { done <- op.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil && !errors.Is(err, context.Canceled) {
-				t.Errorf("manager stopped with an error: %v", err)
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil && !errors.Is(err, context.Canceled) {
+					t.Errorf("manager stopped with an error: %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Errorf("manager did not stop within 30s")
 			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("manager did not stop within 30s")
-		}
-	})
+		})
+	}
+	t.Cleanup(stop)
 	syncCtx, syncCancel := context.WithTimeout(ctx, Timeout)
 	defer syncCancel()
 	if !op.GetCache().WaitForCacheSync(syncCtx) {
@@ -115,7 +123,7 @@ func (c *Cluster) StartManager(t testing.TB, opts ManagerOptions) *Manager {
 	if err != nil {
 		t.Fatalf("creating clientset: %v", err)
 	}
-	return &Manager{Client: direct, Clientset: cs, Metrics: op.Metrics}
+	return &Manager{Client: direct, Clientset: cs, Metrics: op.Metrics, Stop: stop}
 }
 
 // operatorOptions are the production defaults with the test's settings: a metrics registry

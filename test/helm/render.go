@@ -229,8 +229,8 @@ func Find(objs []*unstructured.Unstructured, kind string) []*unstructured.Unstru
 }
 
 // ConvertedCRDs returns the CRDs among objs that convert through the webhook: those of the
-// public API's groups (agents.x-k8s.io and extensions.agents.x-k8s.io). sandgate's own
-// autoscaling.sandgate.dev has one version and no conversion webhook.
+// public API's groups (agents.x-k8s.io and extensions.agents.x-k8s.io). sandgate's own groups
+// (*.sandgate.dev) have one version each and no conversion webhook.
 func ConvertedCRDs(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
 	var out []*unstructured.Unstructured
 	for _, crd := range Find(objs, "CustomResourceDefinition") {

@@ -12,19 +12,19 @@ import (
 	"github.com/sandgate-dev/sandgate/webhooks"
 )
 
-// publicCRDs are the CRDs of the public API's groups, which serve v1alpha1 and v1beta1;
-// own is sandgate's autoscaling.sandgate.dev CRD, of one version.
-func publicCRDs(t *testing.T, r *rendered) (public []apiextensionsv1.CustomResourceDefinition, own *apiextensionsv1.CustomResourceDefinition) {
+// publicCRDs splits the CRDs into those of the public API's groups, which serve v1alpha1 and
+// v1beta1, and sandgate's own (*.sandgate.dev), of one version each.
+func publicCRDs(t *testing.T, r *rendered) (public, own []apiextensionsv1.CustomResourceDefinition) {
 	t.Helper()
-	for i, crd := range r.crds {
+	for _, crd := range r.crds {
 		if strings.HasSuffix(crd.Spec.Group, "agents.x-k8s.io") {
 			public = append(public, crd)
 		} else {
-			own = &r.crds[i]
+			own = append(own, crd)
 		}
 	}
-	if len(public) != 4 || own == nil || len(r.crds) != 5 {
-		t.Fatalf("want the 4 CRDs of the public API and sandgate's own, got %d and %v of %d", len(public), own != nil, len(r.crds))
+	if len(public) != 4 || len(own) == 0 {
+		t.Fatalf("want the 4 CRDs of the public API and sandgate's own, got %d and %d", len(public), len(own))
 	}
 	return public, own
 }
@@ -32,15 +32,17 @@ func publicCRDs(t *testing.T, r *rendered) (public []apiextensionsv1.CustomResou
 // Every CRD of the public API serves v1alpha1 by converting through the manager: its
 // conversion webhook is the webhook Service at /convert (the path the manager serves), trusting
 // the CA cert-manager injects from the serving certificate, as the webhook configurations do.
-// sandgate's own WarmPoolAutoscaler has one version and nothing to convert: no webhook, no CA.
+// sandgate's own kinds have one version each and nothing to convert: no webhook, no CA.
 func TestCRDsConvertThroughTheWebhookService(t *testing.T) {
 	r := render(t)
 	cert := r.servingCertificate(t)
 	// The Service the webhook configurations call.
 	svc := r.mutating[0].Webhooks[0].ClientConfig.Service
 	public, own := publicCRDs(t, r)
-	if own.Spec.Conversion != nil && own.Spec.Conversion.Strategy != apiextensionsv1.NoneConverter || own.Annotations["cert-manager.io/inject-ca-from"] != "" {
-		t.Errorf("%s: conversion %+v, annotations %v: want none", own.Name, own.Spec.Conversion, own.Annotations)
+	for _, crd := range own {
+		if crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy != apiextensionsv1.NoneConverter || crd.Annotations["cert-manager.io/inject-ca-from"] != "" || len(crd.Spec.Versions) != 1 {
+			t.Errorf("%s: conversion %+v, annotations %v, %d versions: want one version, no conversion", crd.Name, crd.Spec.Conversion, crd.Annotations, len(crd.Spec.Versions))
+		}
 	}
 	for _, crd := range public {
 		conv := crd.Spec.Conversion
@@ -67,15 +69,15 @@ func TestCRDsConvertThroughTheWebhookService(t *testing.T) {
 
 // config/v1beta1-only is config/default with v1alpha1 no longer served by any CRD of the
 // public API: every other object, and every other field of the CRDs, is the same. sandgate's
-// own autoscaling.sandgate.dev/v1alpha1, its only version, is served either way.
+// own kinds (policy.sandgate.dev/v1alpha1 and autoscaling.sandgate.dev/v1alpha1, their only
+// version) are served either way.
 func TestV1beta1OnlyStopsServingV1alpha1(t *testing.T) {
 	def, only := render(t), renderDir(t, "v1beta1-only")
 	public, own := publicCRDs(t, only)
-	_, defOwn := publicCRDs(t, def)
+	defPublic, defOwn := publicCRDs(t, def)
 	if diff := cmp.Diff(defOwn, own); diff != "" {
-		t.Errorf("%s differs from config/default's (-default +v1beta1-only):\n%s", own.Name, diff)
+		t.Errorf("sandgate's own CRDs differ from config/default's (-default +v1beta1-only):\n%s", diff)
 	}
-	defPublic, _ := publicCRDs(t, def)
 	for i, crd := range public {
 		want := defPublic[i].DeepCopy()
 		for j := range want.Spec.Versions {

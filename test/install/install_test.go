@@ -193,7 +193,8 @@ func TestInstallRendersEveryPiece(t *testing.T) {
 	for _, crd := range r.crds {
 		crds = append(crds, crd.Name)
 	}
-	want := []string{"sandboxclaims.extensions.agents.x-k8s.io", "sandboxes.agents.x-k8s.io",
+	want := []string{"claimledgers.policy.sandgate.dev", "claimpolicies.policy.sandgate.dev",
+		"sandboxclaims.extensions.agents.x-k8s.io", "sandboxes.agents.x-k8s.io",
 		"sandboxtemplates.extensions.agents.x-k8s.io", "sandboxwarmpools.extensions.agents.x-k8s.io",
 		"warmpoolautoscalers.autoscaling.sandgate.dev"}
 	if diff := cmp.Diff(want, crds); diff != "" {

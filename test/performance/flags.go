@@ -41,7 +41,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Out, "out", o.Out, "with --scenarios: write the markdown report (docs/performance.md) from the results")
 	fs.StringVar(&o.ResultsDir, "results-dir", o.ResultsDir, "with --scenarios: where the JSON results of each scenario are written and read")
 	fs.BoolVar(&o.Render, "render", o.Render, "with --scenarios and --out: only rewrite the report from the JSON results already in --results-dir")
-	fs.BoolVar(&o.Splice, "splice", o.Splice, "with --scenarios and --out: keep the report in --out and replace only its sections that stand apart from the run tables (the rapid bursts, the demand trace) with those of the results in --results-dir; a scenario measured alone then joins a report measured in full before")
+	fs.BoolVar(&o.Splice, "splice", o.Splice, "with --scenarios and --out: keep the report in --out and replace only its sections that stand apart from the run tables (the rapid bursts, the demand trace, fair share) with those of the results in --results-dir; a scenario measured alone then joins a report measured in full before")
 	fs.IntVar(&o.Rounds, "rounds", o.Rounds, "with --scenarios: alternating (floor, sandgate) rounds of each scenario measured in rounds, judged by the median of each ratio (default: 5 for the short scenarios, 3 for sustained-10, which splits --sustained-duration over them; the other long scenarios run once)")
 	fs.BoolVar(&o.SkipFloor, "skip-floor", o.SkipFloor, "with --scenarios: do not measure each scenario's floor (faster; the report then has no ratios)")
 }

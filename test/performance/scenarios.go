@@ -168,6 +168,11 @@ func scenarios(scalePool int) []scenario {
 			run: runTrace, optional: true,
 		},
 		{
+			// Three clusters (fairshare.go, flags --fair-share-*): by name only.
+			name: "fair-share", description: "two tenants on one pool: A steady, B bursting to several times the pool; A alone, A and B without a ClaimPolicy, with one",
+			run: runFairShare, optional: true,
+		},
+		{
 			name: fmt.Sprintf("scale-%d", scalePool), description: "30 claims one at a time",
 			burstSize: 1, totalBursts: 30, qps: 1000, pool: scalePool,
 			targets: serialTargets, optional: true,

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	tenancyv1alpha1 "github.com/sandgate-dev/sandgate/api/tenancy/v1alpha1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/test/performance/load"
 	"github.com/sandgate-dev/sandgate/test/soak/check"
@@ -25,6 +26,7 @@ import (
 const (
 	templateName = "agent"
 	poolName     = "warm"
+	policyName   = "quotas"
 	// rolloutEnv is the template's environment variable a rollout changes.
 	rolloutEnv = "SOAK_ROLLOUT"
 )
@@ -54,6 +56,7 @@ func createWorkload(ctx context.Context, c client.Client, o Options, logf func(s
 				}},
 			},
 			newPool(ns, o.PoolSize, strategyOf(i)),
+			newClaimPolicy(ns),
 		}
 		for _, obj := range objs {
 			if err := retry(ctx, time.Minute, func() error { return c.Create(ctx, obj) }); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -82,6 +85,26 @@ func createWorkload(ctx context.Context, c client.Client, o Options, logf func(s
 			return ctx.Err()
 		case <-time.After(500 * time.Millisecond):
 		}
+	}
+}
+
+// newClaimPolicy is the namespace's ClaimPolicy: limits on the namespace, its pool and the
+// load's tenant, and a warm share, all far above what the load reaches, so that every claim
+// is reserved at admission and counted by the leader through the faults without one being
+// refused. The checker proves its usage is the truth once settled (check.InvariantPolicyUsage).
+func newClaimPolicy(ns string) *tenancyv1alpha1.ClaimPolicy {
+	high := ptr.To(int32(10000))
+	return &tenancyv1alpha1.ClaimPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: policyName, Namespace: ns},
+		Spec: tenancyv1alpha1.ClaimPolicySpec{
+			MaxClaims: high,
+			PerPool:   []tenancyv1alpha1.PoolLimit{{PoolName: poolName, MaxClaims: 10000}},
+			Tenants: []tenancyv1alpha1.Tenant{{
+				// The load generator acts as the cluster's admin.
+				Name: "load", Subjects: []tenancyv1alpha1.Subject{{Kind: tenancyv1alpha1.SubjectGroup, Name: "system:masters"}},
+				MaxClaims: high, WarmShares: []tenancyv1alpha1.WarmShare{{PoolName: poolName, Guaranteed: 2}},
+			}},
+		},
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
+	tenancyv1alpha1 "github.com/sandgate-dev/sandgate/api/tenancy/v1alpha1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/internal/operator"
 	"github.com/sandgate-dev/sandgate/test/performance/load"
@@ -202,7 +203,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		OperatorUser:   webhooks.DefaultOperatorUser,
 		LeaseNamespace: leaseNamespace,
 		LeaseName:      operator.LeaderElectionID,
-		LoadStopped:    loadStopped,
+		// Admission's ledger writes come from every replica, by design.
+		AdmissionUserAgent: operator.LedgerUserAgent,
+		LoadStopped:        loadStopped,
 	})
 	// What the watch saw and the audit log may not hold (a write whose event was lost).
 	watched := bindings.stop()
@@ -332,6 +335,18 @@ func unsettled(ctx context.Context, c client.Client) string {
 	if orphans > 0 {
 		return fmt.Sprintf("%d pods, Services or PVCs of deleted Sandboxes not collected yet", orphans)
 	}
+	// No claim is left: the leader counts that into each ClaimPolicy's status, and drops a
+	// reservation whose create failed in a fault at its TTL (--claim-reservation-ttl). Whether
+	// what it shows is exact is the checker's (check.InvariantPolicyUsage).
+	var policies tenancyv1alpha1.ClaimPolicyList
+	if err := c.List(ctx, &policies); err != nil {
+		return err.Error()
+	}
+	for _, p := range policies.Items {
+		if p.Status.Claims != 0 || p.Status.Reserved != 0 {
+			return fmt.Sprintf("ClaimPolicy %s/%s shows %d claims, %d reserved, of none", p.Namespace, p.Name, p.Status.Claims, p.Status.Reserved)
+		}
+	}
 	return ""
 }
 
@@ -359,14 +374,17 @@ func listState(ctx context.Context, c client.Client) (check.State, error) {
 		pvcs      corev1.PersistentVolumeClaimList
 		services  corev1.ServiceList
 		netpols   networkingv1.NetworkPolicyList
+		policies  tenancyv1alpha1.ClaimPolicyList
+		ledgers   tenancyv1alpha1.ClaimLedgerList
 	)
-	for _, l := range []client.ObjectList{&claims, &sandboxes, &pools, &templates, &pods, &pvcs, &services, &netpols} {
+	for _, l := range []client.ObjectList{&claims, &sandboxes, &pools, &templates, &pods, &pvcs, &services, &netpols, &policies, &ledgers} {
 		if err := retry(ctx, time.Minute, func() error { return c.List(ctx, l) }); err != nil {
 			return s, fmt.Errorf("listing %T: %w", l, err)
 		}
 	}
 	s.Claims, s.Sandboxes, s.Pools, s.Templates = claims.Items, sandboxes.Items, pools.Items, templates.Items
 	s.Pods, s.PVCs, s.Services, s.NetworkPolicies = pods.Items, pvcs.Items, services.Items, netpols.Items
+	s.ClaimPolicies, s.ClaimLedgers = policies.Items, ledgers.Items
 	return s, nil
 }
 

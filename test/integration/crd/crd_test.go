@@ -300,6 +300,7 @@ func TestSamplesApply(t *testing.T) {
 		ContainSubstring("sandboxtemplate.extensions.agents.x-k8s.io/python-agent created"),
 		ContainSubstring("sandboxwarmpool.extensions.agents.x-k8s.io/python-agent-pool created"),
 		ContainSubstring("sandboxclaim.extensions.agents.x-k8s.io/claim-sample created"),
+		ContainSubstring("claimpolicy.policy.sandgate.dev/tenants created"),
 		ContainSubstring("warmpoolautoscaler.autoscaling.sandgate.dev/python-agent-pool created"),
 	))
 

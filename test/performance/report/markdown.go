@@ -166,6 +166,7 @@ func WriteMarkdownWithPlots(w io.Writer, m Machine, results []*Result, command, 
 		plotDir = PlotDir(reportPath)
 	}
 	writeTraces(p, traces, plotDir)
+	writeFairShares(p, fairShares(all))
 	p(spliceBefore)
 	p("")
 	p("Client view: from the start of the claim's create call to the watch event showing")

@@ -335,6 +335,8 @@ type Result struct {
 	Scale *Scale `json:"scale,omitempty"`
 	// Trace is set by the trace scenario: its policies' runs, each a Result of its own.
 	Trace *Trace `json:"trace,omitempty"`
+	// FairShare is set by the fair-share scenario: its arms' figures.
+	FairShare *FairShare `json:"fairShare,omitempty"`
 	// Bursts is set by a run of several bursts of several claims: each burst's figures.
 	Bursts *Bursts `json:"bursts,omitempty"`
 	// Rounds are every (floor, sandgate) pair of a scenario measured more than once, in run

@@ -241,12 +241,15 @@ func writeTraces(p func(string, ...any), results []*Result, dir string) {
 	}
 }
 
-// splitTraces separates the trace scenario's results from the others.
+// splitTraces separates the trace scenario's results from the others; the fair-share
+// scenario's are in neither (its own section, writeFairShares).
 func splitTraces(all []*Result) (others, traces []*Result) {
 	for _, r := range all {
-		if r.Trace != nil {
+		switch {
+		case r.FairShare != nil:
+		case r.Trace != nil:
 			traces = append(traces, r)
-		} else {
+		default:
 			others = append(others, r)
 		}
 	}

@@ -26,6 +26,7 @@ func Check(in Input) Report {
 	c.checkBindings()
 	c.checkLeader()
 	c.checkFinal()
+	c.checkPolicies()
 	c.checkRecords()
 	sortViolations(c.report.Violations)
 	for _, v := range c.report.Violations {

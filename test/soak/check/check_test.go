@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sandgate-dev/sandgate/api/policy"
+	tenancyv1alpha1 "github.com/sandgate-dev/sandgate/api/tenancy/v1alpha1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
 
@@ -183,6 +184,20 @@ func TestCheckReportsEachBrokenInvariant(t *testing.T) {
 		"a write of a replica that never held the Lease": {
 			breakIt: func(r *run) { r.log.write("patch", operatorUser, "c", sec(30), memberGHI) },
 			want:    map[string]int{InvariantStaleLeaderWrite: 1}, wantDetail: "it had never held it",
+		},
+		"admission's ledger write of a replica without the Lease": {
+			breakIt: func(r *run) {
+				r.in.AdmissionUserAgent = "admission-ledger"
+				r.log.meta("patch", operatorUser, "a", sec(26), "policy.sandgate.dev", "claimledgers", testNS, "quotas").UserAgent = "sandgate/v0.1.0/admission-ledger"
+			},
+			want: map[string]int{},
+		},
+		"a leader's ledger write of a replica without the Lease": {
+			breakIt: func(r *run) {
+				r.in.AdmissionUserAgent = "admission-ledger"
+				r.log.meta("patch", operatorUser, "a", sec(26), "policy.sandgate.dev", "claimledgers", testNS, "quotas").UserAgent = "sandgate/v0.1.0"
+			},
+			want: map[string]int{InvariantStaleLeaderWrite: 1}, wantDetail: "patch claimledgers by",
 		},
 		"a write of the old leader before its Lease ran out": {
 			breakIt: func(r *run) { r.log.write("patch", operatorUser, "a", sec(23.5), memberGHI) },
@@ -411,4 +426,55 @@ func violations(r Report) string {
 		b.WriteString("  " + v.String() + "\n")
 	}
 	return b.String()
+}
+
+// policyRun is cleanRun with a ClaimPolicy whose status and ledger show the final claims
+// exactly: c1, created by the load (tenant "load"), and c2, whose creator no tenant names.
+func policyRun() *run {
+	r := cleanRun()
+	f := &r.in.Final
+	f.Claims[0].Annotations[agentsv1beta1.AnnotationCreator] = loadUser
+	f.Claims[1].Annotations[agentsv1beta1.AnnotationCreator] = "someone"
+	p := tenancyv1alpha1.ClaimPolicy{ObjectMeta: metav1.ObjectMeta{Name: "quotas", Namespace: testNS},
+		Spec: tenancyv1alpha1.ClaimPolicySpec{Tenants: []tenancyv1alpha1.Tenant{{Name: "load",
+			Subjects: []tenancyv1alpha1.Subject{{Kind: tenancyv1alpha1.SubjectUser, Name: loadUser}}}}}}
+	p.Status.Usage = tenancyv1alpha1.Usage{Claims: 2, Pools: []tenancyv1alpha1.PoolUsage{{PoolName: pool.Name, Claims: 2}}}
+	p.Status.Tenants = []tenancyv1alpha1.TenantStatus{{Name: "load", Usage: tenancyv1alpha1.Usage{Claims: 1}}}
+	p.Status.Unnamed = &tenancyv1alpha1.TenantStatus{Name: tenancyv1alpha1.UnnamedTenant, Usage: tenancyv1alpha1.Usage{Claims: 1}}
+	f.ClaimPolicies = []tenancyv1alpha1.ClaimPolicy{p}
+	f.ClaimLedgers = []tenancyv1alpha1.ClaimLedger{
+		{ObjectMeta: metav1.ObjectMeta{Name: "quotas.load", Namespace: testNS}, Spec: tenancyv1alpha1.ClaimLedgerSpec{PolicyName: "quotas", Tenant: "load"},
+			Status: tenancyv1alpha1.ClaimLedgerStatus{Counted: []tenancyv1alpha1.LedgerCount{{Tenant: "load", Claims: 1}}}},
+	}
+	return r
+}
+
+// A ClaimPolicy whose status or ledger differs from the claims that exist is reported, by
+// the limit that differs; one that matches is not.
+func TestCheckPolicyUsageIsTheTruth(t *testing.T) {
+	if got := Check(policyRun().input()); len(got.Violations) > 0 {
+		t.Fatalf("violations of an exact policy:\n%s", violations(got))
+	}
+	for name, tc := range map[string]struct {
+		breakIt func(f *State)
+		want    string
+	}{
+		"a claim too many":             {func(f *State) { f.ClaimPolicies[0].Status.Claims = 3 }, "claims: the status shows 3, 2 exist"},
+		"a reservation left":           {func(f *State) { f.ClaimPolicies[0].Status.Reserved = 1 }, "claims reserved: the status shows 1, 0 exist"},
+		"a pool's slot leaked":         {func(f *State) { f.ClaimPolicies[0].Status.Pools[0].Claims = 1 }, "claims of pool " + pool.Name + ": the status shows 1, 2 exist"},
+		"a tenant's claim not counted": {func(f *State) { f.ClaimPolicies[0].Status.Tenants[0].Claims = 0 }, "claims of tenant load: the status shows 0, 1 exist"},
+		"a ledger's reservation never ended": {func(f *State) {
+			f.ClaimLedgers[0].Status.Reservations = []tenancyv1alpha1.Reservation{{ID: "r1", Tenant: "load"}}
+		}, "1 reservations left"},
+		"a ledger counting a claim that is gone": {func(f *State) { f.ClaimLedgers[0].Status.Counted[0].Claims = 2 }, "counts 2 claims, 1 exist"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := policyRun()
+			tc.breakIt(&r.in.Final)
+			got := Check(r.input())
+			if len(got.Violations) != 1 || got.Violations[0].Invariant != InvariantPolicyUsage || !strings.Contains(got.Violations[0].Detail, tc.want) {
+				t.Errorf("violations:\n%s\nwant one %s saying %q", violations(got), InvariantPolicyUsage, tc.want)
+			}
+		})
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	tenancyv1alpha1 "github.com/sandgate-dev/sandgate/api/tenancy/v1alpha1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
 
@@ -50,6 +51,8 @@ type State struct {
 	PVCs            []corev1.PersistentVolumeClaim
 	Services        []corev1.Service
 	NetworkPolicies []networkingv1.NetworkPolicy
+	ClaimPolicies   []tenancyv1alpha1.ClaimPolicy
+	ClaimLedgers    []tenancyv1alpha1.ClaimLedger
 }
 
 // Input is everything a soak recorded.
@@ -71,6 +74,10 @@ type Input struct {
 	// LeaseNamespace and LeaseName name the leader election Lease. With LeaseName empty the
 	// stale-leader check is skipped.
 	LeaseNamespace, LeaseName string
+	// AdmissionUserAgent ends the User-Agent of admission's ClaimLedger writes
+	// (operator.LedgerUserAgent): every replica admits claims and reserves them, so those
+	// writes are no leader's. Empty checks every ledger write as a leader's.
+	AdmissionUserAgent string
 	// LoadStopped is when the load generator stopped: nothing new was created by it after.
 	LoadStopped time.Time
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -91,10 +92,15 @@ func (c *checker) isLeaseWrite(e *AuditEvent) bool {
 }
 
 // exempt reports whether a write of the operator user is no write of a leader's: events (the
-// elector's own included), the Lease itself (candidates write it to acquire), and access and
-// token reviews (questions the webhooks of every replica ask, which store nothing).
+// elector's own included), the Lease itself (candidates write it to acquire), access and token
+// reviews (questions the webhooks of every replica ask, which store nothing), and admission's
+// reservations in ClaimLedgers (every replica admits claims; each such write is conditional on
+// the ledger's resourceVersion, and its client says so in its User-Agent).
 func (c *checker) exempt(e *AuditEvent) bool {
 	switch {
+	case e.APIGroup == "policy.sandgate.dev" && e.Resource == "claimledgers" && c.in.AdmissionUserAgent != "" &&
+		strings.HasSuffix(e.UserAgent, "/"+c.in.AdmissionUserAgent):
+		return true
 	case e.Resource == "events" && (e.APIGroup == "" || e.APIGroup == "events.k8s.io"):
 		return true
 	case e.APIGroup == "authentication.k8s.io" || e.APIGroup == "authorization.k8s.io":

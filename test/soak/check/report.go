@@ -55,6 +55,9 @@ const (
 	// InvariantFaultRecovered: every claim pending when a fault cleared becomes Ready,
 	// unless deleted before it was.
 	InvariantFaultRecovered = "fault-recovered"
+	// InvariantPolicyUsage: at the end, every ClaimPolicy's status shows the claims that exist
+	// against each of its limits, none reserved, and its ledgers count the same claims.
+	InvariantPolicyUsage = "policy-usage-exact"
 )
 
 // Violation is one broken invariant.

@@ -226,6 +226,7 @@ in values (the public chart's names where the flag means the same), then extraAr
   (list "sandboxWarmPoolReadinessGracePeriod" "sandbox-warm-pool-readiness-grace-period")
   (list "sandboxWarmPoolUnschedulableRecheckInterval" "sandbox-warm-pool-unschedulable-recheck-interval")
   (list "coldStartGrace" "cold-start-grace")
+  (list "claimReservationTTL" "claim-reservation-ttl")
   (list "poolRefillQuietPeriod" "pool-refill-quiet-period")
   (list "poolRefillLowWaterPercent" "pool-refill-low-water-percent")
   (list "gracefulShutdownTimeout" "graceful-shutdown-timeout")

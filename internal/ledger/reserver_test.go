@@ -1,0 +1,226 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/sandgate-dev/sandgate/api"
+	tenancyv1alpha1 "github.com/sandgate-dev/sandgate/api/tenancy/v1alpha1"
+	"github.com/sandgate-dev/sandgate/internal/fairshare"
+	"github.com/sandgate-dev/sandgate/internal/testing/builders"
+)
+
+var ledgerKey = types.NamespacedName{Namespace: "ns", Name: "quotas.team-a"}
+
+// staleCache always returns the ledger as it was first read: a replica whose informer is
+// behind every write, so that every batch but the first starts from an outdated copy.
+type staleCache struct {
+	client.Reader
+	mu    sync.Mutex
+	first *tenancyv1alpha1.ClaimLedger
+}
+
+func (c *staleCache) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.first == nil {
+		l := &tenancyv1alpha1.ClaimLedger{}
+		if err := c.Reader.Get(ctx, key, l, opts...); err != nil {
+			return err
+		}
+		c.first = l
+	}
+	c.first.DeepCopyInto(obj.(*tenancyv1alpha1.ClaimLedger))
+	return nil
+}
+
+func counted(generation int64) *tenancyv1alpha1.ClaimLedger {
+	at := metav1.NewMicroTime(time.Now())
+	return &tenancyv1alpha1.ClaimLedger{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ledgerKey.Namespace, Name: ledgerKey.Name},
+		Spec:       tenancyv1alpha1.ClaimLedgerSpec{PolicyName: "quotas", Tenant: "team-a"},
+		Status:     tenancyv1alpha1.ClaimLedgerStatus{CountedAt: &at, CountedGeneration: generation},
+	}
+}
+
+func policy(max int32) *tenancyv1alpha1.ClaimPolicy {
+	return builders.MakeClaimPolicy("quotas", "ns").Tenant(builders.MakeTenant("team-a").User("alice").MaxClaims(max)).Obj()
+}
+
+func request(p *tenancyv1alpha1.ClaimPolicy, id string) Request {
+	ch := fairshare.ChargeOf(p, fairshare.Identity{User: "alice"}, "python")
+	return Request{Ledger: ledgerKey, Policy: p, Charge: ch,
+		Reservation: tenancyv1alpha1.Reservation{ID: id, Tenant: ch.Tenant, Pool: "python", Creator: "alice"}}
+}
+
+func readLedger(t *testing.T, c client.Client) *tenancyv1alpha1.ClaimLedger {
+	t.Helper()
+	l := &tenancyv1alpha1.ClaimLedger{}
+	if err := c.Get(context.Background(), ledgerKey, l); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// Two replicas (two Reservers, each with a cache that never catches up) admit a burst against
+// a limit of 10: exactly 10 are reserved, whatever the interleaving, because every write is
+// conditional on the ledger's resourceVersion and a conflict is decided again on a fresh read.
+func TestTwoReplicasNeverReserveBeyondTheLimit(t *testing.T) {
+	c := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithObjects(counted(0)).Build()
+	p := policy(10)
+	replicas := []*Reserver{
+		{Client: c, Cache: &staleCache{Reader: c}, APIReader: c},
+		{Client: c, Cache: &staleCache{Reader: c}, APIReader: c},
+	}
+	const claims = 40
+	results := make([]Result, claims)
+	var wg sync.WaitGroup
+	for i := 0; i < claims; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = replicas[i%2].Reserve(context.Background(), request(p, fmt.Sprintf("r%d", i)))
+		}()
+	}
+	wg.Wait()
+	admitted, refused := 0, 0
+	for i, r := range results {
+		switch {
+		case r.Err != nil:
+			t.Errorf("claim %d: %v", i, r.Err)
+		case len(r.Exceeded) > 0:
+			refused++
+			if e := r.Exceeded[0]; e.Limit != tenancyv1alpha1.LimitTenantMaxClaims || e.Used != 10 || e.Max != 10 {
+				t.Errorf("claim %d refused for %+v, want tenants.maxClaims at 10 of 10", i, e)
+			}
+		default:
+			admitted++
+		}
+	}
+	if admitted != 10 || refused != claims-10 {
+		t.Errorf("admitted %d, refused %d; want 10 and %d", admitted, refused, claims-10)
+	}
+	if got := len(readLedger(t, c).Status.Reservations); got != 10 {
+		t.Errorf("the ledger holds %d reservations, want 10", got)
+	}
+}
+
+// A replica's concurrent admissions share writes: a burst of one replica costs fewer writes
+// than claims.
+func TestABurstOfOneReplicaSharesWrites(t *testing.T) {
+	c := &countingClient{Client: fake.NewClientBuilder().WithScheme(api.NewScheme()).WithObjects(counted(0)).Build()}
+	r := &Reserver{Client: c, Cache: c, APIReader: c}
+	p := policy(1000)
+	var wg sync.WaitGroup
+	for i := 0; i < 100; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if res := r.Reserve(context.Background(), request(p, fmt.Sprintf("r%d", i))); res.Err != nil || len(res.Exceeded) > 0 {
+				t.Errorf("claim %d: %+v", i, res)
+			}
+		}()
+	}
+	wg.Wait()
+	if got := len(readLedger(t, c).Status.Reservations); got != 100 {
+		t.Errorf("the ledger holds %d reservations, want 100", got)
+	}
+	if c.patches() >= 100 {
+		t.Errorf("%d writes for 100 claims: a replica's concurrent admissions should share writes", c.patches())
+	}
+}
+
+func TestAReservationWaitsForTheLeadersCount(t *testing.T) {
+	uncounted := counted(0)
+	uncounted.Status.CountedAt = nil
+	for name, tc := range map[string]struct {
+		objs []client.Object
+		p    *tenancyv1alpha1.ClaimPolicy
+	}{
+		"no ledger yet":                {nil, policy(3)},
+		"a ledger not counted yet":     {[]client.Object{uncounted}, policy(3)},
+		"counted for an older version": {[]client.Object{counted(1)}, func() *tenancyv1alpha1.ClaimPolicy { p := policy(3); p.Generation = 2; return p }()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithObjects(tc.objs...).Build()
+			r := &Reserver{Client: c, Cache: c, APIReader: c, NotCountedWait: 50 * time.Millisecond}
+			res := r.Reserve(context.Background(), request(tc.p, "r"))
+			if !apierrors.IsServiceUnavailable(res.Err) {
+				t.Errorf("Reserve = %+v, want 503 Service Unavailable", res)
+			}
+		})
+	}
+}
+
+// A reservation checked against another version of the policy than the ledger was counted
+// for, or against a retired ledger, is not decided: admission reads the policies again.
+func TestAReservationAgainstAnotherPolicyVersionIsStale(t *testing.T) {
+	retired := counted(0)
+	retired.Status.Retired = true
+	for name, l := range map[string]*tenancyv1alpha1.ClaimLedger{"newer ledger": counted(3), "retired ledger": retired} {
+		t.Run(name, func(t *testing.T) {
+			c := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithObjects(l).Build()
+			r := &Reserver{Client: c, Cache: c, APIReader: c}
+			if res := r.Reserve(context.Background(), request(policy(3), "r")); !errors.Is(res.Err, ErrStale) {
+				t.Errorf("Reserve = %+v, want ErrStale", res)
+			}
+		})
+	}
+}
+
+func TestReleaseDropsAReservationAndRefusalsAreCounted(t *testing.T) {
+	c := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithObjects(counted(0)).Build()
+	r := &Reserver{Client: c, Cache: c, APIReader: c, RefusalFlushDelay: 10 * time.Millisecond}
+	p := policy(1)
+	if res := r.Reserve(context.Background(), request(p, "first")); res.Err != nil || len(res.Exceeded) > 0 {
+		t.Fatalf("first claim: %+v", res)
+	}
+	if res := r.Reserve(context.Background(), request(p, "second")); len(res.Exceeded) != 1 {
+		t.Fatalf("second claim: %+v, want refused", res)
+	}
+	r.Release(ledgerKey, "first")
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		l := readLedger(t, c)
+		if len(l.Status.Reservations) == 0 && len(l.Status.Refusals) == 1 && l.Status.Refusals[0].Count == 1 && l.Status.Refusals[0].Tenant == "team-a" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ledger status %+v: want no reservation and one refusal of team-a", l.Status)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if res := r.Reserve(context.Background(), request(p, "third")); res.Err != nil || len(res.Exceeded) > 0 {
+		t.Errorf("a claim after the release: %+v, want reserved", res)
+	}
+}
+
+// countingClient counts patches.
+type countingClient struct {
+	client.Client
+	mu sync.Mutex
+	n  int
+}
+
+func (c *countingClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	c.mu.Lock()
+	c.n++
+	c.mu.Unlock()
+	return c.Client.Patch(ctx, obj, patch, opts...)
+}
+
+func (c *countingClient) patches() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}

@@ -1,0 +1,60 @@
+package performance
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandgate-dev/sandgate/test/performance/report"
+)
+
+// Every flag that cannot run is named, all at once.
+func TestFairShareFlagsValidate(t *testing.T) {
+	if err := fairShareFlags.validate(); err != nil {
+		t.Errorf("the defaults: %v", err)
+	}
+	bad := fairShareFlags
+	bad.Arms, bad.Profile, bad.Pool, bad.ARate, bad.AHold, bad.AGuaranteed = "alone,both", "slow", 0, 0, -time.Second, 3
+	err := bad.validate()
+	if err == nil {
+		t.Fatal("bad flags validated")
+	}
+	for _, want := range []string{`unknown arm "both"`, `--fair-share-profile "slow"`, "--fair-share-pool 0", "--fair-share-a-rate 0",
+		"want none negative", "--fair-share-a-guaranteed 3: want at most the pool (0)"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+}
+
+// The policy arm's defaults: A guaranteed what it holds at its rate and half again, within
+// the pool; B limited to the pool; B's bursts three times the pool. The alone arm has no B,
+// only the policy arm a policy.
+func TestFairShareArms(t *testing.T) {
+	s := fairShareFlags
+	s.Pool, s.ARate, s.AHold = 50, 5, 5*time.Second
+	if p := s.policy(); p.AGuaranteed != 38 || p.BMaxClaims != 50 {
+		t.Errorf("policy %+v, want A guaranteed 38, B at most 50", p)
+	}
+	s.ARate = 100
+	if p := s.policy(); p.AGuaranteed != 50 {
+		t.Errorf("guaranteed %d, want the pool's 50", p.AGuaranteed)
+	}
+	s.AGuaranteed, s.BMax = 7, 9
+	if p := s.policy(); p.AGuaranteed != 7 || p.BMaxClaims != 9 {
+		t.Errorf("policy %+v, want the flags' 7 and 9", p)
+	}
+	o := Options{}
+	for arm, want := range map[string]struct {
+		bursts int
+		policy bool
+	}{report.ArmAlone: {0, false}, report.ArmNoPolicy: {s.BBursts, false}, report.ArmPolicy: {s.BBursts, true}} {
+		cfg := s.config(arm, o)
+		if cfg.BBursts != want.bursts || (cfg.Policy != nil) != want.policy || cfg.BBurst != 150 {
+			t.Errorf("%s: %d bursts of %d, policy %v; want %d bursts of 150, policy %t", arm, cfg.BBursts, cfg.BBurst, cfg.Policy, want.bursts, want.policy)
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("%s: %v", arm, err)
+		}
+	}
+}

@@ -1,0 +1,358 @@
+package load
+
+// One arm of the fair-share scenario (issue 36): two tenants on one pool. Tenant A creates
+// claims at a steady rate, each held a while once Ready and then deleted; tenant B creates
+// bursts of claims, several times the pool, each admitted claim held a while once Ready. Each
+// tenant is an identity of its own (an impersonated user, bound to a role that creates
+// claims), so that a ClaimPolicy can tell them apart; with Policy set, one reserves A a warm
+// share of the pool and limits B's claims.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	tenancyv1alpha1 "github.com/sandgate-dev/sandgate/api/tenancy/v1alpha1"
+	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/test/performance/report"
+)
+
+// The tenants' identities and the policy of the fair-share scenario.
+const (
+	TenantAUser      = "bench-tenant-a"
+	TenantBUser      = "bench-tenant-b"
+	fairSharePolicy  = "bench-fair-share"
+	fairShareRole    = "bench-tenant"
+	fairShareTenantA = "a"
+	fairShareTenantB = "b"
+)
+
+// FairShareConfig is one arm of the fair-share scenario.
+type FairShareConfig struct {
+	Namespace string
+	PodSpec   corev1.PodSpec
+	PoolSize  int32
+	// Duration is how long A creates claims, at ARate a second, each held AHold once Ready.
+	Duration time.Duration
+	ARate    float64
+	AHold    time.Duration
+	// B creates BBursts bursts of BBurst claims (none in the alone arm), each at BRate a
+	// second, spread evenly over the middle of Duration; an admitted claim is held BHold once
+	// Ready.
+	BBursts, BBurst int
+	BRate           float64
+	BHold           time.Duration
+	// Policy, when set, is the ClaimPolicy of the namespace.
+	Policy *FairSharePolicy
+	// PoolCreateWait bounds the wait for the pool to be full; Timeout how long a claim may
+	// take to be Ready.
+	PoolCreateWait, Timeout time.Duration
+	Progress                io.Writer
+}
+
+// FairSharePolicy is the arm's ClaimPolicy: A's guaranteed warm members of the pool, and the
+// most claims B may have at once.
+type FairSharePolicy struct {
+	AGuaranteed, BMaxClaims int32
+}
+
+// Validate reports the settings that cannot run.
+func (c FairShareConfig) Validate() error {
+	var errs []error
+	if c.PoolSize < 1 || c.Duration <= 0 || c.ARate <= 0 || c.AHold < 0 || c.BHold < 0 || c.BBursts < 0 || c.BBurst < 0 {
+		errs = append(errs, errors.New("a fair-share arm needs a pool, a duration and A's rate; no count or hold negative"))
+	}
+	if c.BBursts > 0 && (c.BBurst < 1 || c.BRate <= 0) {
+		errs = append(errs, errors.New("tenant B's bursts need a size and a rate"))
+	}
+	if p := c.Policy; p != nil && (p.AGuaranteed < 0 || p.AGuaranteed > c.PoolSize || p.BMaxClaims < 0) {
+		errs = append(errs, fmt.Errorf("tenant A's guaranteed warm share (%d) must be within the pool (%d), tenant B's limit not negative", p.AGuaranteed, c.PoolSize))
+	}
+	return errors.Join(errs...)
+}
+
+// fairShareRun is an arm's state.
+type fairShareRun struct {
+	r    *runner
+	cfg  FairShareConfig
+	w    *ClaimWatcher
+	a, b client.Client
+
+	mu sync.Mutex
+	as []report.AClaim
+	bs []report.BCreate
+}
+
+// RunFairShare runs one arm against the cluster of restCfg (an admin configuration that may
+// impersonate) and returns its figures.
+func RunFairShare(ctx context.Context, restCfg *rest.Config, cfg FairShareConfig, arm string) (*report.ShareArm, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	qps := cfg.ARate + cfg.BRate
+	admin, err := NewClient(restCfg, qps)
+	if err != nil {
+		return nil, err
+	}
+	r := &runner{cfg: Config{Namespace: cfg.Namespace, PodSpec: cfg.PodSpec, WarmPoolSize: cfg.PoolSize, Timeout: cfg.Timeout,
+		Progress: cfg.Progress}, c: admin, rest: restCfg, start: time.Now()}
+	if err := r.createObjects(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.waitForPool(ctx, cfg.PoolSize, cfg.PoolCreateWait, "the warm pool to be full"); err != nil {
+		return nil, err
+	}
+	if err := grantTenants(ctx, admin, cfg.Namespace); err != nil {
+		return nil, err
+	}
+	if cfg.Policy != nil {
+		if err := createFairSharePolicy(ctx, r, *cfg.Policy); err != nil {
+			return nil, err
+		}
+	}
+	run := &fairShareRun{r: r, cfg: cfg}
+	if run.a, err = NewClient(impersonate(restCfg, TenantAUser), cfg.ARate); err != nil {
+		return nil, err
+	}
+	if run.b, err = NewClient(impersonate(restCfg, TenantBUser), cfg.BRate); err != nil {
+		return nil, err
+	}
+	if run.w, err = StartClaimWatch(ctx, admin, cfg.Namespace); err != nil {
+		return nil, err
+	}
+	defer run.w.Stop()
+
+	var wg sync.WaitGroup
+	start := time.Now()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		run.steadyA(ctx, start, &wg)
+	}()
+	for i := range cfg.BBursts {
+		// Evenly over the middle half of the run.
+		at := cfg.Duration/4 + time.Duration(i)*cfg.Duration/2/time.Duration(max(cfg.BBursts, 1))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			run.burstB(ctx, start.Add(at), i, &wg)
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	fig := report.ShareFigures(arm, run.as, run.bs)
+	r.progressf("%s: A %d of %d Ready, %.2f%% warm, p50 %.1f ms, p99 %.1f ms; B %d creates, %d refused, %d served",
+		arm, fig.AReady, fig.ACreated, 100*fig.AWarmShare, fig.ALatency.P50, fig.ALatency.P99, fig.BCreated, fig.BRefused, fig.BServed)
+	return &fig, nil
+}
+
+// impersonate is cfg acting as user, authenticated, in a group of its own.
+func impersonate(cfg *rest.Config, user string) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated", "bench:" + user}}
+	return c
+}
+
+// grantTenants lets both tenants create, read and delete claims in ns, and nothing more.
+func grantTenants(ctx context.Context, c client.Client, ns string) error {
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: fairShareRole, Namespace: ns},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{extv1beta1.GroupVersion.Group}, Resources: []string{"sandboxclaims"},
+			Verbs: []string{"create", "get", "list", "watch", "delete"}}}}
+	if err := c.Create(ctx, role); err != nil {
+		return fmt.Errorf("creating role %s: %w", role.Name, err)
+	}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: fairShareRole, Namespace: ns},
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: fairShareRole},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: TenantAUser},
+			{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: TenantBUser}}}
+	if err := c.Create(ctx, binding); err != nil {
+		return fmt.Errorf("binding role %s: %w", role.Name, err)
+	}
+	return nil
+}
+
+// createFairSharePolicy creates the arm's ClaimPolicy and waits until the operator counted
+// it (its ledgers exist, counted): before that, admission would wait for them.
+func createFairSharePolicy(ctx context.Context, r *runner, p FairSharePolicy) error {
+	policy := &tenancyv1alpha1.ClaimPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: fairSharePolicy, Namespace: r.cfg.Namespace},
+		Spec: tenancyv1alpha1.ClaimPolicySpec{Tenants: []tenancyv1alpha1.Tenant{
+			{Name: fairShareTenantA, Subjects: []tenancyv1alpha1.Subject{{Kind: tenancyv1alpha1.SubjectUser, Name: TenantAUser}},
+				WarmShares: []tenancyv1alpha1.WarmShare{{PoolName: poolName, Guaranteed: p.AGuaranteed}}},
+			{Name: fairShareTenantB, Subjects: []tenancyv1alpha1.Subject{{Kind: tenancyv1alpha1.SubjectUser, Name: TenantBUser}},
+				MaxClaims: ptr.To(p.BMaxClaims)},
+		}},
+	}
+	if err := r.c.Create(ctx, policy); err != nil {
+		return fmt.Errorf("creating ClaimPolicy %s: %w", policy.Name, err)
+	}
+	r.progressf("created ClaimPolicy %s: tenant a guaranteed %d warm members of %s, tenant b at most %d claims", policy.Name, p.AGuaranteed, poolName, p.BMaxClaims)
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var ledgers tenancyv1alpha1.ClaimLedgerList
+		err := r.c.List(ctx, &ledgers, client.InNamespace(r.cfg.Namespace), client.MatchingLabels{tenancyv1alpha1.LabelLedgerPolicy: fairSharePolicy})
+		counted := err == nil && len(ledgers.Items) > 0
+		for _, l := range ledgers.Items {
+			counted = counted && l.Status.CountedAt != nil
+		}
+		if counted {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for ClaimPolicy %s to be counted: %w", policy.Name, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// steadyA creates A's claims at ARate for Duration, each in a goroutine of wg's.
+func (f *fairShareRun) steadyA(ctx context.Context, start time.Time, wg *sync.WaitGroup) {
+	interval := time.Duration(float64(time.Second) / f.cfg.ARate)
+	for i := range int(f.cfg.Duration / interval) {
+		hold(ctx, time.Until(start.Add(time.Duration(i)*interval)))
+		if ctx.Err() != nil {
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := f.claimA(ctx, fmt.Sprintf("a-%05d", i))
+			f.mu.Lock()
+			f.as = append(f.as, c)
+			f.mu.Unlock()
+		}()
+	}
+}
+
+// claimA creates one of A's claims, waits for it to be Ready, reads whether it was served
+// warm, holds it AHold and deletes it.
+func (f *fairShareRun) claimA(ctx context.Context, name string) report.AClaim {
+	claim := f.newClaim(name)
+	sent := time.Now()
+	if err := f.a.Create(ctx, claim); err != nil {
+		f.r.progressf("tenant A's claim %s: %v", name, err)
+		return report.AClaim{}
+	}
+	defer f.release(claim, f.a)
+	obs, ok := f.waitReady(ctx, name)
+	if !ok {
+		return report.AClaim{}
+	}
+	out := report.AClaim{Ready: true, Latency: obs.ReadyAt.Sub(sent)}
+	sb := &agentsv1beta1.Sandbox{}
+	if err := f.r.c.Get(ctx, client.ObjectKey{Namespace: f.cfg.Namespace, Name: obs.Sandbox}, sb); err == nil {
+		out.Warm = sb.Labels[agentsv1beta1.LabelLaunchType] == agentsv1beta1.LaunchTypeWarm
+	}
+	hold(ctx, f.cfg.AHold)
+	return out
+}
+
+// burstB creates one burst of B's claims from at, at BRate, each in a goroutine of wg's.
+func (f *fairShareRun) burstB(ctx context.Context, at time.Time, burst int, wg *sync.WaitGroup) {
+	hold(ctx, time.Until(at))
+	f.r.progressf("tenant B's burst %d: %d claims at %g/s", burst+1, f.cfg.BBurst, f.cfg.BRate)
+	interval := time.Duration(float64(time.Second) / f.cfg.BRate)
+	for i := range f.cfg.BBurst {
+		hold(ctx, time.Until(at.Add(time.Duration(i)*interval)))
+		if ctx.Err() != nil {
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := f.claimB(ctx, fmt.Sprintf("b-%d-%04d", burst, i))
+			f.mu.Lock()
+			f.bs = append(f.bs, c)
+			f.mu.Unlock()
+		}()
+	}
+}
+
+// claimB creates one of B's claims and times the call; an admitted claim is waited on, held
+// BHold once Ready and deleted.
+func (f *fairShareRun) claimB(ctx context.Context, name string) report.BCreate {
+	claim := f.newClaim(name)
+	sent := time.Now()
+	err := f.b.Create(ctx, claim)
+	out := report.BCreate{Call: time.Since(sent)}
+	switch {
+	case apierrors.IsTooManyRequests(err):
+		out.Refused = true
+		return out
+	case err != nil:
+		out.Err = true
+		return out
+	}
+	defer f.release(claim, f.b)
+	if _, ok := f.waitReady(ctx, name); ok {
+		out.Served = true
+		hold(ctx, f.cfg.BHold)
+	}
+	return out
+}
+
+func (f *fairShareRun) newClaim(name string) *extv1beta1.SandboxClaim {
+	return &extv1beta1.SandboxClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.cfg.Namespace},
+		Spec: extv1beta1.SandboxClaimSpec{WarmPoolRef: extv1beta1.WarmPoolRef{Name: poolName}}}
+}
+
+// waitReady waits up to Timeout for the watch to show the claim Ready.
+func (f *fairShareRun) waitReady(ctx context.Context, name string) (ReadyClaim, bool) {
+	ctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if obs, ok := f.w.Ready(name); ok {
+			return obs, true
+		}
+		select {
+		case <-ctx.Done():
+			f.r.progressf("claim %s not Ready within %s", name, f.cfg.Timeout)
+			return ReadyClaim{}, false
+		case <-tick.C:
+		}
+	}
+}
+
+// release deletes a claim as its tenant, whatever became of the run's context.
+func (f *fairShareRun) release(claim *extv1beta1.SandboxClaim, c client.Client) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.Delete(ctx, claim); err != nil && !apierrors.IsNotFound(err) {
+		f.r.progressf("deleting claim %s: %v", claim.Name, err)
+	}
+}
+
+// hold waits d, or until ctx ends.
+func hold(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

@@ -1,0 +1,330 @@
+package webhooks
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	tenancyv1alpha1 "github.com/sandgate-dev/sandgate/api/tenancy/v1alpha1"
+	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/internal/fairshare"
+	"github.com/sandgate-dev/sandgate/internal/ledger"
+)
+
+// ClaimPolicies is admission's side of ClaimPolicies (docs/fair-share.md): the claim stamper
+// calls Admit for every new claim it accepts. In a namespace without a policy it reads one
+// cached list and returns: no write, no API read.
+type ClaimPolicies struct {
+	// Cache lists the namespace's policies and reads its claims and ledgers.
+	Cache client.Reader
+	// APIReader reads a ledger when a claim may be a reinvocation of its own admission.
+	APIReader client.Reader
+	// Reserver writes the reservations.
+	Reserver *ledger.Reserver
+	Metrics  *fairshare.Metrics
+	// ReinvocationWindow is how old a reservation may be for a claim carrying its ID to be
+	// taken for the same create, admitted again (0 means DefaultReinvocationWindow).
+	ReinvocationWindow time.Duration
+	// StaleWait bounds how long a claim whose policy changed under its admission is decided
+	// again on the cache's newer copy before admission gives up (0 means DefaultStaleWait).
+	StaleWait time.Duration
+}
+
+// DefaultReinvocationWindow bounds the time between two invocations of the stamping webhook
+// for one create: the API server's own request timeout.
+const DefaultReinvocationWindow = time.Minute
+
+// annotationsPath is metadata.annotations, the parent of the keys admission records.
+var annotationsPath = field.NewPath("metadata", "annotations")
+
+// Admit checks a new claim against every ClaimPolicy of its namespace, and reserves it in the
+// ledger of each policy with a limit that applies to it. It records the creator's groups and
+// the reservation's ID on the claim. A claim beyond a limit is refused with 429 Too Many
+// Requests, naming the policy, the limit, the usage and what to do; a ledger that cannot be
+// written fails the create (503 or 500): the limit is never passed unchecked.
+func (a *ClaimPolicies) Admit(ctx context.Context, req admission.Request, c *extv1beta1.SandboxClaim) error {
+	if a == nil {
+		return nil
+	}
+	policies, err := a.policies(ctx, req.Namespace)
+	if err != nil || len(policies) == 0 {
+		return err
+	}
+	start := time.Now()
+	groupsPath := annotationsPath.Key(tenancyv1alpha1.AnnotationCreatorGroups)
+	groups := fairshare.RecordedGroups(req.UserInfo.Groups, policies)
+	if supplied, ok := c.Annotations[tenancyv1alpha1.AnnotationCreatorGroups]; ok && supplied != groups {
+		return invalid(claimGK, c.Name, field.ErrorList{field.Invalid(groupsPath, supplied,
+			"set by admission to the groups of the identity that creates the claim; leave it unset")})
+	}
+	if groups != "" {
+		c.Annotations[tenancyv1alpha1.AnnotationCreatorGroups] = groups
+	}
+	id := fairshare.Identity{User: req.UserInfo.Username, Groups: req.UserInfo.Groups}
+	supplied, hasReservation := c.Annotations[tenancyv1alpha1.AnnotationReservation]
+	reservationPath := annotationsPath.Key(tenancyv1alpha1.AnnotationReservation)
+	deadline := time.Now().Add(a.staleWait())
+	for {
+		charges := chargesOf(policies, id, c.Spec.WarmPoolRef.Name)
+		switch {
+		case len(charges) == 0 && hasReservation:
+			return invalid(claimGK, c.Name, field.ErrorList{field.Invalid(reservationPath, supplied,
+				"set by admission to the claim's reservation in its ClaimPolicies' ledgers; leave it unset")})
+		case len(charges) == 0:
+			return nil
+		case req.DryRun != nil && *req.DryRun:
+			// A dry run reserves nothing (the webhook has no side effects on dry runs) but gets
+			// the answer a create would get now.
+			return a.dryRun(ctx, req.Namespace, c, charges)
+		case hasReservation:
+			if a.reinvoked(ctx, req, c, supplied, charges) {
+				return nil
+			}
+			return invalid(claimGK, c.Name, field.ErrorList{field.Invalid(reservationPath, supplied,
+				"set by admission to the claim's reservation in its ClaimPolicies' ledgers; leave it unset")})
+		}
+		err := a.reserve(ctx, req, c, charges)
+		if errors.Is(err, ledger.ErrStale) && time.Now().Before(deadline) {
+			// The policy changed a moment ago: decide again on the cache's newer copy.
+			if policies, err = a.waitForPolicies(ctx, req.Namespace); err != nil {
+				return err
+			}
+			continue
+		}
+		result := fairshare.ResultAdmitted
+		switch {
+		case apierrors.IsTooManyRequests(err):
+			result = fairshare.ResultRefused
+		case errors.Is(err, ledger.ErrStale):
+			err = apierrors.NewServiceUnavailable(fmt.Sprintf("the ClaimPolicies of namespace %s changed while the claim was admitted; retry (%v)", req.Namespace, err))
+			result = fairshare.ResultError
+		case err != nil:
+			result = fairshare.ResultError
+		}
+		a.Metrics.Admission(result, time.Since(start))
+		return err
+	}
+}
+
+func (a *ClaimPolicies) staleWait() time.Duration {
+	if a.StaleWait > 0 {
+		return a.StaleWait
+	}
+	return DefaultStaleWait
+}
+
+// DefaultStaleWait bounds how long admission retries a claim whose policy changed under it.
+const DefaultStaleWait = 2 * time.Second
+
+// policies are the namespace's ClaimPolicies from the cache, by name.
+func (a *ClaimPolicies) policies(ctx context.Context, ns string) ([]tenancyv1alpha1.ClaimPolicy, error) {
+	var list tenancyv1alpha1.ClaimPolicyList
+	if err := a.Cache.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("listing the ClaimPolicies of namespace %s: %w", ns, err))
+	}
+	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
+	return list.Items, nil
+}
+
+// waitForPolicies reads the policies again after a short pause, for the cache to catch up.
+func (a *ClaimPolicies) waitForPolicies(ctx context.Context, ns string) ([]tenancyv1alpha1.ClaimPolicy, error) {
+	select {
+	case <-ctx.Done():
+		return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("the ClaimPolicies of namespace %s changed while the claim was admitted; retry", ns))
+	case <-time.After(25 * time.Millisecond):
+	}
+	return a.policies(ctx, ns)
+}
+
+// chargesOf are the claim's charges in the policies with a limit that applies to it.
+func chargesOf(policies []tenancyv1alpha1.ClaimPolicy, id fairshare.Identity, pool string) []charge {
+	var out []charge
+	for i := range policies {
+		if ch := fairshare.ChargeOf(&policies[i], id, pool); ch.Ledger != "" {
+			out = append(out, charge{Charge: ch, policy: &policies[i]})
+		}
+	}
+	return out
+}
+
+// charge is a claim's charge in one policy.
+type charge struct {
+	fairshare.Charge
+	policy *tenancyv1alpha1.ClaimPolicy
+}
+
+// reserve reserves the claim in each charge's ledger, one policy after the other. On a refusal
+// or an error it releases what it reserved.
+func (a *ClaimPolicies) reserve(ctx context.Context, req admission.Request, c *extv1beta1.SandboxClaim, charges []charge) error {
+	id, err := newReservationID()
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	// A claim with only generateName is named here, as the API server would name it after
+	// admission (the prefix and five random characters), so that its reservation names its
+	// claim: a reinvocation of this create is then a create of that very name (reinvoked),
+	// while without a name any number of claims could carry one reservation, each taken for
+	// the reinvocation of the create that made it.
+	name := c.Name
+	if name == "" && c.GenerateName != "" {
+		name = generatedName(c.GenerateName)
+	}
+	var reserved []types.NamespacedName
+	release := func() {
+		for _, l := range reserved {
+			a.Reserver.Release(l, id)
+		}
+	}
+	for _, ch := range charges {
+		key := types.NamespacedName{Namespace: req.Namespace, Name: ch.Ledger}
+		p, chg := ch.policy, ch.Charge
+		res := a.Reserver.Reserve(ctx, ledger.Request{Ledger: key, Policy: p, Charge: chg,
+			Reservation: tenancyv1alpha1.Reservation{ID: id, Claim: name, Tenant: chg.Tenant, Pool: c.Spec.WarmPoolRef.Name, Creator: req.UserInfo.Username},
+		})
+		switch {
+		case res.Err != nil:
+			release()
+			if apierrors.IsServiceUnavailable(res.Err) || errors.Is(res.Err, ledger.ErrStale) {
+				return res.Err
+			}
+			return apierrors.NewInternalError(fmt.Errorf("the claim's usage could not be recorded, so it is not admitted: %w", res.Err))
+		case len(res.Exceeded) > 0:
+			release()
+			for _, e := range res.Exceeded {
+				a.Metrics.Refused(req.Namespace, p.Name, chg.Tenant, e.Limit)
+			}
+			return refusal(c, p, res.Exceeded)
+		}
+		reserved = append(reserved, key)
+	}
+	c.Annotations[tenancyv1alpha1.AnnotationReservation] = id
+	c.Name = name
+	return nil
+}
+
+// generatedName is a name from generateName as the API server makes one (storage/names): the
+// prefix, cut to leave room, and five random characters of the same alphabet.
+func generatedName(prefix string) string {
+	const maxPrefix = validation.DNS1123LabelMaxLength - 5
+	if len(prefix) > maxPrefix {
+		prefix = prefix[:maxPrefix]
+	}
+	return prefix + utilrand.String(5)
+}
+
+// dryRun answers a dry run: the limits the claim would exceed now, from the cached ledgers.
+func (a *ClaimPolicies) dryRun(ctx context.Context, ns string, c *extv1beta1.SandboxClaim, charges []charge) error {
+	for _, ch := range charges {
+		l := &tenancyv1alpha1.ClaimLedger{}
+		if err := a.Cache.Get(ctx, types.NamespacedName{Namespace: ns, Name: ch.Ledger}, l); err != nil {
+			continue // not counted yet: a create would wait for it
+		}
+		if ex := fairshare.Exceed(ch.policy, fairshare.LedgerCounts(ch.policy, l), ch.Charge); len(ex) > 0 {
+			return refusal(c, ch.policy, ex)
+		}
+	}
+	return nil
+}
+
+// reinvoked reports whether a claim carrying reservation id is this very create, admitted
+// again because a later mutating webhook changed it (reinvocationPolicy IfNeeded): then its
+// first admission reserved it already, and reserving it again would count it twice. It is
+// when the ledger of its first charge (read from the API server: the first admission wrote it
+// a moment ago) holds that reservation, made within ReinvocationWindow for the same creator
+// and claim name, and no claim the cache shows carries it. Anything else is a client that set
+// the annotation, which is refused. A claim without a name never is: admission named every
+// claim it reserved (reserve), so a reinvocation carries that name.
+func (a *ClaimPolicies) reinvoked(ctx context.Context, req admission.Request, c *extv1beta1.SandboxClaim, id string, charges []charge) bool {
+	l := &tenancyv1alpha1.ClaimLedger{}
+	if a.APIReader.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: charges[0].Ledger}, l) != nil {
+		return false
+	}
+	if c.Name == "" {
+		return false
+	}
+	window := a.ReinvocationWindow
+	if window == 0 {
+		window = DefaultReinvocationWindow
+	}
+	found := false
+	for _, r := range l.Status.Reservations {
+		if r.ID == id && r.Creator == req.UserInfo.Username && r.Claim == c.Name && time.Since(r.At.Time) < window {
+			found = true
+		}
+	}
+	if !found {
+		return false
+	}
+	var claims extv1beta1.SandboxClaimList
+	if err := a.Cache.List(ctx, &claims, client.InNamespace(req.Namespace)); err != nil {
+		return false
+	}
+	for _, other := range claims.Items {
+		if other.Annotations[tenancyv1alpha1.AnnotationReservation] == id {
+			return false
+		}
+	}
+	return true
+}
+
+func newReservationID() (string, error) {
+	b := make([]byte, 12)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("making a reservation ID: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// refusal is the error of a claim beyond limits of policy p: 429 Too Many Requests without a
+// retry delay. 429 because the claim is valid and the same create succeeds once the usage is
+// below the limit (a 422 says a retry never helps, and ResourceQuota's 403 reads as missing
+// RBAC); without retryAfterSeconds because client-go retries a 429 carrying Retry-After by
+// itself, up to ten times, inside the caller's Create: the public SDK's CreateSandbox would
+// hang for the retries instead of returning the refusal. Each limit is a cause naming the
+// claim's field it counts by (the creator for a tenant's limits, the pool for a pool's, the
+// namespace for the namespace's).
+func refusal(c *extv1beta1.SandboxClaim, p *tenancyv1alpha1.ClaimPolicy, exceeded []fairshare.Exceeded) error {
+	var causes []metav1.StatusCause
+	var msgs []string
+	for _, e := range exceeded {
+		path := field.NewPath("metadata", "namespace")
+		switch {
+		case e.Pool != "":
+			path = field.NewPath("spec", "warmPoolRef", "name")
+		case e.Tenant != "":
+			path = annotationsPath.Key(agentsv1beta1.AnnotationCreator)
+		}
+		at := fmt.Sprintf("%s are at their limit, %d of %d", e.Describe(), e.Used, e.Max)
+		causes = append(causes, metav1.StatusCause{Type: metav1.CauseType(field.ErrorTypeForbidden), Field: path.String(),
+			Message: fmt.Sprintf("%s (ClaimPolicy %s, %s)", at, p.Name, e.Path)})
+		msgs = append(msgs, fmt.Sprintf("%s (%s)", at, e.Path))
+	}
+	name := c.Name
+	if name == "" {
+		name = c.GenerateName + "*"
+	}
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure,
+		Code:   http.StatusTooManyRequests,
+		Reason: metav1.StatusReasonTooManyRequests,
+		Message: fmt.Sprintf("SandboxClaim.%s %q is refused by ClaimPolicy %s/%s (claims being created count too): %s; delete one of them, or ask your platform team to raise the limit",
+			claimGK.Group, name, p.Namespace, p.Name, strings.Join(msgs, "; ")),
+		Details: &metav1.StatusDetails{Group: claimGK.Group, Kind: claimGK.Kind, Name: c.Name, Causes: causes},
+	}}
+}
