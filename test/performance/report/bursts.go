@@ -234,8 +234,8 @@ func writeBursts(p func(string, ...any), results []*Result) {
 		if a := r.Parameters.Autoscaler; a != "" {
 			pool = "a pool a WarmPoolAutoscaler sizes (" + a + ")"
 		}
-		p("**%s**: %d bursts of %d claims at %g/s into %s, pod profile %s, %s between bursts.", r.Scenario,
-			r.Parameters.TotalBursts, r.Parameters.BurstSize, r.Parameters.QPS, pool, orDash(r.Parameters.Profile), pause(b.PauseSeconds))
+		p("**%s**: %d bursts of %d claims at %g/s into %s, pod profile %s, %s between bursts; %s.", r.Scenario,
+			r.Parameters.TotalBursts, r.Parameters.BurstSize, r.Parameters.QPS, pool, orDash(r.Parameters.Profile), pause(b.PauseSeconds), measuredAt(r))
 		p("")
 		p("| burst | claims | p50 (ms) | p90 (ms) | p99 (ms) | p99 ÷ first | warm | of which starting | pool at start | seconds | work seconds |")
 		p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -296,4 +296,14 @@ func phaseMeans(phases []Phase) string {
 		counts[i] = scrape.Count{Key: ph.Name, Count: ph.MeanMs}
 	}
 	return keys(counts)
+}
+
+// measuredAt says which commit a result measured, when, and how loaded the machine was: a
+// section spliced into a report measured before (SpliceSections) carries its own.
+func measuredAt(r *Result) string {
+	at := fmt.Sprintf("commit %s, %s", orDash(r.Parameters.Commit), r.StartedAt.UTC().Format("2006-01-02 15:04 UTC"))
+	if r.LoadAverage > 0 { // a run of several clusters (the trace's arms) says each arm's
+		at += fmt.Sprintf(", load average %.1f at the start", r.LoadAverage)
+	}
+	return at
 }

@@ -199,7 +199,7 @@ func writeFairShares(p func(string, ...any), results []*Result) {
 	p("")
 	for _, r := range results {
 		f := r.FairShare
-		p("**%s** (pod profile %s): %s", r.Scenario, orDash(r.Parameters.Profile), f.Settings)
+		p("**%s** (pod profile %s; %s): %s", r.Scenario, orDash(r.Parameters.Profile), measuredAt(r), f.Settings)
 		p("")
 		p("| %s |", strings.Join(shareHeader, " | "))
 		p("|---|%s", strings.Repeat("---:|", len(shareHeader)-1))

@@ -206,8 +206,8 @@ func writeTraces(p func(string, ...any), results []*Result, dir string) {
 	p("")
 	for _, r := range results {
 		t := r.Trace
-		p("**%s** (pod profile %s): trace %s; CSV `%s`. Sized with a member start-up time of %g s:", r.Scenario,
-			orDash(r.Parameters.Profile), t.Summary, orDash(t.CSV), t.StartupSeconds)
+		p("**%s** (pod profile %s; %s): trace %s; CSV `%s`. Sized with a member start-up time of %g s:", r.Scenario,
+			orDash(r.Parameters.Profile), measuredAt(r), t.Summary, orDash(t.CSV), t.StartupSeconds)
 		p("at most %d claims arrive within one.", t.PeakWindowClaims)
 		p("")
 		p("| policy | settings | claims Ready | warm | from starting | cold | p50 (ms) | p99 (ms) | idle member-seconds | ÷ static | replica-seconds | fewest ready | dry (s) | scales |")
