@@ -49,6 +49,9 @@ type traceSettings struct {
 	HPADelay, HPAWindow time.Duration
 	// Spare is the WarmPoolAutoscaler's targetSpare.
 	Spare int
+	// ScaleDownWindow is the WarmPoolAutoscaler's scale-down stabilization window; 0 keeps
+	// its default.
+	ScaleDownWindow time.Duration
 }
 
 // traceFlags holds the trace scenario's flags. The defaults are sized for a two-core machine:
@@ -82,6 +85,7 @@ func AddTraceFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&traceFlags.HPADelay, "trace-hpa-delay", traceFlags.HPADelay, "trace: how late the emulated HPA sees the claim rate (a scrape interval plus the adapter's window)")
 	fs.DurationVar(&traceFlags.HPAWindow, "trace-hpa-window", traceFlags.HPAWindow, "trace: the window of the claim rate the emulated HPA reads")
 	fs.IntVar(&traceFlags.Spare, "trace-spare", traceFlags.Spare, "trace: the WarmPoolAutoscaler's targetSpare")
+	fs.DurationVar(&traceFlags.ScaleDownWindow, "trace-scale-down-window", traceFlags.ScaleDownWindow, "trace: the WarmPoolAutoscaler's behavior.scaleDown.stabilizationWindowSeconds, whole seconds (0 keeps its default, 300 s; a day compressed 180-fold makes 300 s 15 hours' worth)")
 }
 
 func profileNames() string {
@@ -108,6 +112,9 @@ func (s traceSettings) shape() (trace.Shape, error) {
 	}
 	if _, err := s.policies(); err != nil {
 		errs = append(errs, err)
+	}
+	if s.ScaleDownWindow < 0 || s.ScaleDownWindow%time.Second != 0 {
+		errs = append(errs, errors.New("--trace-scale-down-window must be whole seconds, not negative"))
 	}
 	if s.Startup <= 0 || s.Headroom < 0 || s.Spare < 0 || s.MinReplicas < 0 {
 		errs = append(errs, errors.New("--trace-startup must be positive; --trace-headroom, --trace-spare and --trace-min not negative"))
@@ -174,7 +181,7 @@ func (s traceSettings) sizeFor(t *trace.Trace) traceSizing {
 	hpa := trace.DefaultHPA(minimum, static, s.HPATarget)
 	hpa.Delay, hpa.Window = s.HPADelay, s.HPAWindow
 	return traceSizing{static: static, min: minimum, hpa: hpa,
-		wpa: load.AutoscalerSpec{MinReplicas: minimum, MaxReplicas: static, TargetSpare: int32(s.Spare)}}
+		wpa: load.AutoscalerSpec{MinReplicas: minimum, MaxReplicas: static, TargetSpare: int32(s.Spare), ScaleDownWindow: s.ScaleDownWindow}}
 }
 
 // settings says how an arm of policy is set up, for the report.
@@ -185,7 +192,11 @@ func (z traceSizing) settings(policy string) string {
 		return fmt.Sprintf("HPA on the claim rate: min %d, max %d, target %g claims/s per member, sync %s, rate over %s seen %s late",
 			h.MinReplicas, h.MaxReplicas, h.Target, h.Sync, h.Window, h.Delay)
 	case report.PolicyAutoscaler:
-		return fmt.Sprintf("WarmPoolAutoscaler: min %d, max %d, targetSpare %d", z.wpa.MinReplicas, z.wpa.MaxReplicas, z.wpa.TargetSpare)
+		settings := fmt.Sprintf("WarmPoolAutoscaler: min %d, max %d, targetSpare %d", z.wpa.MinReplicas, z.wpa.MaxReplicas, z.wpa.TargetSpare)
+		if w := z.wpa.ScaleDownWindow; w > 0 {
+			settings += fmt.Sprintf(", scale-down window %s", w)
+		}
+		return settings
 	}
 	return fmt.Sprintf("a pool of %d", z.static)
 }

@@ -42,12 +42,14 @@ func TestTraceSettingsRefuseWhatCannotRun(t *testing.T) {
 		t.Fatalf("the default settings: %v", err)
 	}
 	for name, mutate := range map[string]func(*traceSettings){
-		"unknown policy":       func(s *traceSettings) { s.Policies = "static,vpa" },
-		"unknown profile":      func(s *traceSettings) { s.Profile = "slow" },
-		"burst sizes garbled":  func(s *traceSettings) { s.BurstSize = "many" },
-		"lifetimes garbled":    func(s *traceSettings) { s.Lifetime = "long" },
-		"no start-up time":     func(s *traceSettings) { s.Startup = 0 },
-		"night above the peak": func(s *traceSettings) { s.NightRate = 7 },
+		"unknown policy":        func(s *traceSettings) { s.Policies = "static,vpa" },
+		"unknown profile":       func(s *traceSettings) { s.Profile = "slow" },
+		"burst sizes garbled":   func(s *traceSettings) { s.BurstSize = "many" },
+		"lifetimes garbled":     func(s *traceSettings) { s.Lifetime = "long" },
+		"no start-up time":      func(s *traceSettings) { s.Startup = 0 },
+		"night above the peak":  func(s *traceSettings) { s.NightRate = 7 },
+		"a window of fractions": func(s *traceSettings) { s.ScaleDownWindow = 1500 * time.Millisecond },
+		"a negative window":     func(s *traceSettings) { s.ScaleDownWindow = -time.Minute },
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := traceFlags

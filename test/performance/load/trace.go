@@ -41,6 +41,9 @@ const (
 // AutoscalerSpec is the WarmPoolAutoscaler of the autoscaler arm.
 type AutoscalerSpec struct {
 	MinReplicas, MaxReplicas, TargetSpare int32
+	// ScaleDownWindow is its behavior.scaleDown.stabilizationWindowSeconds; 0 keeps the
+	// default (300 s).
+	ScaleDownWindow time.Duration
 }
 
 // TraceConfig is one arm of the trace scenario.
@@ -351,6 +354,11 @@ func createWarmPoolAutoscaler(ctx context.Context, r *runner, namespace string, 
 			"targetSpare": int64(s.TargetSpare),
 		},
 	}}
+	if s.ScaleDownWindow > 0 {
+		u.Object["spec"].(map[string]any)["behavior"] = map[string]any{
+			"scaleDown": map[string]any{"stabilizationWindowSeconds": int64(s.ScaleDownWindow / time.Second)},
+		}
+	}
 	if err := r.c.Create(ctx, u); err != nil {
 		if meta.IsNoMatchError(err) {
 			return fmt.Errorf("the cluster does not serve %s %s (an operator without the autoscaler): %w", autoscalerAPIVersion, autoscalerKind, err)
