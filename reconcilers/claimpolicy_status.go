@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"sort"
 	"strings"
 	"time"
 
@@ -114,7 +113,7 @@ func (t *tally) done(named []string) tenancyv1alpha1.Usage {
 // usage counts the claims that exist and the reservations of the ledgers whose claims were not
 // seen, for the namespace, each tenant and the unnamed creators; refusals are the ledgers'.
 func (r *claimPolicyReconciler) usage(p *tenancyv1alpha1.ClaimPolicy, claims []extv1beta1.SandboxClaim, ledgers []tenancyv1alpha1.ClaimLedger) tenancyv1alpha1.ClaimPolicyStatus {
-	named := namedPoolsOf(p)
+	named := fairshare.NamedPools(p)
 	isNamed := map[string]bool{}
 	for _, pool := range named {
 		isNamed[pool] = true
@@ -232,7 +231,7 @@ func (r *claimPolicyReconciler) conditions(ctx context.Context, p *tenancyv1alph
 			"new claims are refused until usage is below the limit; the claims above it were admitted before it was lowered and are not ended"))
 
 	var missing []string
-	for _, pool := range namedPoolsOf(p) {
+	for _, pool := range fairshare.NamedPools(p) {
 		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: pool}, &extv1beta1.SandboxWarmPool{}); err != nil {
 			missing = append(missing, pool)
 		}
@@ -283,28 +282,6 @@ func orNone(list, none, prefix string) string {
 		return none
 	}
 	return prefix + ": " + list
-}
-
-// namedPoolsOf are the pools p's limits and warm shares name, sorted.
-func namedPoolsOf(p *tenancyv1alpha1.ClaimPolicy) []string {
-	seen := map[string]bool{}
-	for _, l := range p.Spec.PerPool {
-		seen[l.PoolName] = true
-	}
-	for _, t := range p.Spec.Tenants {
-		for _, l := range t.PerPool {
-			seen[l.PoolName] = true
-		}
-		for _, s := range t.WarmShares {
-			seen[s.PoolName] = true
-		}
-	}
-	out := make([]string, 0, len(seen))
-	for pool := range seen {
-		out = append(out, pool)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // tenantStatuses are pointers to every tenant entry of st, the unnamed one included.

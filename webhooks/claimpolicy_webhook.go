@@ -14,6 +14,7 @@ import (
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	tenancyv1alpha1 "github.com/sandgate-dev/sandgate/api/tenancy/v1alpha1"
+	"github.com/sandgate-dev/sandgate/internal/fairshare"
 )
 
 var claimPolicyGK = tenancyv1alpha1.GroupVersion.WithKind("ClaimPolicy").GroupKind()
@@ -71,7 +72,7 @@ func (w ClaimPolicyWebhook) warnings(ctx context.Context, p *tenancyv1alpha1.Cla
 		}
 	}
 	var out admission.Warnings
-	for _, pool := range namedPools(p) {
+	for _, pool := range fairshare.NamedPools(p) {
 		var swp extv1beta1.SandboxWarmPool
 		if err := w.Cache.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: pool}, &swp); err != nil {
 			out = append(out, fmt.Sprintf("SandboxWarmPool %s/%s not found: the policy's limits and shares of it apply once it exists", p.Namespace, pool))
@@ -81,28 +82,6 @@ func (w ClaimPolicyWebhook) warnings(ctx context.Context, p *tenancyv1alpha1.Cla
 			out = append(out, fmt.Sprintf("the tenants' guaranteed warm shares of pool %s add up to %d, more than its %d replicas: some guarantee cannot be met", pool, g, *swp.Spec.Replicas))
 		}
 	}
-	return out
-}
-
-// namedPools are the pools a policy's limits and shares name, sorted.
-func namedPools(p *tenancyv1alpha1.ClaimPolicy) []string {
-	seen := map[string]bool{}
-	for _, l := range p.Spec.PerPool {
-		seen[l.PoolName] = true
-	}
-	for _, t := range p.Spec.Tenants {
-		for _, l := range t.PerPool {
-			seen[l.PoolName] = true
-		}
-		for _, s := range t.WarmShares {
-			seen[s.PoolName] = true
-		}
-	}
-	out := make([]string, 0, len(seen))
-	for pool := range seen {
-		out = append(out, pool)
-	}
-	sort.Strings(out)
 	return out
 }
 

@@ -89,3 +89,26 @@ func DecideWarm(p *tenancyv1alpha1.ClaimPolicy, pool string, st WarmState) *NotW
 		"pool %s has %d warm sandboxes to take (ready or starting), no more than other tenants' guaranteed warm shares still need (%s; ClaimPolicy %s), and %s holds %d, its own guarantee being %d",
 		pool, st.Ready, strings.Join(need, ", "), p.Name, who, held, own)}
 }
+
+// NamedPools are the pools a policy's limits and warm shares name, sorted: the pools its
+// status reports, and the pools admission checks exist.
+func NamedPools(p *tenancyv1alpha1.ClaimPolicy) []string {
+	seen := map[string]bool{}
+	for _, l := range p.Spec.PerPool {
+		seen[l.PoolName] = true
+	}
+	for _, t := range p.Spec.Tenants {
+		for _, l := range t.PerPool {
+			seen[l.PoolName] = true
+		}
+		for _, s := range t.WarmShares {
+			seen[s.PoolName] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for pool := range seen {
+		out = append(out, pool)
+	}
+	sort.Strings(out)
+	return out
+}
