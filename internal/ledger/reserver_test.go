@@ -224,3 +224,71 @@ func (c *countingClient) patches() int {
 	defer c.mu.Unlock()
 	return c.n
 }
+
+// blockingClient holds every patch until released, and says when the first one is waiting.
+type blockingClient struct {
+	client.Client
+	waiting chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (c *blockingClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	c.once.Do(func() { close(c.waiting) })
+	select {
+	case <-c.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return c.Client.Patch(ctx, obj, patch, opts...)
+}
+
+// A claim already beyond a limit on the newest copy is refused at once, not after the ledger
+// write in flight: only a release could make room, and none waits.
+func TestARefusalDoesNotWaitForTheWriteInFlight(t *testing.T) {
+	c := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithObjects(counted(0)).Build()
+	bc := &blockingClient{Client: c, waiting: make(chan struct{}), release: make(chan struct{})}
+	r := &Reserver{Client: c, Cache: c, APIReader: c, RefusalFlushDelay: time.Millisecond}
+	p := policy(1)
+	if res := r.Reserve(context.Background(), request(p, "first")); res.Err != nil || len(res.Exceeded) > 0 {
+		t.Fatalf("first claim: %+v", res)
+	}
+	r.Client = bc // from here every write hangs until released
+	if res := r.Reserve(context.Background(), request(p, "second")); len(res.Exceeded) != 1 {
+		t.Fatalf("second claim: %+v, want refused", res)
+	}
+	<-bc.waiting // the second claim's refusal is being written, and hangs
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if res := r.Reserve(ctx, request(p, "third")); len(res.Exceeded) != 1 || res.Err != nil {
+		t.Errorf("third claim while a write hangs: %+v, want refused at once", res)
+	}
+	close(bc.release)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		l := readLedger(t, c)
+		if len(l.Status.Refusals) == 1 && l.Status.Refusals[0].Count == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ledger status %+v: want both refusals counted", l.Status)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// While a release waits to be written, a claim is decided by its batch, after the release.
+func TestAPendingReleaseLeavesTheRefusalToTheBatch(t *testing.T) {
+	c := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithObjects(counted(0)).Build()
+	r := &Reserver{Client: c, Cache: c, APIReader: c, RefusalFlushDelay: time.Millisecond}
+	p := policy(1)
+	if res := r.Reserve(context.Background(), request(p, "first")); res.Err != nil || len(res.Exceeded) > 0 {
+		t.Fatalf("first claim: %+v", res)
+	}
+	r.mu.Lock()
+	r.queues[ledgerKey].releasing++ // as if a release were enqueued and not written
+	r.mu.Unlock()
+	if _, ok := r.refuseNow(context.Background(), request(p, "second")); ok {
+		t.Error("refused at once while a release is pending")
+	}
+}
