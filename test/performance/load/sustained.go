@@ -382,21 +382,27 @@ func (s *sustained) fire(ctx context.Context, w *ClaimWatcher, start time.Time, 
 		if span > 0 {
 			c.lifetime += time.Duration(rng.Int64N(int64(span)))
 		}
-		s.mu.Lock()
-		s.claims = append(s.claims, c)
-		s.mu.Unlock()
 		last = time.Now()
-		deletes.Add(1)
-		go func() {
-			defer deletes.Done()
-			s.claim(ctx, w, c, inFlight)
-		}()
+		s.begin(ctx, w, c, inFlight, deletes)
 		if time.Since(lastProgress) >= 5*time.Second {
 			lastProgress = time.Now()
 			s.progressf(w)
 		}
 	}
 	return last
+}
+
+// begin records c among the run's claims and runs its life (sustained.claim) in a goroutine
+// of deletes.
+func (s *sustained) begin(ctx context.Context, w *ClaimWatcher, c *sustainedClaim, inFlight <-chan struct{}, deletes *sync.WaitGroup) {
+	s.mu.Lock()
+	s.claims = append(s.claims, c)
+	s.mu.Unlock()
+	deletes.Add(1)
+	go func() {
+		defer deletes.Done()
+		s.claim(ctx, w, c, inFlight)
+	}()
 }
 
 // behind reports whether arrivals that created created claims in elapsed should end early

@@ -207,15 +207,8 @@ func (a *traceArm) replay(ctx context.Context, w *ClaimWatcher, start time.Time,
 		}
 		inFlight <- struct{}{}
 		c := &sustainedClaim{sent: sent{name: trace.ClaimName(i)}, lifetime: arr.Lifetime}
-		a.mu.Lock()
-		a.claims = append(a.claims, c)
-		a.mu.Unlock()
 		last = time.Now()
-		deletes.Add(1)
-		go func() {
-			defer deletes.Done()
-			a.claim(ctx, w, c, inFlight)
-		}()
+		a.begin(ctx, w, c, inFlight, deletes)
 		if time.Since(lastProgress) >= 10*time.Second {
 			lastProgress = time.Now()
 			a.progressf(w)
