@@ -133,19 +133,15 @@ func (r *Reserver) refuseNow(ctx context.Context, req Request) (Result, bool) {
 	if req.Policy == nil {
 		return Result{}, false
 	}
-	cached := &tenancyv1alpha1.ClaimLedger{}
-	if err := r.Cache.Get(ctx, req.Ledger, cached); err != nil {
-		cached = nil
-	}
 	r.mu.Lock()
 	q := r.queues[req.Ledger]
-	if q == nil || q.releasing > 0 {
-		r.mu.Unlock()
+	releasing := q != nil && q.releasing > 0
+	r.mu.Unlock()
+	if q == nil || releasing {
 		return Result{}, false
 	}
-	l := newer(q.latest, cached)
-	r.mu.Unlock()
-	if l == nil || l.Status.Retired || l.Status.CountedAt == nil || l.Status.CountedGeneration != req.Policy.Generation {
+	l, err := r.newest(ctx, req.Ledger, q)
+	if err != nil || l == nil || l.Status.Retired || l.Status.CountedAt == nil || l.Status.CountedGeneration != req.Policy.Generation {
 		return Result{}, false
 	}
 	ex := fairshare.Exceed(req.Policy, fairshare.LedgerCounts(req.Policy, l), req.Charge)
@@ -406,16 +402,10 @@ func (r *Reserver) base(ctx context.Context, key types.NamespacedName, q *queue,
 	}
 	deadline := time.Now().Add(durationOr(r.NotCountedWait, DefaultNotCountedWait))
 	for {
-		cached := &tenancyv1alpha1.ClaimLedger{}
-		if err := r.Cache.Get(ctx, key, cached); err != nil {
-			if !apierrors.IsNotFound(err) {
-				return nil, fmt.Errorf("reading ClaimLedger %s: %w", key, err)
-			}
-			cached = nil
+		l, err := r.newest(ctx, key, q)
+		if err != nil {
+			return nil, err
 		}
-		r.mu.Lock()
-		l := newer(q.latest, cached)
-		r.mu.Unlock()
 		if l != nil && (l.Status.Retired || (l.Status.CountedAt != nil && l.Status.CountedGeneration >= generation)) {
 			return l.DeepCopy(), nil
 		}
@@ -428,6 +418,21 @@ func (r *Reserver) base(ctx context.Context, key types.NamespacedName, q *queue,
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// newest is this replica's newest copy of the ledger: its own last write (q.latest) or its
+// cache, whichever is newer; nil when it has neither.
+func (r *Reserver) newest(ctx context.Context, key types.NamespacedName, q *queue) (*tenancyv1alpha1.ClaimLedger, error) {
+	cached := &tenancyv1alpha1.ClaimLedger{}
+	if err := r.Cache.Get(ctx, key, cached); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("reading ClaimLedger %s: %w", key, err)
+		}
+		cached = nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return newer(q.latest, cached), nil
 }
 
 // forgetQueue drops the queue of a deleted ledger (its last copy with it).
