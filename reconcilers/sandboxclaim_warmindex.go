@@ -30,8 +30,9 @@ const (
 	// releaseBound: the member is bound now; it leaves the index when the informer shows it.
 	releaseBound releaseOutcome = iota
 	// releaseRejected: the API server refused the binding (409: the member changed; 403: the
-	// binding guard said no; 404: it is gone). The cached copy is stale, so the member stays
-	// out of reach until the informer brings a newer version of it.
+	// binding guard said no; 404: it is gone). The copy the binding was made from is stale,
+	// so the member stays out of reach until the informer brings a newer version of it (at
+	// once, when it brought one while the binding was in flight).
 	releaseRejected
 	// releaseRetry: the attempt failed for a reason unrelated to the member (timeout, 5xx); it
 	// may be picked again at once. Should the write have gone through after all, the
@@ -369,7 +370,11 @@ func (x *warmIndex) Release(sb *agentsv1beta1.Sandbox, outcome releaseOutcome) {
 	if m == nil || m.state != stateReserved {
 		return // the informer removed it meanwhile
 	}
-	if outcome == releaseRetry {
+	// A refused binding was made against a version the informer has superseded meanwhile
+	// (Observe keeps the newest copy while the member is reserved, a pool relabelling its
+	// members for one): that newer version is what a next attempt binds from, and no event
+	// will bring one newer still. Parked on the stale version, it would stay out of reach.
+	if outcome == releaseRetry || (outcome == releaseRejected && m.sb.ResourceVersion != sb.ResourceVersion) {
 		if _, _, ready := memberKeyOf(m.sb); ready {
 			x.setState(m, stateAvailable)
 		} else {

@@ -114,10 +114,20 @@ func TestWarmIndexMembership(t *testing.T) {
 func TestWarmIndexReservation(t *testing.T) {
 	tests := map[string]struct {
 		outcome releaseOutcome
-		// then is observed after the release (nil: nothing).
-		then          *agentsv1beta1.Sandbox
+		// during is observed while the member is reserved, then after the release (nil:
+		// nothing).
+		during, then  *agentsv1beta1.Sandbox
 		wantAvailable bool
+		wantStarting  bool
 	}{
+		// A pool relabelled the member while a claim's binding was in flight: the 409 is
+		// about a version the index already has, and no newer one is coming.
+		"a member rejected for a version the informer superseded meanwhile is available again": {
+			outcome: releaseRejected, during: poolMember("a", "h1", true, "2"), wantAvailable: true,
+		},
+		"a member rejected for a superseded version that is not ready is starting again": {
+			outcome: releaseRejected, during: poolMember("a", "h1", false, "2"), wantStarting: true,
+		},
 		"retry makes the member available again": {
 			outcome: releaseRetry, wantAvailable: true,
 		},
@@ -150,13 +160,19 @@ func TestWarmIndexReservation(t *testing.T) {
 			if _, again := x.Pick(keyH1); again {
 				t.Fatal("a reserved member became available through an update")
 			}
+			if tc.during != nil {
+				x.Observe(tc.during)
+			}
 			x.Release(sb, tc.outcome)
 			if tc.then != nil {
 				x.Observe(tc.then)
 			}
-			available, _ := x.Counts(keyH1)
+			available, pending := x.Counts(keyH1)
 			if got := available == 1; got != tc.wantAvailable {
 				t.Errorf("available after release = %v, want %v", got, tc.wantAvailable)
+			}
+			if got := pending == 1; got != tc.wantStarting {
+				t.Errorf("starting after release = %v, want %v", got, tc.wantStarting)
 			}
 		})
 	}

@@ -41,9 +41,11 @@ const StartTimeout = 3 * time.Minute
 // there.
 func RunSuite(m *testing.M, opts controlplane.Options, use func(*Cluster)) int {
 	// Without a log file the controllers' logs go nowhere (and controller-runtime does not
-	// complain, with a stack trace, that no logger was set).
-	ctrl.SetLogger(logr.Discard())
-	if path := os.Getenv("SANDGATE_TEST_LOG"); path != "" {
+	// complain, with a stack trace, that no logger was set). controller-runtime takes the
+	// first logger it is given and ignores the rest: one call, either way.
+	if path := os.Getenv("SANDGATE_TEST_LOG"); path == "" {
+		ctrl.SetLogger(logr.Discard())
+	} else {
 		f, err := os.Create(path)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "creating the log file: %v\n", err)
