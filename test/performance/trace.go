@@ -15,6 +15,9 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/sandgate-dev/sandgate/api/policy"
 
 	"github.com/sandgate-dev/sandgate/test/env/controlplane"
 	"github.com/sandgate-dev/sandgate/test/env/harness"
@@ -49,9 +52,12 @@ type traceSettings struct {
 	HPADelay, HPAWindow time.Duration
 	// Spare is the WarmPoolAutoscaler's targetSpare.
 	Spare int
-	// ScaleDownWindow is the WarmPoolAutoscaler's scale-down stabilization window; 0 keeps
-	// its default.
-	ScaleDownWindow time.Duration
+	// ScaleDownWindow is the WarmPoolAutoscaler's scale-down stabilization window;
+	// ScaleDownMaxStep and ScaleDownPeriod its scale-down step and period; 0 (empty) keeps
+	// each default.
+	ScaleDownWindow  time.Duration
+	ScaleDownMaxStep string
+	ScaleDownPeriod  time.Duration
 }
 
 // traceFlags holds the trace scenario's flags. The defaults are sized for a two-core machine:
@@ -86,6 +92,8 @@ func AddTraceFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&traceFlags.HPAWindow, "trace-hpa-window", traceFlags.HPAWindow, "trace: the window of the claim rate the emulated HPA reads")
 	fs.IntVar(&traceFlags.Spare, "trace-spare", traceFlags.Spare, "trace: the WarmPoolAutoscaler's targetSpare")
 	fs.DurationVar(&traceFlags.ScaleDownWindow, "trace-scale-down-window", traceFlags.ScaleDownWindow, "trace: the WarmPoolAutoscaler's behavior.scaleDown.stabilizationWindowSeconds, whole seconds (0 keeps its default, 300 s; a day compressed 180-fold makes 300 s 15 hours' worth)")
+	fs.StringVar(&traceFlags.ScaleDownMaxStep, "trace-scale-down-max-step", traceFlags.ScaleDownMaxStep, "trace: the WarmPoolAutoscaler's behavior.scaleDown.maxStep, members (\"10\") or a percentage of its replicas (\"100%\") (empty keeps its default, 25%)")
+	fs.DurationVar(&traceFlags.ScaleDownPeriod, "trace-scale-down-period", traceFlags.ScaleDownPeriod, "trace: the WarmPoolAutoscaler's behavior.scaleDown.periodSeconds, whole seconds (0 keeps its default, 30 s)")
 }
 
 func profileNames() string {
@@ -113,8 +121,18 @@ func (s traceSettings) shape() (trace.Shape, error) {
 	if _, err := s.policies(); err != nil {
 		errs = append(errs, err)
 	}
-	if s.ScaleDownWindow < 0 || s.ScaleDownWindow%time.Second != 0 {
-		errs = append(errs, errors.New("--trace-scale-down-window must be whole seconds, not negative"))
+	for _, f := range []struct {
+		flag string
+		d    time.Duration
+	}{{"window", s.ScaleDownWindow}, {"period", s.ScaleDownPeriod}} {
+		if f.d < 0 || f.d%time.Second != 0 {
+			errs = append(errs, fmt.Errorf("--trace-scale-down-%s must be whole seconds, not negative", f.flag))
+		}
+	}
+	if v := s.ScaleDownMaxStep; v != "" {
+		if _, _, err := policy.ParseMaxStep(intstr.Parse(v)); err != nil {
+			errs = append(errs, fmt.Errorf("--trace-scale-down-max-step: %w", err))
+		}
 	}
 	if s.Startup <= 0 || s.Headroom < 0 || s.Spare < 0 || s.MinReplicas < 0 {
 		errs = append(errs, errors.New("--trace-startup must be positive; --trace-headroom, --trace-spare and --trace-min not negative"))
@@ -181,7 +199,8 @@ func (s traceSettings) sizeFor(t *trace.Trace) traceSizing {
 	hpa := trace.DefaultHPA(minimum, static, s.HPATarget)
 	hpa.Delay, hpa.Window = s.HPADelay, s.HPAWindow
 	return traceSizing{static: static, min: minimum, hpa: hpa,
-		wpa: load.AutoscalerSpec{MinReplicas: minimum, MaxReplicas: static, TargetSpare: int32(s.Spare), ScaleDownWindow: s.ScaleDownWindow}}
+		wpa: load.AutoscalerSpec{MinReplicas: minimum, MaxReplicas: static, TargetSpare: int32(s.Spare), ScaleDownWindow: s.ScaleDownWindow,
+			ScaleDownMaxStep: s.ScaleDownMaxStep, ScaleDownPeriod: s.ScaleDownPeriod}}
 }
 
 // settings says how an arm of policy is set up, for the report.
@@ -195,6 +214,12 @@ func (z traceSizing) settings(policy string) string {
 		settings := fmt.Sprintf("WarmPoolAutoscaler: min %d, max %d, targetSpare %d", z.wpa.MinReplicas, z.wpa.MaxReplicas, z.wpa.TargetSpare)
 		if w := z.wpa.ScaleDownWindow; w > 0 {
 			settings += fmt.Sprintf(", scale-down window %s", w)
+		}
+		if v := z.wpa.ScaleDownMaxStep; v != "" {
+			settings += fmt.Sprintf(", scale-down step %s", v)
+		}
+		if p := z.wpa.ScaleDownPeriod; p > 0 {
+			settings += fmt.Sprintf(" every %s", p)
 		}
 		return settings
 	}

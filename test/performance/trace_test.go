@@ -50,6 +50,9 @@ func TestTraceSettingsRefuseWhatCannotRun(t *testing.T) {
 		"night above the peak":  func(s *traceSettings) { s.NightRate = 7 },
 		"a window of fractions": func(s *traceSettings) { s.ScaleDownWindow = 1500 * time.Millisecond },
 		"a negative window":     func(s *traceSettings) { s.ScaleDownWindow = -time.Minute },
+		"a period of fractions": func(s *traceSettings) { s.ScaleDownPeriod = 500 * time.Millisecond },
+		"a step of nothing":     func(s *traceSettings) { s.ScaleDownMaxStep = "0%" },
+		"a step garbled":        func(s *traceSettings) { s.ScaleDownMaxStep = "half" },
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := traceFlags

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -44,6 +45,33 @@ type AutoscalerSpec struct {
 	// ScaleDownWindow is its behavior.scaleDown.stabilizationWindowSeconds; 0 keeps the
 	// default (300 s).
 	ScaleDownWindow time.Duration
+	// ScaleDownMaxStep and ScaleDownPeriod are its behavior.scaleDown.maxStep ("25%", "10")
+	// and periodSeconds; empty and 0 keep the defaults (25% every 30 s).
+	ScaleDownMaxStep string
+	ScaleDownPeriod  time.Duration
+}
+
+// scaleDown is the spec.behavior.scaleDown of s, nil when every field keeps its default.
+func (s AutoscalerSpec) scaleDown() map[string]any {
+	rules := map[string]any{}
+	if s.ScaleDownWindow > 0 {
+		rules["stabilizationWindowSeconds"] = int64(s.ScaleDownWindow / time.Second)
+	}
+	if s.ScaleDownMaxStep != "" {
+		// "10" is a number of members, as the schema's int-or-string has it; "25%" a string.
+		if v := intstr.Parse(s.ScaleDownMaxStep); v.Type == intstr.Int {
+			rules["maxStep"] = int64(v.IntVal)
+		} else {
+			rules["maxStep"] = v.StrVal
+		}
+	}
+	if s.ScaleDownPeriod > 0 {
+		rules["periodSeconds"] = int64(s.ScaleDownPeriod / time.Second)
+	}
+	if len(rules) == 0 {
+		return nil
+	}
+	return rules
 }
 
 // TraceConfig is one arm of the trace scenario.
@@ -347,10 +375,8 @@ func createWarmPoolAutoscaler(ctx context.Context, r *runner, namespace string, 
 			"targetSpare": int64(s.TargetSpare),
 		},
 	}}
-	if s.ScaleDownWindow > 0 {
-		u.Object["spec"].(map[string]any)["behavior"] = map[string]any{
-			"scaleDown": map[string]any{"stabilizationWindowSeconds": int64(s.ScaleDownWindow / time.Second)},
-		}
+	if down := s.scaleDown(); down != nil {
+		u.Object["spec"].(map[string]any)["behavior"] = map[string]any{"scaleDown": down}
 	}
 	if err := r.c.Create(ctx, u); err != nil {
 		if meta.IsNoMatchError(err) {
