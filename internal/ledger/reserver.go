@@ -245,6 +245,15 @@ func (r *Reserver) flush(key types.NamespacedName, q *queue, batch []*op, refusa
 			r.deferRefusals(key, q, p.refused)
 			return
 		}
+		if !p.changed && len(batch) > 0 {
+			// Nothing reserved or released either, but refusals of earlier batches are due
+			// to be counted: the batch's refusals stand as decided, as above, and are
+			// answered before that write, not after it and its conflicts. The write counts
+			// them with the others.
+			deliver(batch, p.results)
+			batch, refusals = nil, addCounts(refusals, p.refused)
+			p = r.plan(base, nil, refusals)
+		}
 		l := &tenancyv1alpha1.ClaimLedger{}
 		l.Namespace, l.Name = key.Namespace, key.Name
 		err := r.Client.Patch(ctx, l, client.RawPatch(types.MergePatchType, p.patch))
@@ -281,10 +290,12 @@ func (r *Reserver) flush(key types.NamespacedName, q *queue, batch []*op, refusa
 
 // plan is what a batch does to a ledger.
 type plan struct {
-	write   bool
-	patch   []byte
-	results []Result
-	refused map[string]int64
+	// write says the ledger is to be written: changed (a reservation made or dropped), or
+	// refusals to count.
+	write, changed bool
+	patch          []byte
+	results        []Result
+	refused        map[string]int64
 }
 
 // plan decides each request of the batch in order against base, counting the reservations
@@ -325,6 +336,7 @@ func (r *Reserver) plan(base *tenancyv1alpha1.ClaimLedger, batch []*op, carried 
 		reservations = append(reservations, res)
 		changed = true
 	}
+	p.changed = changed
 	if !changed && len(carried) == 0 {
 		return p
 	}
@@ -359,6 +371,17 @@ func addRefusals(ledger []tenancyv1alpha1.LedgerRefusals, add ...map[string]int6
 		}
 		return 0
 	})
+	return out
+}
+
+// addCounts is the counts of a and b by tenant, in a new map.
+func addCounts(a, b map[string]int64) map[string]int64 {
+	out := make(map[string]int64, len(a)+len(b))
+	for _, m := range []map[string]int64{a, b} {
+		for t, n := range m {
+			out[t] += n
+		}
+	}
 	return out
 }
 

@@ -395,3 +395,86 @@ func TestARefusalDoesNotWaitForAReleaseThatCannotMakeRoom(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// gatedClient holds the patches whose number (from 0) has a gate, until the gate is closed,
+// and says when each is waiting.
+type gatedClient struct {
+	client.Client
+	mu      sync.Mutex
+	n       int
+	gates   map[int]chan struct{}
+	waiting map[int]chan struct{}
+}
+
+func newGatedClient(c client.Client, patches ...int) *gatedClient {
+	g := &gatedClient{Client: c, gates: map[int]chan struct{}{}, waiting: map[int]chan struct{}{}}
+	for _, i := range patches {
+		g.gates[i], g.waiting[i] = make(chan struct{}), make(chan struct{})
+	}
+	return g
+}
+
+func (c *gatedClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	c.mu.Lock()
+	i := c.n
+	c.n++
+	c.mu.Unlock()
+	if gate := c.gates[i]; gate != nil {
+		close(c.waiting[i])
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return c.Client.Patch(ctx, obj, patch, opts...)
+}
+
+// A claim its batch refuses is answered before the write that counts the refusals of earlier
+// batches: a batch that reserves nothing has nothing the claim must wait for.
+func TestABatchOfRefusalsDoesNotWaitForTheirCount(t *testing.T) {
+	c := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithObjects(withUsage(1)).Build()
+	p := policy(2)
+	// Patch 0 (the last slot's reservation) and patch 1 (the refusals' count) hang until
+	// released, longer than a claim waits.
+	gc := newGatedClient(c, 0, 1)
+	r := &Reserver{Client: gc, Cache: c, APIReader: c, RefusalFlushDelay: time.Hour, FlushTimeout: time.Minute}
+	last := make(chan Result, 1)
+	go func() { last <- r.Reserve(context.Background(), request(p, "last")) }()
+	<-gc.waiting[0] // the last slot is being taken
+	r.mu.Lock()
+	r.queues[ledgerKey].refusals = map[string]int64{"team-a": 1} // a refusal decided meanwhile, not counted yet
+	r.mu.Unlock()
+	// A claim that comes meanwhile is not beyond the limit on the newest copy (1 of 2): it
+	// waits for its batch, which starts from the ledger with the last slot taken.
+	refused := make(chan Result, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	go func() { refused <- r.Reserve(ctx, request(p, "refused")) }()
+	for queued := false; !queued; {
+		time.Sleep(time.Millisecond)
+		r.mu.Lock()
+		queued = len(r.queues[ledgerKey].pending) == 1
+		r.mu.Unlock()
+	}
+	close(gc.gates[0])
+	if res := <-last; res.Err != nil || len(res.Exceeded) > 0 {
+		t.Fatalf("the last slot: %+v, want reserved", res)
+	}
+	<-gc.waiting[1] // the batch of the second claim writes the refusals' count, and hangs
+	if res := <-refused; res.Err != nil || len(res.Exceeded) != 1 {
+		t.Errorf("a claim its batch refuses while the refusals' count is written: %+v, want refused at once", res)
+	}
+	close(gc.gates[1])
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		l := readLedger(t, c)
+		if len(l.Status.Reservations) == 1 && len(l.Status.Refusals) == 1 && l.Status.Refusals[0].Count == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ledger status %+v: want the reservation and both refusals counted", l.Status)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
