@@ -186,6 +186,7 @@ func RunFairShare(ctx context.Context, restCfg *rest.Config, cfg FairShareConfig
 		r.progressf("%s: refusals' time: sandgate p50 %.1f ms, p99 %.1f ms (%.0f); webhook call p50 %.1f ms, p99 %.1f ms, mean %.1f ms (%.0f); control (403) p50 %.1f ms, p99 %.1f ms (%d, %d not 403)",
 			arm, c.Sandgate.P50Ms, c.Sandgate.P99Ms, c.Sandgate.Count, c.Webhook.P50Ms, c.Webhook.P99Ms, c.Webhook.MeanMs, c.Webhook.Count,
 			c.Control.P50, c.Control.P99, c.Control.Count, c.ControlOther)
+		r.progressf("%s: ClaimLedger writes by writer and result: %v", arm, c.LedgerWrites)
 		for _, e := range c.Errors {
 			r.progressf("%s: measuring the refusals: %s", arm, e)
 		}

@@ -32,6 +32,8 @@ const (
 	policyAdmission = "sandgate_claimpolicy_admission_seconds"
 	// controlSuffix names the namespace of the control creates: the arm's, with this suffix.
 	controlSuffix = "-control"
+	// ledgerWrites counts the operator's ClaimLedger writes by writer and result.
+	ledgerWrites = "sandgate_claimpolicy_ledger_writes_total"
 )
 
 // refusalProbe measures an arm's refusals: the metrics before the load, and the control
@@ -101,6 +103,7 @@ func refusalCost(api, operator scrape.Snapshot, control []time.Duration, other i
 		Webhook:      histogram(api.Select(map[string]string{"name": claimStampWebhook, "operation": "CREATE", "rejected": "true"}), webhookDuration),
 		Control:      stats.Summarize(control),
 		ControlOther: other,
+		LedgerWrites: operator.GroupBy(ledgerWrites, nil, "writer", "result"),
 	}
 }
 

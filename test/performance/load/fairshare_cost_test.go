@@ -50,6 +50,10 @@ sandgate_claimpolicy_admission_seconds_bucket{result="admitted",le="0.0025"} 0
 sandgate_claimpolicy_admission_seconds_bucket{result="admitted",le="+Inf"} 40
 sandgate_claimpolicy_admission_seconds_sum{result="admitted"} 40
 sandgate_claimpolicy_admission_seconds_count{result="admitted"} 40
+# TYPE sandgate_claimpolicy_ledger_writes_total counter
+sandgate_claimpolicy_ledger_writes_total{writer="admission",result="success"} 12
+sandgate_claimpolicy_ledger_writes_total{writer="admission",result="conflict"} 3
+sandgate_claimpolicy_ledger_writes_total{writer="leader",result="error"} 0
 `)
 	control := []time.Duration{2 * time.Millisecond, 4 * time.Millisecond}
 	got := refusalCost(scrape.Delta(before, after), scrape.Delta(nil, operator), control, 1)
@@ -62,6 +66,7 @@ sandgate_claimpolicy_admission_seconds_count{result="admitted"} 40
 			Buckets: []report.Bucket{{LeMs: 5, Count: 90}, {LeMs: 25, Count: 100}}},
 		Control:      stats.Summarize(control),
 		ControlOther: 1,
+		LedgerWrites: map[string]float64{"admission success": 12, "admission conflict": 3},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("refusalCost mismatch (-want +got):\n%s", diff)

@@ -7,6 +7,8 @@ package report
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -79,6 +81,10 @@ type RefusalCost struct {
 	// answer); ControlOther counts those answered otherwise (the control did not hold).
 	Control      stats.Summary `json:"control"`
 	ControlOther int           `json:"controlOther,omitempty"`
+	// LedgerWrites counts the operator's writes of ClaimLedgers over the arm by writer and
+	// result ("admission success", "leader conflict", ...): a refusal its batch decides
+	// waits for the write in flight, and each conflict adds a read and a write.
+	LedgerWrites map[string]float64 `json:"ledgerWrites,omitempty"`
 	// Errors are the measurements that failed (a scrape), so that a figure left empty says why.
 	Errors []string `json:"errors,omitempty"`
 }
@@ -239,6 +245,14 @@ func costs(f *FairShare) []ShareArm {
 // than 403, and failed measurements.
 func costNotes(a ShareArm) []string {
 	var out []string
+	if w := a.RefusalCost.LedgerWrites; len(w) > 0 {
+		keys := slices.Sorted(maps.Keys(w))
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = fmt.Sprintf("%s %.0f", k, w[k])
+		}
+		out = append(out, fmt.Sprintf("%s: ClaimLedger writes by writer and result: %s", a.Arm, strings.Join(parts, ", ")))
+	}
 	if n := a.RefusalCost.ControlOther; n > 0 {
 		out = append(out, fmt.Sprintf("%s: %d control creates were not refused with 403 (not counted)", a.Arm, n))
 	}
