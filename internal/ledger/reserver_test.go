@@ -277,18 +277,204 @@ func TestARefusalDoesNotWaitForTheWriteInFlight(t *testing.T) {
 	}
 }
 
-// While a release waits to be written, a claim is decided by its batch, after the release.
-func TestAPendingReleaseLeavesTheRefusalToTheBatch(t *testing.T) {
-	c := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithObjects(counted(0)).Build()
-	r := &Reserver{Client: c, Cache: c, APIReader: c, RefusalFlushDelay: time.Millisecond}
-	p := policy(1)
-	if res := r.Reserve(context.Background(), request(p, "first")); res.Err != nil || len(res.Exceeded) > 0 {
-		t.Fatalf("first claim: %+v", res)
+// withUsage is a counted ledger that holds n claims of tenant team-a in pool python.
+func withUsage(n int32) *tenancyv1alpha1.ClaimLedger {
+	l := counted(0)
+	l.Status.Counted = []tenancyv1alpha1.LedgerCount{{Tenant: "team-a", Pool: tenancyv1alpha1.OtherPools, Claims: n}}
+	return l
+}
+
+// A claim beyond a limit by more than the releases waiting to be written can free is refused
+// at once, and so is the first claim a replica admits to a ledger (its cache is its newest
+// copy): a queued release lowers a limit's usage by one at most.
+func TestARefusalBeyondWhatReleasesFreeIsImmediate(t *testing.T) {
+	for name, tc := range map[string]struct {
+		p             *tenancyv1alpha1.ClaimPolicy
+		used          int32
+		releases      int
+		noQueue       bool
+		limit         string
+		usedSeen, max int32
+	}{
+		"the first claim on this replica, at the limit": {p: policy(3), used: 3, noQueue: true,
+			limit: tenancyv1alpha1.LimitTenantMaxClaims, usedSeen: 3, max: 3},
+		"one release queued, one beyond the limit": {p: policy(2), used: 3, releases: 1,
+			limit: tenancyv1alpha1.LimitTenantMaxClaims, usedSeen: 3, max: 2},
+		"two releases queued, a limit lowered far below the usage": {p: policy(1), used: 5, releases: 2,
+			limit: tenancyv1alpha1.LimitTenantMaxClaims, usedSeen: 5, max: 1},
+		// Beyond the namespace's limit after the release, at the tenant's only before it:
+		// the refusal names the limit still exceeded.
+		"one release queued, beyond one limit of two": {
+			p: builders.MakeClaimPolicy("quotas", "ns").MaxClaims(2).
+				Tenant(builders.MakeTenant("team-a").User("alice").MaxClaims(4)).Obj(),
+			used: 4, releases: 1, limit: tenancyv1alpha1.LimitMaxClaims, usedSeen: 4, max: 2},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithObjects(withUsage(tc.used)).Build()
+			r := &Reserver{Client: c, Cache: c, APIReader: c, RefusalFlushDelay: time.Hour}
+			if !tc.noQueue {
+				r.mu.Lock()
+				r.queue(ledgerKey).releasing = tc.releases // as if releases were enqueued and not written
+				r.mu.Unlock()
+			}
+			req := request(tc.p, "r")
+			req.Ledger = ledgerKey
+			res, ok := r.refuseNow(context.Background(), req)
+			if !ok || res.Err != nil || len(res.Exceeded) != 1 {
+				t.Fatalf("refuseNow = %+v, %t; want refused at once", res, ok)
+			}
+			if e := res.Exceeded[0]; e.Limit != tc.limit || e.Used != tc.usedSeen || e.Max != tc.max {
+				t.Errorf("refused for %+v, want %s at %d of %d", e, tc.limit, tc.usedSeen, tc.max)
+			}
+		})
 	}
+}
+
+// While releases wait to be written that could bring a claim within its limits, the claim is
+// decided by its batch, after the releases.
+func TestAPendingReleaseLeavesTheRefusalToTheBatch(t *testing.T) {
+	for name, tc := range map[string]struct {
+		max, used int32
+		releases  int
+	}{
+		"at the limit, one release queued":          {max: 1, used: 1, releases: 1},
+		"one beyond the limit, two releases queued": {max: 2, used: 3, releases: 2},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithObjects(withUsage(tc.used)).Build()
+			r := &Reserver{Client: c, Cache: c, APIReader: c, RefusalFlushDelay: time.Hour}
+			r.mu.Lock()
+			r.queue(ledgerKey).releasing = tc.releases
+			r.mu.Unlock()
+			if res, ok := r.refuseNow(context.Background(), request(policy(tc.max), "second")); ok {
+				t.Errorf("refused at once (%+v) while a release that could make room is pending", res)
+			}
+		})
+	}
+}
+
+// A release being written does not hold up a claim it could not bring within its limit: the
+// claim is refused while the write hangs.
+func TestARefusalDoesNotWaitForAReleaseThatCannotMakeRoom(t *testing.T) {
+	c := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithObjects(withUsage(1)).Build()
+	p := policy(3)
+	// A write may hang longer than the claim waits: only a refusal at once answers it in time.
+	r := &Reserver{Client: c, Cache: c, APIReader: c, RefusalFlushDelay: time.Millisecond, FlushTimeout: time.Minute}
+	for _, id := range []string{"first", "second"} {
+		if res := r.Reserve(context.Background(), request(p, id)); res.Err != nil || len(res.Exceeded) > 0 {
+			t.Fatalf("claim %s: %+v", id, res)
+		}
+	}
+	// The leader counts one more claim of the tenant (created before the policy's limit was
+	// reached, say): 2 counted and 2 reserved, beyond the limit of 3 by one.
+	l := readLedger(t, c)
+	l.Status.Counted = []tenancyv1alpha1.LedgerCount{{Tenant: "team-a", Pool: tenancyv1alpha1.OtherPools, Claims: 2}}
+	if err := c.Update(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	bc := &blockingClient{Client: c, waiting: make(chan struct{}), release: make(chan struct{})}
+	r.Client = bc // from here every write hangs until released
+	r.Release(ledgerKey, "first")
+	<-bc.waiting // the release is being written, and hangs
+	// Even with the release written the tenant is at 3 of 3.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if res := r.Reserve(ctx, request(p, "third")); len(res.Exceeded) != 1 || res.Err != nil {
+		t.Errorf("a claim beyond the limit while a release is written: %+v, want refused at once", res)
+	}
+	close(bc.release)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		l := readLedger(t, c)
+		if len(l.Status.Reservations) == 1 && len(l.Status.Refusals) == 1 && l.Status.Refusals[0].Count == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ledger status %+v: want the release written and the refusal counted", l.Status)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// gatedClient holds the patches whose number (from 0) has a gate, until the gate is closed,
+// and says when each is waiting.
+type gatedClient struct {
+	client.Client
+	mu      sync.Mutex
+	n       int
+	gates   map[int]chan struct{}
+	waiting map[int]chan struct{}
+}
+
+func newGatedClient(c client.Client, patches ...int) *gatedClient {
+	g := &gatedClient{Client: c, gates: map[int]chan struct{}{}, waiting: map[int]chan struct{}{}}
+	for _, i := range patches {
+		g.gates[i], g.waiting[i] = make(chan struct{}), make(chan struct{})
+	}
+	return g
+}
+
+func (c *gatedClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	c.mu.Lock()
+	i := c.n
+	c.n++
+	c.mu.Unlock()
+	if gate := c.gates[i]; gate != nil {
+		close(c.waiting[i])
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return c.Client.Patch(ctx, obj, patch, opts...)
+}
+
+// A claim its batch refuses is answered before the write that counts the refusals of earlier
+// batches: a batch that reserves nothing has nothing the claim must wait for.
+func TestABatchOfRefusalsDoesNotWaitForTheirCount(t *testing.T) {
+	c := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithObjects(withUsage(1)).Build()
+	p := policy(2)
+	// Patch 0 (the last slot's reservation) and patch 1 (the refusals' count) hang until
+	// released, longer than a claim waits.
+	gc := newGatedClient(c, 0, 1)
+	r := &Reserver{Client: gc, Cache: c, APIReader: c, RefusalFlushDelay: time.Hour, FlushTimeout: time.Minute}
+	last := make(chan Result, 1)
+	go func() { last <- r.Reserve(context.Background(), request(p, "last")) }()
+	<-gc.waiting[0] // the last slot is being taken
 	r.mu.Lock()
-	r.queues[ledgerKey].releasing++ // as if a release were enqueued and not written
+	r.queues[ledgerKey].refusals = map[string]int64{"team-a": 1} // a refusal decided meanwhile, not counted yet
 	r.mu.Unlock()
-	if _, ok := r.refuseNow(context.Background(), request(p, "second")); ok {
-		t.Error("refused at once while a release is pending")
+	// A claim that comes meanwhile is not beyond the limit on the newest copy (1 of 2): it
+	// waits for its batch, which starts from the ledger with the last slot taken.
+	refused := make(chan Result, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	go func() { refused <- r.Reserve(ctx, request(p, "refused")) }()
+	for queued := false; !queued; {
+		time.Sleep(time.Millisecond)
+		r.mu.Lock()
+		queued = len(r.queues[ledgerKey].pending) == 1
+		r.mu.Unlock()
+	}
+	close(gc.gates[0])
+	if res := <-last; res.Err != nil || len(res.Exceeded) > 0 {
+		t.Fatalf("the last slot: %+v, want reserved", res)
+	}
+	<-gc.waiting[1] // the batch of the second claim writes the refusals' count, and hangs
+	if res := <-refused; res.Err != nil || len(res.Exceeded) != 1 {
+		t.Errorf("a claim its batch refuses while the refusals' count is written: %+v, want refused at once", res)
+	}
+	close(gc.gates[1])
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		l := readLedger(t, c)
+		if len(l.Status.Reservations) == 1 && len(l.Status.Refusals) == 1 && l.Status.Refusals[0].Count == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ledger status %+v: want the reservation and both refusals counted", l.Status)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -207,7 +207,11 @@ func runFairShareArm(ctx context.Context, o Options, cfg load.FairShareConfig, a
 		WarmPoolSize: cfg.PoolSize, QPS: cfg.ARate, OperatorCommand: env.Operator.Template}
 	describeCluster(&p, env, o)
 	*params = p
-	fig, err := load.RunFairShare(ctx, env.Config, cfg, arm)
+	var probes load.Probes
+	if env.Operator.MetricsURL != "" {
+		probes.OperatorMetrics = env.Operator.Metrics
+	}
+	fig, err := load.RunFairShare(ctx, env.Config, cfg, probes, arm)
 	switch {
 	case meta.IsNoMatchError(err):
 		return nil, err // the kind is not served: nothing in the operator's log to add

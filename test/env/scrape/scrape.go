@@ -242,6 +242,25 @@ func (s Snapshot) buckets(name string) (cumulative map[float64]float64, bounds [
 	return cumulative, bounds, true
 }
 
+// Bucket is one bucket of a histogram: how many observations were at most LE (cumulative).
+type Bucket struct {
+	LE, Count float64
+}
+
+// Buckets returns the cumulative buckets of histogram name (its _bucket series summed over
+// every other label) by upper bound, +Inf last; nil when it has no observations.
+func (s Snapshot) Buckets(name string) []Bucket {
+	cumulative, bounds, ok := s.buckets(name)
+	if !ok {
+		return nil
+	}
+	out := make([]Bucket, len(bounds))
+	for i, le := range bounds {
+		out[i] = Bucket{LE: le, Count: cumulative[le]}
+	}
+	return out
+}
+
 // Select returns the series whose labels include every pair of match: one label set of a
 // histogram, say, for BucketUpperBound or Quantile.
 func (s Snapshot) Select(match map[string]string) Snapshot {

@@ -224,3 +224,21 @@ func TestSelectQuantile(t *testing.T) {
 		t.Errorf("Select(guard) count = %v, want 4", got)
 	}
 }
+
+func TestBuckets(t *testing.T) {
+	s := mustParse(t, `# TYPE h histogram
+h_bucket{a="x",le="0.1"} 1
+h_bucket{a="y",le="0.1"} 2
+h_bucket{a="x",le="+Inf"} 3
+h_bucket{a="y",le="+Inf"} 4
+h_sum{a="x"} 1
+h_count{a="x"} 3
+`)
+	want := []Bucket{{LE: 0.1, Count: 3}, {LE: math.Inf(1), Count: 7}}
+	if got := s.Buckets("h"); !cmp.Equal(got, want) {
+		t.Errorf("Buckets = %v, want %v", got, want)
+	}
+	if got := s.Buckets("missing"); got != nil {
+		t.Errorf("Buckets of a missing histogram = %v, want nil", got)
+	}
+}

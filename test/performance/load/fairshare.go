@@ -54,7 +54,9 @@ type FairShareConfig struct {
 	BBursts, BBurst int
 	BRate           float64
 	BHold           time.Duration
-	// Policy, when set, is the ClaimPolicy of the namespace.
+	// Policy, when set, is the ClaimPolicy of the namespace. The arm then also measures where
+	// the time of B's refusals goes (fairshare_cost.go): the operator's and the API server's
+	// metrics over the load, and a control create by B beside each of B's creates.
 	Policy *FairSharePolicy
 	// PoolCreateWait bounds the wait for the pool to be full; Timeout how long a claim may
 	// take to be Ready.
@@ -90,14 +92,18 @@ type fairShareRun struct {
 	w    *ClaimWatcher
 	a, b client.Client
 
+	// refusals measures where B's refusals' time goes; nil without a policy.
+	refusals *refusalProbe
+
 	mu sync.Mutex
 	as []report.AClaim
 	bs []report.BCreate
 }
 
 // RunFairShare runs one arm against the cluster of restCfg (an admin configuration that may
-// impersonate) and returns its figures.
-func RunFairShare(ctx context.Context, restCfg *rest.Config, cfg FairShareConfig, arm string) (*report.ShareArm, error) {
+// impersonate, and read the API server's /metrics) and returns its figures; probes'
+// OperatorMetrics, when set, scrapes the operator (the policy arm reads its admission time).
+func RunFairShare(ctx context.Context, restCfg *rest.Config, cfg FairShareConfig, probes Probes, arm string) (*report.ShareArm, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -107,7 +113,7 @@ func RunFairShare(ctx context.Context, restCfg *rest.Config, cfg FairShareConfig
 		return nil, err
 	}
 	r := &runner{cfg: Config{Namespace: cfg.Namespace, PodSpec: cfg.PodSpec, WarmPoolSize: cfg.PoolSize, Timeout: cfg.Timeout,
-		Progress: cfg.Progress}, c: admin, rest: restCfg, start: time.Now()}
+		Progress: cfg.Progress}, probes: Probes{OperatorMetrics: probes.OperatorMetrics}, c: admin, rest: restCfg, start: time.Now()}
 	if err := r.createObjects(ctx); err != nil {
 		return nil, err
 	}
@@ -133,9 +139,22 @@ func RunFairShare(ctx context.Context, restCfg *rest.Config, cfg FairShareConfig
 		return nil, err
 	}
 	defer run.w.Stop()
+	if cfg.Policy != nil && cfg.BBursts > 0 {
+		// The control's client is B's identity with a connection pool and rate limit of its
+		// own (NewClient's), so that it never queues behind B's creates in the client.
+		control, err := NewClient(impersonate(restCfg, TenantBUser), cfg.BRate)
+		if err != nil {
+			return nil, err
+		}
+		if run.refusals, err = startRefusalProbe(ctx, r, control); err != nil {
+			return nil, err
+		}
+	}
 
 	var wg sync.WaitGroup
 	start := time.Now()
+	loadAvg := loadAverage()
+	r.progressf("%s: load average %.1f at the start of the load", arm, loadAvg)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -157,8 +176,21 @@ func RunFairShare(ctx context.Context, restCfg *rest.Config, cfg FairShareConfig
 	run.mu.Lock()
 	defer run.mu.Unlock()
 	fig := report.ShareFigures(arm, run.as, run.bs)
-	r.progressf("%s: A %d of %d Ready, %.2f%% warm, p50 %.1f ms, p99 %.1f ms; B %d creates, %d refused, %d served",
-		arm, fig.AReady, fig.ACreated, 100*fig.AWarmShare, fig.ALatency.P50, fig.ALatency.P99, fig.BCreated, fig.BRefused, fig.BServed)
+	fig.LoadAverage = loadAvg
+	r.progressf("%s: A %d of %d Ready, %.2f%% warm, p50 %.1f ms, p99 %.1f ms; B %d creates, %d refused (p50 %.1f ms, p99 %.1f ms), %d served",
+		arm, fig.AReady, fig.ACreated, 100*fig.AWarmShare, fig.ALatency.P50, fig.ALatency.P99, fig.BCreated, fig.BRefused,
+		fig.BRefusal.P50, fig.BRefusal.P99, fig.BServed)
+	if run.refusals != nil {
+		fig.RefusalCost = run.refusals.finish(ctx, r)
+		c := fig.RefusalCost
+		r.progressf("%s: refusals' time: sandgate p50 %.1f ms, p99 %.1f ms (%.0f); webhook call p50 %.1f ms, p99 %.1f ms, mean %.1f ms (%.0f); control (403) p50 %.1f ms, p99 %.1f ms (%d, %d not 403)",
+			arm, c.Sandgate.P50Ms, c.Sandgate.P99Ms, c.Sandgate.Count, c.Webhook.P50Ms, c.Webhook.P99Ms, c.Webhook.MeanMs, c.Webhook.Count,
+			c.Control.P50, c.Control.P99, c.Control.Count, c.ControlOther)
+		r.progressf("%s: ClaimLedger writes by writer and result: %v", arm, c.LedgerWrites)
+		for _, e := range c.Errors {
+			r.progressf("%s: measuring the refusals: %s", arm, e)
+		}
+	}
 	return &fig, nil
 }
 
@@ -285,6 +317,13 @@ func (f *fairShareRun) burstB(ctx context.Context, at time.Time, burst int, wg *
 			f.bs = append(f.bs, c)
 			f.mu.Unlock()
 		}()
+		if f.refusals != nil {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				f.refusals.controlCreate(ctx, fmt.Sprintf("control-%d-%04d", burst, i))
+			}()
+		}
 	}
 }
 

@@ -7,6 +7,8 @@ package report
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -52,6 +54,59 @@ type ShareArm struct {
 	BAdmitted int           `json:"bAdmitted"`
 	BServed   int           `json:"bServed"`
 	BErrors   int           `json:"bErrors"`
+	// LoadAverage is the machine's 1-minute load average when the arm's load started (the
+	// machine is shared: a figure is read beside it).
+	LoadAverage float64 `json:"loadAverage"`
+	// RefusalCost says where the time of B's refusals went; nil for an arm without a policy.
+	RefusalCost *RefusalCost `json:"refusalCost,omitempty"`
+}
+
+// RefusalCost splits the latency of B's refusals (BRefusal, measured by the client) into what
+// each party spent on them, measured in the same arm: the operator's own time on a refused
+// claim's ClaimPolicies, the API server's call of the stamping webhook that refused it, and a
+// control: a create by B at the same moment that the API server refuses without calling any
+// webhook. The control is the API server's own floor for a refused create at that moment
+// (authentication, impersonation, API Priority and Fairness, authorization, the connection,
+// the client, and the CPU they wait for while A's and B's claims are served); a refusal's
+// time beyond it is decoding, the admission chain, and the webhook call.
+type RefusalCost struct {
+	// Sandgate is sandgate_claimpolicy_admission_seconds{result="refused"} over the arm:
+	// the operator's time from reading a claim's policies to its refusal.
+	Sandgate Histogram `json:"sandgate"`
+	// Webhook is apiserver_admission_webhook_admission_duration_seconds of the claim
+	// stamping webhook's calls that refused a create (rejected="true"): the API server's
+	// round trip to the operator, its TLS and encoding included.
+	Webhook Histogram `json:"webhook"`
+	// Control is the control creates refused with 403 Forbidden, timed as B's are (call to
+	// answer); ControlOther counts those answered otherwise (the control did not hold).
+	Control      stats.Summary `json:"control"`
+	ControlOther int           `json:"controlOther,omitempty"`
+	// LedgerWrites counts the operator's writes of ClaimLedgers over the arm by writer and
+	// result ("admission success", "leader conflict", ...): a refusal its batch decides
+	// waits for the write in flight, and each conflict adds a read and a write.
+	LedgerWrites map[string]float64 `json:"ledgerWrites,omitempty"`
+	// Errors are the measurements that failed (a scrape), so that a figure left empty says why.
+	Errors []string `json:"errors,omitempty"`
+}
+
+// Histogram is what a Prometheus histogram observed over an arm: how many, their exact mean,
+// and its p50 and p99 interpolated in its buckets (an estimate: see scrape.Snapshot.Quantile;
+// the API server's webhook buckets are 5, 25, 100 ms and up, the operator's 1, 2.5, 5, 10,
+// 25, 50, 100 ms and up).
+type Histogram struct {
+	Count  float64 `json:"count"`
+	MeanMs float64 `json:"meanMs"`
+	P50Ms  float64 `json:"p50Ms"`
+	P99Ms  float64 `json:"p99Ms"`
+	// Buckets are its cumulative buckets, the finite ones (Count is the +Inf one): how many
+	// observations took at most LeMs, for a reader who wants more than two quantiles.
+	Buckets []Bucket `json:"buckets,omitempty"`
+}
+
+// Bucket is a histogram's count of observations of at most LeMs.
+type Bucket struct {
+	LeMs  float64 `json:"leMs"`
+	Count float64 `json:"count"`
 }
 
 // AClaim is what the run saw of one of tenant A's claims.
@@ -129,7 +184,7 @@ func (f *FairShare) SetRatios() {
 
 // shareHeader and shareRow are the table of the arms, in text and in markdown.
 var shareHeader = []string{"arm", "A Ready", "A warm", "A p50 (ms)", "A p99 (ms)", "A p99 ÷ alone",
-	"B creates", "B refused (429)", "refusal p50 (ms)", "refusal p99 (ms)", "B admitted", "B served", "B errors"}
+	"B creates", "B refused (429)", "refusal p50 (ms)", "refusal p99 (ms)", "B admitted", "B served", "B errors", "load average"}
 
 func shareRow(a ShareArm) []string {
 	if a.Error != "" {
@@ -141,8 +196,9 @@ func shareRow(a ShareArm) []string {
 	}
 	row := []string{a.Arm, fmt.Sprintf("%d of %d", a.AReady, a.ACreated), fmt.Sprintf("%.2f%%", 100*a.AWarmShare),
 		fmt.Sprintf("%.1f", a.ALatency.P50), fmt.Sprintf("%.1f", a.ALatency.P99), ratio}
+	load := fmt.Sprintf("%.1f", a.LoadAverage)
 	if a.BCreated == 0 {
-		return append(row, "-", "-", "-", "-", "-", "-", "-")
+		return append(row, "-", "-", "-", "-", "-", "-", "-", load)
 	}
 	refusal := func(v float64) string {
 		if a.BRefused == 0 {
@@ -151,7 +207,59 @@ func shareRow(a ShareArm) []string {
 		return fmt.Sprintf("%.1f", v)
 	}
 	return append(row, fmt.Sprint(a.BCreated), fmt.Sprint(a.BRefused), refusal(a.BRefusal.P50), refusal(a.BRefusal.P99),
-		fmt.Sprint(a.BAdmitted), fmt.Sprint(a.BServed), fmt.Sprint(a.BErrors))
+		fmt.Sprint(a.BAdmitted), fmt.Sprint(a.BServed), fmt.Sprint(a.BErrors), load)
+}
+
+// costHeader and costRow are the table of where B's refusals' time went, per arm with a
+// policy.
+var costHeader = []string{"arm", "refusal p50 (ms)", "refusal p99 (ms)", "sandgate p50 (ms)", "sandgate p99 (ms)",
+	"webhook call p50 (ms)", "webhook call p99 (ms)", "webhook mean (ms)", "control (403) p50 (ms)", "control (403) p99 (ms)"}
+
+func costRow(a ShareArm) []string {
+	c := a.RefusalCost
+	f := func(v float64, n float64) string {
+		if n == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f", v)
+	}
+	refused, control := float64(a.BRefusal.Count), float64(c.Control.Count)
+	return []string{a.Arm, f(a.BRefusal.P50, refused), f(a.BRefusal.P99, refused),
+		f(c.Sandgate.P50Ms, c.Sandgate.Count) + fmt.Sprintf(" (%.0f)", c.Sandgate.Count), f(c.Sandgate.P99Ms, c.Sandgate.Count),
+		f(c.Webhook.P50Ms, c.Webhook.Count) + fmt.Sprintf(" (%.0f)", c.Webhook.Count), f(c.Webhook.P99Ms, c.Webhook.Count), f(c.Webhook.MeanMs, c.Webhook.Count),
+		f(c.Control.P50, control) + fmt.Sprintf(" (%d)", c.Control.Count), f(c.Control.P99, control)}
+}
+
+// costs are the arms that say where their refusals' time went.
+func costs(f *FairShare) []ShareArm {
+	var out []ShareArm
+	for _, a := range f.Arms {
+		if a.Error == "" && a.RefusalCost != nil {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// costNotes are what a cost row's figures leave unsaid: the control creates answered otherwise
+// than 403, and failed measurements.
+func costNotes(a ShareArm) []string {
+	var out []string
+	if w := a.RefusalCost.LedgerWrites; len(w) > 0 {
+		keys := slices.Sorted(maps.Keys(w))
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = fmt.Sprintf("%s %.0f", k, w[k])
+		}
+		out = append(out, fmt.Sprintf("%s: ClaimLedger writes by writer and result: %s", a.Arm, strings.Join(parts, ", ")))
+	}
+	if n := a.RefusalCost.ControlOther; n > 0 {
+		out = append(out, fmt.Sprintf("%s: %d control creates were not refused with 403 (not counted)", a.Arm, n))
+	}
+	for _, e := range a.RefusalCost.Errors {
+		out = append(out, fmt.Sprintf("%s: %s", a.Arm, e))
+	}
+	return out
 }
 
 // WriteFairShareText prints the fair-share scenario's table.
@@ -165,6 +273,15 @@ func WriteFairShareText(w io.Writer, r *Result) error {
 	fmt.Fprintf(&b, "  %s\n", strings.Join(shareHeader, " | "))
 	for _, a := range f.Arms {
 		fmt.Fprintf(&b, "  %s\n", strings.Join(shareRow(a), " | "))
+	}
+	if arms := costs(f); len(arms) > 0 {
+		fmt.Fprintf(&b, "  where B's refusals' time went (sample counts in parentheses):\n  %s\n", strings.Join(costHeader, " | "))
+		for _, a := range arms {
+			fmt.Fprintf(&b, "  %s\n", strings.Join(costRow(a), " | "))
+			for _, n := range costNotes(a) {
+				fmt.Fprintf(&b, "  note: %s\n", n)
+			}
+		}
 	}
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return fmt.Errorf("printing the fair-share figures: %w", err)
@@ -210,6 +327,38 @@ func writeFairShares(p func(string, ...any), results []*Result) {
 			}
 			p("| %s |", strings.Join(row, " | "))
 		}
+		p("")
+		writeCosts(p, f)
+	}
+}
+
+// writeCosts writes the table of where B's refusals' time went, when an arm measured it.
+func writeCosts(p func(string, ...any), f *FairShare) {
+	arms := costs(f)
+	if len(arms) == 0 {
+		return
+	}
+	p("Where B's refusals' time went, in the same arm: sandgate, the operator's time on a refused")
+	p("claim's ClaimPolicies (`sandgate_claimpolicy_admission_seconds{result=\"refused\"}`); webhook")
+	p("call, the API server's call of the stamping webhook for the creates it refused")
+	p("(`apiserver_admission_webhook_admission_duration_seconds{rejected=\"true\"}`); both estimated")
+	p("in their histograms' buckets, counts in parentheses. Control: a create by B beside each of")
+	p("B's creates, at the same moment, in a namespace where B holds no role, refused by")
+	p("authorization (403) before any admission: the API server's own floor for a refused create")
+	p("at that moment.")
+	p("")
+	p("| %s |", strings.Join(costHeader, " | "))
+	p("|---|%s", strings.Repeat("---:|", len(costHeader)-1))
+	var notes []string
+	for _, a := range arms {
+		p("| %s |", strings.Join(costRow(a), " | "))
+		notes = append(notes, costNotes(a)...)
+	}
+	p("")
+	for _, n := range notes {
+		p("- %s", n)
+	}
+	if len(notes) > 0 {
 		p("")
 	}
 }

@@ -86,3 +86,30 @@ func TestShareRows(t *testing.T) {
 		t.Error("no markdown section")
 	}
 }
+
+// An arm that measured its refusals' cost gets a row in the cost table, with a column per
+// header and its notes; an arm without one, or that failed, gets none.
+func TestCostRows(t *testing.T) {
+	policy := ShareArm{Arm: ArmPolicy, BCreated: 3, BRefused: 2, RefusalCost: &RefusalCost{
+		Sandgate: Histogram{Count: 2, P50Ms: 0.5, P99Ms: 0.9}, Webhook: Histogram{Count: 2, P50Ms: 2, P99Ms: 4, MeanMs: 2.5},
+		ControlOther: 1, Errors: []string{"scraping: boom"}, LedgerWrites: map[string]float64{"leader success": 2, "admission conflict": 1}}}
+	policy.BRefusal.Count, policy.BRefusal.P50, policy.BRefusal.P99 = 2, 3, 9
+	row := costRow(policy)
+	if len(row) != len(costHeader) || row[1] != "3.0" || row[3] != "0.5 (2)" || row[8] != "- (0)" {
+		t.Errorf("cost row %q: want %d columns, the refusal's and sandgate's figures, no control", row, len(costHeader))
+	}
+	f := &FairShare{Arms: []ShareArm{{Arm: ArmNoPolicy}, {Arm: ArmPolicy, Error: "boom", RefusalCost: &RefusalCost{}}, policy}}
+	if got := costs(f); len(got) != 1 || got[0].Arm != ArmPolicy || got[0].Error != "" {
+		t.Errorf("costs = %+v, want the policy arm that ran only", got)
+	}
+	var b strings.Builder
+	if err := WriteFairShareText(&b, &Result{Scenario: "fair-share", FairShare: f}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"where B's refusals' time went", "1 control creates were not refused with 403", "scraping: boom",
+		"ClaimLedger writes by writer and result: admission conflict 1, leader success 2"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("text %q lacks %q", b.String(), want)
+		}
+	}
+}
