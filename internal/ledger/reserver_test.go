@@ -435,33 +435,30 @@ func (c *gatedClient) Patch(ctx context.Context, obj client.Object, patch client
 func TestABatchOfRefusalsDoesNotWaitForTheirCount(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithObjects(withUsage(1)).Build()
 	p := policy(2)
-	// Patch 0 (the last slot's reservation) and patch 1 (the refusals' count) hang until
-	// released, longer than a claim waits.
-	gc := newGatedClient(c, 0, 1)
-	r := &Reserver{Client: gc, Cache: c, APIReader: c, RefusalFlushDelay: time.Hour, FlushTimeout: time.Minute}
-	last := make(chan Result, 1)
-	go func() { last <- r.Reserve(context.Background(), request(p, "last")) }()
-	<-gc.waiting[0] // the last slot is being taken
+	// This replica's cache stays at 1 of 2; another replica takes the last slot.
+	stale := &staleCache{Reader: c}
+	if err := stale.Get(context.Background(), ledgerKey, &tenancyv1alpha1.ClaimLedger{}); err != nil {
+		t.Fatal(err)
+	}
+	other := &Reserver{Client: c, Cache: c, APIReader: c, RefusalFlushDelay: time.Hour}
+	if res := other.Reserve(context.Background(), request(p, "last")); res.Err != nil || len(res.Exceeded) > 0 {
+		t.Fatalf("the last slot, on the other replica: %+v, want reserved", res)
+	}
+	// Patch 0 (the claim's reservation, on the stale copy) conflicts; patch 1 (the refusals'
+	// count, after the claim is refused on a fresh read) hangs until released, longer than a
+	// claim waits.
+	gc := newGatedClient(c, 1)
+	r := &Reserver{Client: gc, Cache: stale, APIReader: c, RefusalFlushDelay: time.Hour, FlushTimeout: time.Minute}
 	r.mu.Lock()
-	r.queues[ledgerKey].refusals = map[string]int64{"team-a": 1} // a refusal decided meanwhile, not counted yet
+	r.queue(ledgerKey).refusals = map[string]int64{"team-a": 1} // a refusal decided earlier, not counted yet
 	r.mu.Unlock()
-	// A claim that comes meanwhile is not beyond the limit on the newest copy (1 of 2): it
-	// waits for its batch, which starts from the ledger with the last slot taken.
-	refused := make(chan Result, 1)
+	// The claim is not beyond the limit on this replica's newest copy (1 of 2): it joins a
+	// batch, which conflicts, reads the ledger with the last slot taken and refuses it.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	refused := make(chan Result, 1)
 	go func() { refused <- r.Reserve(ctx, request(p, "refused")) }()
-	for queued := false; !queued; {
-		time.Sleep(time.Millisecond)
-		r.mu.Lock()
-		queued = len(r.queues[ledgerKey].pending) == 1
-		r.mu.Unlock()
-	}
-	close(gc.gates[0])
-	if res := <-last; res.Err != nil || len(res.Exceeded) > 0 {
-		t.Fatalf("the last slot: %+v, want reserved", res)
-	}
-	<-gc.waiting[1] // the batch of the second claim writes the refusals' count, and hangs
+	<-gc.waiting[1] // the batch writes the refusals' count, and hangs
 	if res := <-refused; res.Err != nil || len(res.Exceeded) != 1 {
 		t.Errorf("a claim its batch refuses while the refusals' count is written: %+v, want refused at once", res)
 	}
@@ -476,5 +473,60 @@ func TestABatchOfRefusalsDoesNotWaitForTheirCount(t *testing.T) {
 			t.Fatalf("ledger status %+v: want the reservation and both refusals counted", l.Status)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A claim that comes while the reservations filling its limit are being written is refused
+// at once, not after their write: they count from the moment they are decided. When that
+// write is answered, the ledger holds them and the refusal, and nothing beyond the limit.
+func TestARefusalCountsTheReservationsBeingWritten(t *testing.T) {
+	c := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithObjects(withUsage(1)).Build()
+	bc := &blockingClient{Client: c, waiting: make(chan struct{}), release: make(chan struct{})}
+	r := &Reserver{Client: bc, Cache: c, APIReader: c, RefusalFlushDelay: time.Millisecond}
+	p := policy(2)
+	filled := make(chan Result, 1)
+	go func() { filled <- r.Reserve(context.Background(), request(p, "last-slot")) }()
+	<-bc.waiting // the last slot's reservation is being written, and hangs
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res := r.Reserve(ctx, request(p, "beyond"))
+	if res.Err != nil || len(res.Exceeded) != 1 {
+		t.Fatalf("a claim while the last slot is written: %+v, want refused at once", res)
+	}
+	if e := res.Exceeded[0]; e.Used != 2 || e.Max != 2 {
+		t.Errorf("refused at %d of %d, want 2 of 2 (the slot being written counted)", e.Used, e.Max)
+	}
+	close(bc.release)
+	if res := <-filled; res.Err != nil || len(res.Exceeded) > 0 {
+		t.Fatalf("the last slot: %+v, want reserved", res)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		l := readLedger(t, c)
+		if len(l.Status.Reservations) == 1 && len(l.Status.Refusals) == 1 && l.Status.Refusals[0].Count == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ledger status %+v: want the last slot reserved and one refusal counted", l.Status)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A refusal counts a reservation being written once, whether or not the copy it reads holds
+// it already.
+func TestWithReservationsAddsOnlyWhatTheCopyLacks(t *testing.T) {
+	l := withUsage(0)
+	l.Status.Reservations = []tenancyv1alpha1.Reservation{{ID: "a", Tenant: "team-a"}}
+	got := withReservations(l, []tenancyv1alpha1.Reservation{{ID: "a", Tenant: "team-a"}, {ID: "b", Tenant: "team-a"}})
+	var ids []string
+	for _, x := range got.Status.Reservations {
+		ids = append(ids, x.ID)
+	}
+	if fmt.Sprint(ids) != "[a b]" {
+		t.Errorf("reservations %v, want [a b]", ids)
+	}
+	if len(l.Status.Reservations) != 1 {
+		t.Errorf("the copy read was changed: %v", l.Status.Reservations)
 	}
 }
