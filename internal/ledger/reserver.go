@@ -268,6 +268,14 @@ func (r *Reserver) flush(key types.NamespacedName, q *queue, batch []*op, refusa
 	defer r.setWriting(q, nil)
 	for {
 		p := r.plan(base, batch, refusals)
+		if len(p.refused) > 0 && p.changed {
+			// The batch's refusals stand as decided, counting the reservations before them:
+			// they are answered now, not after the write of those reservations and its
+			// conflicts (the same bargain as refuseNow's), and counted with that write.
+			batch = answerRefused(batch, p.results)
+			refusals = addCounts(refusals, p.refused)
+			p = r.plan(base, batch, refusals)
+		}
 		if !p.write {
 			// Nothing reserved or released: the refusals stand as decided (on this replica's
 			// newest copy), and are counted in the ledger a moment later, with others.
@@ -463,6 +471,19 @@ func deliver(batch []*op, results []Result) {
 	for i, o := range batch {
 		o.done <- results[i]
 	}
+}
+
+// answerRefused answers the requests of the batch that results refuse and returns the rest.
+func answerRefused(batch []*op, results []Result) []*op {
+	var rest []*op
+	for i, o := range batch {
+		if len(results[i].Exceeded) > 0 {
+			o.done <- results[i]
+			continue
+		}
+		rest = append(rest, o)
+	}
+	return rest
 }
 
 // base is the copy of the ledger a batch starts from: this replica's newest, from its own

@@ -530,3 +530,61 @@ func TestWithReservationsAddsOnlyWhatTheCopyLacks(t *testing.T) {
 		t.Errorf("the copy read was changed: %v", l.Status.Reservations)
 	}
 }
+
+// A claim a batch refuses because of the reservations before it in the same batch is answered
+// before that batch's write, which counts its refusal with them.
+func TestARefusalDoesNotWaitForItsBatchsReservations(t *testing.T) {
+	c := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithObjects(withUsage(0)).Build()
+	p := policy(2)
+	// Patch 0 (the first claim's reservation) and patch 1 (the batch of the next two) hang
+	// until released, longer than a claim waits.
+	gc := newGatedClient(c, 0, 1)
+	r := &Reserver{Client: gc, Cache: c, APIReader: c, RefusalFlushDelay: time.Hour, FlushTimeout: time.Minute}
+	results := map[string]chan Result{}
+	reserve := func(id string, ctx context.Context) {
+		ch := make(chan Result, 1)
+		results[id] = ch
+		go func() { ch <- r.Reserve(ctx, request(p, id)) }()
+	}
+	reserve("first", context.Background())
+	<-gc.waiting[0] // the first reservation is being written: 1 of 2 counted
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// Both fit on the copy with the first (1 of 2): both join the next batch, which takes the
+	// last slot for one and refuses the other.
+	reserve("second", ctx)
+	reserve("third", ctx)
+	for queued := false; !queued; {
+		time.Sleep(time.Millisecond)
+		r.mu.Lock()
+		queued = len(r.queues[ledgerKey].pending) == 2
+		r.mu.Unlock()
+	}
+	close(gc.gates[0])
+	if res := <-results["first"]; res.Err != nil || len(res.Exceeded) > 0 {
+		t.Fatalf("first claim: %+v, want reserved", res)
+	}
+	<-gc.waiting[1] // the batch of the other two is being written, and hangs
+	// Which of the two the batch takes first depends on which was enqueued first; the other
+	// is refused, and answered while the write hangs. The one reserved waits for it.
+	var refused, reserved string
+	select {
+	case res := <-results["second"]:
+		refused, reserved = "second", "third"
+		results["second"] <- res
+	case res := <-results["third"]:
+		refused, reserved = "third", "second"
+		results["third"] <- res
+	}
+	if res := <-results[refused]; res.Err != nil || len(res.Exceeded) != 1 {
+		t.Errorf("the first answer while the batch's write hangs, %s: %+v, want refused", refused, res)
+	}
+	close(gc.gates[1])
+	if res := <-results[reserved]; res.Err != nil || len(res.Exceeded) > 0 {
+		t.Fatalf("%s: %+v, want reserved", reserved, res)
+	}
+	l := readLedger(t, c)
+	if len(l.Status.Reservations) != 2 || len(l.Status.Refusals) != 1 || l.Status.Refusals[0].Count != 1 {
+		t.Errorf("ledger status %+v: want two reservations and the refusal counted in the same write", l.Status)
+	}
+}
