@@ -28,14 +28,15 @@ func TestFairShareFlagsValidate(t *testing.T) {
 }
 
 // The policy arm's defaults: A guaranteed what it holds at its rate and half again, within
-// the pool; B limited to the pool; B's bursts three times the pool. The alone arm has no B,
+// the pool; B limited to half the pool; B's bursts three times the pool. The alone arm has no B,
 // only the policy arm a policy.
 func TestFairShareArms(t *testing.T) {
 	s := fairShareFlags
-	s.Pool, s.ARate, s.AHold = 50, 5, 5*time.Second
+	s.Pool, s.ARate, s.AHold = 100, 5, 5*time.Second
 	if p := s.policy(); p.AGuaranteed != 38 || p.BMaxClaims != 50 {
 		t.Errorf("policy %+v, want A guaranteed 38, B at most 50", p)
 	}
+	s.Pool = 50
 	s.ARate = 100
 	if p := s.policy(); p.AGuaranteed != 50 {
 		t.Errorf("guaranteed %d, want the pool's 50", p.AGuaranteed)
