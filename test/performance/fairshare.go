@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/utils/ptr"
 
 	"github.com/sandgate-dev/sandgate/test/env/controlplane"
 	"github.com/sandgate-dev/sandgate/test/env/harness"
@@ -39,8 +40,10 @@ type fairShareSettings struct {
 	// AGuaranteed 0 is what A holds at its rate (ARate × AHold) and half as much again, within
 	// the pool; BMax 0 is half the pool.
 	AGuaranteed, BMax int
-	Arms              string
-	Profile           string
+	// BWarmMax is the most warm members B may hold; negative leaves it unset.
+	BWarmMax int
+	Arms     string
+	Profile  string
 }
 
 // fairShareFlags hold the scenario's flags. The defaults keep a run (three clusters) within
@@ -51,7 +54,7 @@ type fairShareSettings struct {
 // the pool as much as what B does to A.
 var fairShareFlags = fairShareSettings{
 	Pool: 100, Duration: 60 * time.Second, ARate: 5, AHold: 5 * time.Second,
-	BBursts: 2, BRate: 50, BHold: 15 * time.Second,
+	BBursts: 2, BRate: 50, BWarmMax: -1, BHold: 15 * time.Second,
 	Arms: strings.Join(report.FairShareArms, ","), Profile: string(controlplane.ProfileRealistic),
 }
 
@@ -68,7 +71,8 @@ func AddFairShareFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&f.BHold, "fair-share-b-hold", f.BHold, "fair-share: how long tenant B holds an admitted claim once Ready before deleting it")
 	fs.IntVar(&f.AGuaranteed, "fair-share-a-guaranteed", f.AGuaranteed, "fair-share: the policy arm's warm members guaranteed to A (0: A's rate × hold, and half again, within the pool)")
 	fs.IntVar(&f.BMax, "fair-share-b-max", f.BMax, "fair-share: the policy arm's limit on B's claims (0: half the pool)")
-	fs.StringVar(&f.Arms, "fair-share-arms", f.Arms, "fair-share: the arms to run, in order, each on a fresh cluster: "+strings.Join(report.FairShareArms, ", "))
+	fs.IntVar(&f.BWarmMax, "fair-share-b-warm-max", f.BWarmMax, "fair-share: the policy arm's warm share of the pool B may hold at most, its claims beyond it served cold (negative: no maximum)")
+	fs.StringVar(&f.Arms, "fair-share-arms", f.Arms, "fair-share: the arms to run, in order, each on a fresh cluster: "+strings.Join(report.FairShareKnownArms, ", ")+" (forbidden: B's creates refused by authorization, before any admission)")
 	fs.StringVar(&f.Profile, "fair-share-profile", f.Profile, "fair-share: pod profile of the clusters ("+profileNames()+")")
 }
 
@@ -77,8 +81,8 @@ func (s fairShareSettings) arms() ([]string, error) {
 	var out []string
 	for _, a := range strings.Split(s.Arms, ",") {
 		a = strings.TrimSpace(a)
-		if !slices.Contains(report.FairShareArms, a) {
-			return nil, fmt.Errorf("--fair-share-arms: unknown arm %q (want %s)", a, strings.Join(report.FairShareArms, ", "))
+		if !slices.Contains(report.FairShareKnownArms, a) {
+			return nil, fmt.Errorf("--fair-share-arms: unknown arm %q (want %s)", a, strings.Join(report.FairShareKnownArms, ", "))
 		}
 		out = append(out, a)
 	}
@@ -129,14 +133,22 @@ func (s fairShareSettings) policy() load.FairSharePolicy {
 	if m == 0 {
 		m = max(s.Pool/2, 1)
 	}
-	return load.FairSharePolicy{AGuaranteed: int32(g), BMaxClaims: int32(m)}
+	p := load.FairSharePolicy{AGuaranteed: int32(g), BMaxClaims: int32(m)}
+	if s.BWarmMax >= 0 {
+		p.BWarmMax = ptr.To(int32(s.BWarmMax))
+	}
+	return p
 }
 
 // describe says the run's load and policy, for the report.
 func (s fairShareSettings) describe() string {
 	p := s.policy()
-	return fmt.Sprintf("a pool of %d; A %g claims/s for %s, each held %s; B %d bursts of %d at %g/s, each held %s; policy: A guaranteed %d warm members, B at most %d claims",
+	out := fmt.Sprintf("a pool of %d; A %g claims/s for %s, each held %s; B %d bursts of %d at %g/s, each held %s; policy: A guaranteed %d warm members, B at most %d claims",
 		s.Pool, s.ARate, s.Duration, s.AHold, s.BBursts, s.burst(), s.BRate, s.BHold, p.AGuaranteed, p.BMaxClaims)
+	if p.BWarmMax != nil {
+		out += fmt.Sprintf(" and %d warm members (the rest served cold)", *p.BWarmMax)
+	}
+	return out
 }
 
 // config is the load of one arm.
@@ -154,6 +166,7 @@ func (s fairShareSettings) config(arm string, o Options) load.FairShareConfig {
 		p := s.policy()
 		cfg.Policy = &p
 	}
+	cfg.BForbidden = arm == report.ArmForbidden
 	return cfg
 }
 

@@ -42,17 +42,23 @@ func TestFairShareArms(t *testing.T) {
 		t.Errorf("guaranteed %d, want the pool's 50", p.AGuaranteed)
 	}
 	s.AGuaranteed, s.BMax = 7, 9
-	if p := s.policy(); p.AGuaranteed != 7 || p.BMaxClaims != 9 {
-		t.Errorf("policy %+v, want the flags' 7 and 9", p)
+	if p := s.policy(); p.AGuaranteed != 7 || p.BMaxClaims != 9 || p.BWarmMax != nil {
+		t.Errorf("policy %+v, want the flags' 7 and 9, no warm maximum for B", p)
+	}
+	s.BWarmMax = 0
+	if p := s.policy(); p.BWarmMax == nil || *p.BWarmMax != 0 {
+		t.Errorf("B's warm maximum %v, want the flag's 0", p.BWarmMax)
 	}
 	o := Options{}
 	for arm, want := range map[string]struct {
-		bursts int
-		policy bool
-	}{report.ArmAlone: {0, false}, report.ArmNoPolicy: {s.BBursts, false}, report.ArmPolicy: {s.BBursts, true}} {
+		bursts            int
+		policy, forbidden bool
+	}{report.ArmAlone: {0, false, false}, report.ArmNoPolicy: {s.BBursts, false, false}, report.ArmPolicy: {s.BBursts, true, false},
+		report.ArmForbidden: {s.BBursts, false, true}} {
 		cfg := s.config(arm, o)
-		if cfg.BBursts != want.bursts || (cfg.Policy != nil) != want.policy || cfg.BBurst != 150 {
-			t.Errorf("%s: %d bursts of %d, policy %v; want %d bursts of 150, policy %t", arm, cfg.BBursts, cfg.BBurst, cfg.Policy, want.bursts, want.policy)
+		if cfg.BBursts != want.bursts || (cfg.Policy != nil) != want.policy || cfg.BBurst != 150 || cfg.BForbidden != want.forbidden {
+			t.Errorf("%s: %d bursts of %d, policy %v, B forbidden %t; want %d bursts of 150, policy %t, forbidden %t",
+				arm, cfg.BBursts, cfg.BBurst, cfg.Policy, cfg.BForbidden, want.bursts, want.policy, want.forbidden)
 		}
 		if err := cfg.Validate(); err != nil {
 			t.Errorf("%s: %v", arm, err)

@@ -58,6 +58,9 @@ type FairShareConfig struct {
 	// the time of B's refusals goes (fairshare_cost.go): the operator's and the API server's
 	// metrics over the load, and a control create by B beside each of B's creates.
 	Policy *FairSharePolicy
+	// BForbidden leaves B without a role in the namespace: the API server refuses each of its
+	// creates at authorization (403), before any admission.
+	BForbidden bool
 	// PoolCreateWait bounds the wait for the pool to be full; Timeout how long a claim may
 	// take to be Ready.
 	PoolCreateWait, Timeout time.Duration
@@ -68,6 +71,9 @@ type FairShareConfig struct {
 // most claims B may have at once.
 type FairSharePolicy struct {
 	AGuaranteed, BMaxClaims int32
+	// BWarmMax, when set, is B's warm share of the pool at most: B's claims beyond it are
+	// served cold.
+	BWarmMax *int32
 }
 
 // Validate reports the settings that cannot run.
@@ -81,6 +87,9 @@ func (c FairShareConfig) Validate() error {
 	}
 	if p := c.Policy; p != nil && (p.AGuaranteed < 0 || p.AGuaranteed > c.PoolSize || p.BMaxClaims < 0) {
 		errs = append(errs, fmt.Errorf("tenant A's guaranteed warm share (%d) must be within the pool (%d), tenant B's limit not negative", p.AGuaranteed, c.PoolSize))
+	}
+	if p := c.Policy; p != nil && p.BWarmMax != nil && *p.BWarmMax < 0 {
+		errs = append(errs, fmt.Errorf("tenant B's warm share (%d) must not be negative", *p.BWarmMax))
 	}
 	return errors.Join(errs...)
 }
@@ -120,7 +129,7 @@ func RunFairShare(ctx context.Context, restCfg *rest.Config, cfg FairShareConfig
 	if err := r.waitForPool(ctx, cfg.PoolSize, cfg.PoolCreateWait, "the warm pool to be full"); err != nil {
 		return nil, err
 	}
-	if err := grantTenants(ctx, admin, cfg.Namespace); err != nil {
+	if err := grantTenants(ctx, admin, cfg.Namespace, cfg.BForbidden); err != nil {
 		return nil, err
 	}
 	if cfg.Policy != nil {
@@ -201,8 +210,9 @@ func impersonate(cfg *rest.Config, user string) *rest.Config {
 	return c
 }
 
-// grantTenants lets both tenants create, read and delete claims in ns, and nothing more.
-func grantTenants(ctx context.Context, c client.Client, ns string) error {
+// grantTenants lets both tenants (A alone with onlyA) create, read and delete claims in ns,
+// and nothing more.
+func grantTenants(ctx context.Context, c client.Client, ns string, onlyA bool) error {
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: fairShareRole, Namespace: ns},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{extv1beta1.GroupVersion.Group}, Resources: []string{"sandboxclaims"},
 			Verbs: []string{"create", "get", "list", "watch", "delete"}}}}
@@ -210,13 +220,23 @@ func grantTenants(ctx context.Context, c client.Client, ns string) error {
 		return fmt.Errorf("creating role %s: %w", role.Name, err)
 	}
 	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: fairShareRole, Namespace: ns},
-		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: fairShareRole},
-		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: TenantAUser},
-			{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: TenantBUser}}}
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: fairShareRole},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: TenantAUser}}}
+	if !onlyA {
+		binding.Subjects = append(binding.Subjects, rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: TenantBUser})
+	}
 	if err := c.Create(ctx, binding); err != nil {
 		return fmt.Errorf("binding role %s: %w", role.Name, err)
 	}
 	return nil
+}
+
+// bWarmShares is B's warm share of the pool, at most max; none when max is nil.
+func bWarmShares(max *int32) []tenancyv1alpha1.WarmShare {
+	if max == nil {
+		return nil
+	}
+	return []tenancyv1alpha1.WarmShare{{PoolName: poolName, Max: ptr.To(*max)}}
 }
 
 // createFairSharePolicy creates the arm's ClaimPolicy and waits until the operator counted
@@ -228,7 +248,7 @@ func createFairSharePolicy(ctx context.Context, r *runner, p FairSharePolicy) er
 			{Name: fairShareTenantA, Subjects: []tenancyv1alpha1.Subject{{Kind: tenancyv1alpha1.SubjectUser, Name: TenantAUser}},
 				WarmShares: []tenancyv1alpha1.WarmShare{{PoolName: poolName, Guaranteed: p.AGuaranteed}}},
 			{Name: fairShareTenantB, Subjects: []tenancyv1alpha1.Subject{{Kind: tenancyv1alpha1.SubjectUser, Name: TenantBUser}},
-				MaxClaims: ptr.To(p.BMaxClaims)},
+				MaxClaims: ptr.To(p.BMaxClaims), WarmShares: bWarmShares(p.BWarmMax)},
 		}},
 	}
 	if err := r.c.Create(ctx, policy); err != nil {

@@ -20,10 +20,16 @@ const (
 	ArmAlone    = "alone"
 	ArmNoPolicy = "no-policy"
 	ArmPolicy   = "policy"
+	// ArmForbidden is B's bursts refused by authorization before any admission (B holds no
+	// role in the namespace): the least any refusal of them can cost A. Not run by default.
+	ArmForbidden = "forbidden"
 )
 
-// FairShareArms are the arms the scenario knows, in order.
+// FairShareArms are the arms the scenario runs by default, in order.
 var FairShareArms = []string{ArmAlone, ArmNoPolicy, ArmPolicy}
+
+// FairShareKnownArms are every arm the scenario knows.
+var FairShareKnownArms = []string{ArmAlone, ArmNoPolicy, ArmPolicy, ArmForbidden}
 
 // FairShare is the fair-share scenario's run: its settings and each arm's figures.
 type FairShare struct {
