@@ -63,6 +63,23 @@ func request(p *tenancyv1alpha1.ClaimPolicy, id string) Request {
 		Reservation: tenancyv1alpha1.Reservation{ID: id, Tenant: ch.Tenant, Pool: "python", Creator: "alice"}}
 }
 
+// waitForLedger waits, 5 s at most, until the ledger's status is what done says; want says it
+// in the failure.
+func waitForLedger(t *testing.T, c client.Client, want string, done func(*tenancyv1alpha1.ClaimLedger) bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		l := readLedger(t, c)
+		if done(l) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ledger status %+v: want %s", l.Status, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func readLedger(t *testing.T, c client.Client) *tenancyv1alpha1.ClaimLedger {
 	t.Helper()
 	l := &tenancyv1alpha1.ClaimLedger{}
@@ -189,17 +206,9 @@ func TestReleaseDropsAReservationAndRefusalsAreCounted(t *testing.T) {
 		t.Fatalf("second claim: %+v, want refused", res)
 	}
 	r.Release(ledgerKey, "first")
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		l := readLedger(t, c)
-		if len(l.Status.Reservations) == 0 && len(l.Status.Refusals) == 1 && l.Status.Refusals[0].Count == 1 && l.Status.Refusals[0].Tenant == "team-a" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ledger status %+v: want no reservation and one refusal of team-a", l.Status)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitForLedger(t, c, "no reservation and one refusal of team-a", func(l *tenancyv1alpha1.ClaimLedger) bool {
+		return len(l.Status.Reservations) == 0 && len(l.Status.Refusals) == 1 && l.Status.Refusals[0].Count == 1 && l.Status.Refusals[0].Tenant == "team-a"
+	})
 	if res := r.Reserve(context.Background(), request(p, "third")); res.Err != nil || len(res.Exceeded) > 0 {
 		t.Errorf("a claim after the release: %+v, want reserved", res)
 	}
@@ -264,17 +273,9 @@ func TestARefusalDoesNotWaitForTheWriteInFlight(t *testing.T) {
 		t.Errorf("third claim while a write hangs: %+v, want refused at once", res)
 	}
 	close(bc.release)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		l := readLedger(t, c)
-		if len(l.Status.Refusals) == 1 && l.Status.Refusals[0].Count == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ledger status %+v: want both refusals counted", l.Status)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitForLedger(t, c, "both refusals counted", func(l *tenancyv1alpha1.ClaimLedger) bool {
+		return len(l.Status.Refusals) == 1 && l.Status.Refusals[0].Count == 2
+	})
 }
 
 // withUsage is a counted ledger that holds n claims of tenant team-a in pool python.
@@ -383,17 +384,9 @@ func TestARefusalDoesNotWaitForAReleaseThatCannotMakeRoom(t *testing.T) {
 		t.Errorf("a claim beyond the limit while a release is written: %+v, want refused at once", res)
 	}
 	close(bc.release)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		l := readLedger(t, c)
-		if len(l.Status.Reservations) == 1 && len(l.Status.Refusals) == 1 && l.Status.Refusals[0].Count == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ledger status %+v: want the release written and the refusal counted", l.Status)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitForLedger(t, c, "the release written and the refusal counted", func(l *tenancyv1alpha1.ClaimLedger) bool {
+		return len(l.Status.Reservations) == 1 && len(l.Status.Refusals) == 1 && l.Status.Refusals[0].Count == 1
+	})
 }
 
 // gatedClient holds the patches whose number (from 0) has a gate, until the gate is closed,
@@ -463,17 +456,9 @@ func TestABatchOfRefusalsDoesNotWaitForTheirCount(t *testing.T) {
 		t.Errorf("a claim its batch refuses while the refusals' count is written: %+v, want refused at once", res)
 	}
 	close(gc.gates[1])
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		l := readLedger(t, c)
-		if len(l.Status.Reservations) == 1 && len(l.Status.Refusals) == 1 && l.Status.Refusals[0].Count == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ledger status %+v: want the reservation and both refusals counted", l.Status)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitForLedger(t, c, "the reservation and both refusals counted", func(l *tenancyv1alpha1.ClaimLedger) bool {
+		return len(l.Status.Reservations) == 1 && len(l.Status.Refusals) == 1 && l.Status.Refusals[0].Count == 2
+	})
 }
 
 // A claim that comes while the reservations filling its limit are being written is refused
@@ -500,17 +485,9 @@ func TestARefusalCountsTheReservationsBeingWritten(t *testing.T) {
 	if res := <-filled; res.Err != nil || len(res.Exceeded) > 0 {
 		t.Fatalf("the last slot: %+v, want reserved", res)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		l := readLedger(t, c)
-		if len(l.Status.Reservations) == 1 && len(l.Status.Refusals) == 1 && l.Status.Refusals[0].Count == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ledger status %+v: want the last slot reserved and one refusal counted", l.Status)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitForLedger(t, c, "the last slot reserved and one refusal counted", func(l *tenancyv1alpha1.ClaimLedger) bool {
+		return len(l.Status.Reservations) == 1 && len(l.Status.Refusals) == 1 && l.Status.Refusals[0].Count == 1
+	})
 }
 
 // A refusal counts a reservation being written once, whether or not the copy it reads holds
