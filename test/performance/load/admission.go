@@ -104,12 +104,7 @@ func webhookCosts(delta scrape.Snapshot, resources map[string][]string) []report
 		if w.Calls > 0 {
 			w.MeanMs = round2(w.SumSeconds / w.Calls * 1000)
 			calls := delta.Select(map[string]string{"name": k.name, "operation": k.operation})
-			if v, ok := calls.Quantile(webhookDuration, 0.5); ok {
-				w.P50Ms = round2(v * 1000)
-			}
-			if v, ok := calls.Quantile(webhookDuration, 0.99); ok {
-				w.P99Ms = round2(v * 1000)
-			}
+			w.P50Ms, w.P99Ms = quantilesMs(calls, webhookDuration)
 		}
 		w.SumSeconds = round6(w.SumSeconds)
 		out = append(out, *w)
@@ -121,6 +116,18 @@ func webhookCosts(delta scrape.Snapshot, resources map[string][]string) []report
 		return strings.Compare(a.Operation, b.Operation)
 	})
 	return out
+}
+
+// quantilesMs are the p50 and p99 of histogram name in s (one label set, selected),
+// interpolated in its buckets, in milliseconds; 0 for one s cannot estimate.
+func quantilesMs(s scrape.Snapshot, name string) (p50, p99 float64) {
+	if v, ok := s.Quantile(name, 0.5); ok {
+		p50 = round2(v * 1000)
+	}
+	if v, ok := s.Quantile(name, 0.99); ok {
+		p99 = round2(v * 1000)
+	}
+	return p50, p99
 }
 
 func round6(v float64) float64 { return float64(int64(v*1e6+0.5)) / 1e6 }

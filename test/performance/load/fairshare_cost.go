@@ -115,12 +115,7 @@ func histogram(s scrape.Snapshot, name string) report.Histogram {
 		return h
 	}
 	h.MeanMs = round2(s.Sum(name+"_sum", nil) / h.Count * 1000)
-	if v, ok := s.Quantile(name, 0.5); ok {
-		h.P50Ms = round2(v * 1000)
-	}
-	if v, ok := s.Quantile(name, 0.99); ok {
-		h.P99Ms = round2(v * 1000)
-	}
+	h.P50Ms, h.P99Ms = quantilesMs(s, name)
 	for _, b := range s.Buckets(name) {
 		if !math.IsInf(b.LE, 1) {
 			h.Buckets = append(h.Buckets, report.Bucket{LeMs: round6(b.LE * 1000), Count: b.Count})

@@ -324,8 +324,7 @@ func writeFairShares(p func(string, ...any), results []*Result) {
 		f := r.FairShare
 		p("**%s** (pod profile %s; %s): %s", r.Scenario, orDash(r.Parameters.Profile), measuredAt(r), f.Settings)
 		p("")
-		p("| %s |", strings.Join(shareHeader, " | "))
-		p("|---|%s", strings.Repeat("---:|", len(shareHeader)-1))
+		tableHead(p, shareHeader)
 		for _, a := range f.Arms {
 			row := shareRow(a)
 			for len(row) < len(shareHeader) {
@@ -336,6 +335,13 @@ func writeFairShares(p func(string, ...any), results []*Result) {
 		p("")
 		writeCosts(p, f)
 	}
+}
+
+// tableHead writes a table's header row and its separator: the first column left-aligned,
+// the figures right-aligned.
+func tableHead(p func(string, ...any), header []string) {
+	p("| %s |", strings.Join(header, " | "))
+	p("|---|%s", strings.Repeat("---:|", len(header)-1))
 }
 
 // writeCosts writes the table of where B's refusals' time went, when an arm measured it.
@@ -353,8 +359,7 @@ func writeCosts(p func(string, ...any), f *FairShare) {
 	p("authorization (403) before any admission: the API server's own floor for a refused create")
 	p("at that moment.")
 	p("")
-	p("| %s |", strings.Join(costHeader, " | "))
-	p("|---|%s", strings.Repeat("---:|", len(costHeader)-1))
+	tableHead(p, costHeader)
 	var notes []string
 	for _, a := range arms {
 		p("| %s |", strings.Join(costRow(a), " | "))
