@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -26,6 +28,7 @@ import (
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	tenancyv1alpha1 "github.com/sandgate-dev/sandgate/api/tenancy/v1alpha1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/test/env/scrape"
 	"github.com/sandgate-dev/sandgate/test/performance/report"
 )
 
@@ -161,6 +164,7 @@ func RunFairShare(ctx context.Context, restCfg *rest.Config, cfg FairShareConfig
 	}
 
 	var wg sync.WaitGroup
+	before := r.measure(ctx, &report.Result{})
 	start := time.Now()
 	loadAvg := loadAverage()
 	r.progressf("%s: load average %.1f at the start of the load", arm, loadAvg)
@@ -186,6 +190,7 @@ func RunFairShare(ctx context.Context, restCfg *rest.Config, cfg FairShareConfig
 	defer run.mu.Unlock()
 	fig := report.ShareFigures(arm, run.as, run.bs)
 	fig.LoadAverage = loadAvg
+	fig.WarmStarting, fig.ColdStarts, fig.Phases = claimPath(before, r.measure(ctx, &report.Result{}))
 	r.progressf("%s: A %d of %d Ready, %.2f%% warm, p50 %.1f ms, p99 %.1f ms; B %d creates, %d refused (p50 %.1f ms, p99 %.1f ms), %d served",
 		arm, fig.AReady, fig.ACreated, 100*fig.AWarmShare, fig.ALatency.P50, fig.ALatency.P99, fig.BCreated, fig.BRefused,
 		fig.BRefusal.P50, fig.BRefusal.P99, fig.BServed)
@@ -201,6 +206,23 @@ func RunFairShare(ctx context.Context, restCfg *rest.Config, cfg FairShareConfig
 		}
 	}
 	return &fig, nil
+}
+
+// claimPath is what the operator's metrics say of an arm's claims between two scrapes: how
+// many it served warm from a member still starting, how many cold, and each phase's p50 and
+// p99.
+func claimPath(before, after snapshot) (starting int, cold float64, phases []report.PhaseQuantiles) {
+	if before.operator == nil || after.operator == nil {
+		return -1, 0, nil
+	}
+	d := scrape.Delta(before.operator, after.operator)
+	const phase = "sandgate_claim_phase_seconds"
+	counts := d.GroupBy(phase+"_count", nil, "phase")
+	for _, name := range slices.Sorted(maps.Keys(counts)) {
+		p50, p99 := quantilesMs(d.Select(map[string]string{"phase": name}), phase)
+		phases = append(phases, report.PhaseQuantiles{Name: name, Count: counts[name], P50Ms: p50, P99Ms: p99})
+	}
+	return servedStarting(before.operator, after.operator), d.Sum("sandgate_claim_cold_starts_total", nil), phases
 }
 
 // impersonate is cfg acting as user, authenticated, in a group of its own.
@@ -305,12 +327,13 @@ func (f *fairShareRun) claimA(ctx context.Context, name string) report.AClaim {
 		f.r.progressf("tenant A's claim %s: %v", name, err)
 		return report.AClaim{}
 	}
+	called := time.Since(sent)
 	defer f.release(claim, f.a)
 	obs, ok := f.waitReady(ctx, name)
 	if !ok {
 		return report.AClaim{}
 	}
-	out := report.AClaim{Ready: true, Latency: obs.ReadyAt.Sub(sent)}
+	out := report.AClaim{Ready: true, Latency: obs.ReadyAt.Sub(sent), Name: name, Sent: sent, Call: called}
 	sb := &agentsv1beta1.Sandbox{}
 	if err := f.r.c.Get(ctx, client.ObjectKey{Namespace: f.cfg.Namespace, Name: obs.Sandbox}, sb); err == nil {
 		out.Warm = sb.Labels[agentsv1beta1.LabelLaunchType] == agentsv1beta1.LaunchTypeWarm

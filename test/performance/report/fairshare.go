@@ -50,6 +50,14 @@ type ShareArm struct {
 	AWarm      int           `json:"aWarm"`
 	AWarmShare float64       `json:"aWarmShare"`
 	ALatency   stats.Summary `json:"aLatency"`
+	// ACall is the create call of A's Ready claims (admission included), and AAfterCall the
+	// rest of their latency (create returned to the Ready event): which of the two A's tail
+	// is in.
+	ACall      stats.Summary `json:"aCall"`
+	AAfterCall stats.Summary `json:"aAfterCall"`
+	// ASlowest are A's slowest Ready claims, slowest first, for reading beside the
+	// operator's log.
+	ASlowest []SlowClaim `json:"aSlowest,omitempty"`
 	// AP99Ratio is A's p99 ÷ A's p99 in the alone arm of the same run; 0 when unknown.
 	AP99Ratio float64 `json:"aP99Ratio,omitempty"`
 	// B is tenant B's creates: refused with 429 (and how long the create call took to say
@@ -60,6 +68,14 @@ type ShareArm struct {
 	BAdmitted int           `json:"bAdmitted"`
 	BServed   int           `json:"bServed"`
 	BErrors   int           `json:"bErrors"`
+	// WarmStarting counts the claims of both tenants the operator served warm from a member
+	// still starting (their latency is the member's start-up), ColdStarts those it served
+	// cold; -1 when the operator's metrics were not read.
+	WarmStarting int     `json:"warmStarting"`
+	ColdStarts   float64 `json:"coldStarts"`
+	// Phases are the operator's claim phases over the arm (both tenants), p50 and p99
+	// estimated in sandgate_claim_phase_seconds' buckets.
+	Phases []PhaseQuantiles `json:"phases,omitempty"`
 	// LoadAverage is the machine's 1-minute load average when the arm's load started (the
 	// machine is shared: a figure is read beside it).
 	LoadAverage float64 `json:"loadAverage"`
@@ -120,9 +136,37 @@ type AClaim struct {
 	// Ready says the claim became Ready; Latency is from its create call to the Ready event.
 	Ready   bool
 	Latency time.Duration
+	// Name is the claim's; Sent is when its create call started, Call how long it took.
+	Name string
+	Sent time.Time
+	Call time.Duration
 	// Warm says its Sandbox carries launch-type warm.
 	Warm bool
 }
+
+// PhaseQuantiles is one phase of the operator's claim path over an arm.
+type PhaseQuantiles struct {
+	Name  string  `json:"name"`
+	Count float64 `json:"count"`
+	P50Ms float64 `json:"p50Ms"`
+	P99Ms float64 `json:"p99Ms"`
+}
+
+// SlowClaim is one slow claim of A's: its name, when its create call started (ms since the
+// arm's first claim), how long the call took and its latency to Ready.
+type SlowClaim struct {
+	Name      string  `json:"name"`
+	AtMs      float64 `json:"atMs"`
+	CallMs    float64 `json:"callMs"`
+	LatencyMs float64 `json:"latencyMs"`
+	Warm      bool    `json:"warm"`
+}
+
+// millis is d in milliseconds.
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// slowestShown is how many of A's slowest claims an arm keeps.
+const slowestShown = 8
 
 // BCreate is what the run saw of one of tenant B's creates.
 type BCreate struct {
@@ -137,13 +181,21 @@ type BCreate struct {
 // ShareFigures are an arm's figures from its claims.
 func ShareFigures(arm string, a []AClaim, b []BCreate) ShareArm {
 	out := ShareArm{Arm: arm, ACreated: len(a), BCreated: len(b)}
-	var lat []time.Duration
+	var lat, call, after []time.Duration
+	var ready []AClaim
+	var first time.Time
 	for _, c := range a {
+		if !c.Sent.IsZero() && (first.IsZero() || c.Sent.Before(first)) {
+			first = c.Sent
+		}
 		if !c.Ready {
 			continue
 		}
 		out.AReady++
+		ready = append(ready, c)
 		lat = append(lat, c.Latency)
+		call = append(call, c.Call)
+		after = append(after, c.Latency-c.Call)
 		if c.Warm {
 			out.AWarm++
 		}
@@ -152,6 +204,13 @@ func ShareFigures(arm string, a []AClaim, b []BCreate) ShareArm {
 		out.AWarmShare = float64(out.AWarm) / float64(out.AReady)
 	}
 	out.ALatency = stats.Summarize(lat)
+	out.ACall = stats.Summarize(call)
+	out.AAfterCall = stats.Summarize(after)
+	slices.SortStableFunc(ready, func(x, y AClaim) int { return int(y.Latency - x.Latency) })
+	for _, c := range ready[:min(slowestShown, len(ready))] {
+		out.ASlowest = append(out.ASlowest, SlowClaim{Name: c.Name, AtMs: millis(c.Sent.Sub(first)), CallMs: millis(c.Call),
+			LatencyMs: millis(c.Latency), Warm: c.Warm})
+	}
 	var refusals []time.Duration
 	for _, c := range b {
 		switch {
@@ -279,6 +338,22 @@ func WriteFairShareText(w io.Writer, r *Result) error {
 	fmt.Fprintf(&b, "  %s\n", strings.Join(shareHeader, " | "))
 	for _, a := range f.Arms {
 		fmt.Fprintf(&b, "  %s\n", strings.Join(shareRow(a), " | "))
+	}
+	for _, a := range f.Arms {
+		if a.Error != "" || a.ALatency.Count == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "  %s: A's create call p50/p99 %.1f/%.1f ms, create returned to Ready p50/p99 %.1f/%.1f ms; slowest:",
+			a.Arm, a.ACall.P50, a.ACall.P99, a.AAfterCall.P50, a.AAfterCall.P99)
+		for _, c := range a.ASlowest {
+			fmt.Fprintf(&b, " %s at %.1fs call %.0f total %.0f ms;", c.Name, c.AtMs/1000, c.CallMs, c.LatencyMs)
+		}
+		b.WriteString("\n")
+		fmt.Fprintf(&b, "  %s: served warm from starting members %d, cold %.0f; operator phases p50/p99 (ms):", a.Arm, a.WarmStarting, a.ColdStarts)
+		for _, ph := range a.Phases {
+			fmt.Fprintf(&b, " %s %.1f/%.1f (%.0f);", ph.Name, ph.P50Ms, ph.P99Ms, ph.Count)
+		}
+		b.WriteString("\n")
 	}
 	if arms := costs(f); len(arms) > 0 {
 		fmt.Fprintf(&b, "  where B's refusals' time went (sample counts in parentheses):\n  %s\n", strings.Join(costHeader, " | "))
