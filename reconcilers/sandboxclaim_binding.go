@@ -131,15 +131,19 @@ func (r *claimReconciler) serve(ctx context.Context, s *claimStep) (result ctrl.
 	}
 
 	key := memberKey{Namespace: claim.Namespace, Pool: pool.Name, Hash: stamp}
-	notWarm, bindDone, err := r.decideWarmShare(ctx, s, key)
+	take, notWarm, bindDone, err := r.decideWarmShare(ctx, s, key)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if notWarm != nil {
 		return r.beyondWarmShare(ctx, s, tmpl, stamp, key, notWarm)
 	}
-	// A ready member; else one that is starting (PickStarting), whose start is under way.
-	sb, err := r.bindWarm(ctx, s, pool, key, tmpl.Name)
+	// A ready member; else one that is starting (PickStarting), whose start is under way. A
+	// claim whose ready members other tenants' guarantees keep takes a starting one only.
+	var sb *agentsv1beta1.Sandbox
+	if take == fairshare.TakeAny {
+		sb, err = r.bindWarm(ctx, s, pool, key, tmpl.Name)
+	}
 	if err == nil && sb == nil {
 		sb, err = r.bindStarting(ctx, s, pool, key, tmpl.Name)
 	}
@@ -174,7 +178,7 @@ func (r *claimReconciler) serve(ctx context.Context, s *claimStep) (result ctrl.
 		r.Index.Wait(key, nn)
 		r.activity.claimWaits(poolNN, nn)
 		r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonSandboxCreatePending, messageWaitingForMember)
-		if available, _ := r.Index.Counts(key); available > 0 {
+		if available, _ := r.Index.Counts(key); available > 0 && take == fairshare.TakeAny {
 			// A member became ready between the pick and the registration.
 			return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 		}

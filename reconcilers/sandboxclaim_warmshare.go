@@ -152,24 +152,26 @@ func (r *claimReconciler) sharingPolicies(ctx context.Context, ns, pool string) 
 	return out, nil
 }
 
-// decideWarmShare decides whether the claim may take a ready member of key's pool. When it
-// may, it is counted as holding one until done(bound) says the bind did not happen. A claim
-// of a pool no policy shares is not looked at.
-func (r *claimReconciler) decideWarmShare(ctx context.Context, s *claimStep, key memberKey) (notWarm *fairshare.NotWarm, done func(bound bool), err error) {
+// decideWarmShare decides whether the claim may take a warm member of key's pool, and which
+// (fairshare.DecideWarm: a ready one, else a starting one; or a starting one only, when the
+// ready ones are other tenants' guarantees). When it may, it is counted as holding one until
+// done(bound) says the bind did not happen. A claim of a pool no policy shares is not looked
+// at.
+func (r *claimReconciler) decideWarmShare(ctx context.Context, s *claimStep, key memberKey) (take fairshare.WarmTake, notWarm *fairshare.NotWarm, done func(bound bool), err error) {
 	noop := func(bool) {}
 	if r.shares == nil {
-		return nil, noop, nil
+		return fairshare.TakeAny, nil, noop, nil
 	}
 	policies, err := r.sharingPolicies(ctx, key.Namespace, key.Pool)
 	if err != nil || len(policies) == 0 {
-		return nil, noop, err
+		return fairshare.TakeAny, nil, noop, err
 	}
 	var claims extv1beta1.SandboxClaimList
 	if err := r.Client.List(ctx, &claims, client.InNamespace(key.Namespace), client.MatchingFields{indexes.ClaimPool: key.Pool}); err != nil {
-		return nil, noop, fmt.Errorf("listing the claims of pool %s: %w", key.Pool, err)
+		return fairshare.TakeAny, nil, noop, fmt.Errorf("listing the claims of pool %s: %w", key.Pool, err)
 	}
 	// A claim takes a ready member, else a starting one (serve): both are the pool's warm
-	// members that other tenants' guarantees may still need.
+	// members that other tenants' guarantees may still need, the ready ones first.
 	available, starting := r.Index.Counts(key)
 	id := fairshare.IdentityOf(s.claim)
 	r.shares.mu.Lock()
@@ -183,14 +185,16 @@ func (r *claimReconciler) decideWarmShare(ctx context.Context, s *claimStep, key
 				held[fairshare.TenantOf(p, fairshare.IdentityOf(c))]++
 			}
 		}
-		st := fairshare.WarmState{Tenant: fairshare.TenantOf(p, id), Held: held, Ready: int32(available + starting)}
-		if nw := fairshare.DecideWarm(p, key.Pool, st); nw != nil {
-			return nw, noop, nil
+		st := fairshare.WarmState{Tenant: fairshare.TenantOf(p, id), Held: held, Ready: int32(available), Starting: int32(starting)}
+		t, nw := fairshare.DecideWarm(p, key.Pool, st)
+		if nw != nil {
+			return fairshare.TakeAny, nw, noop, nil
 		}
+		take = max(take, t)
 	}
 	uid := s.claim.UID
 	r.shares.inflight[uid] = true
-	return nil, func(bound bool) {
+	return take, nil, func(bound bool) {
 		if !bound {
 			r.shares.mu.Lock()
 			delete(r.shares.inflight, uid)

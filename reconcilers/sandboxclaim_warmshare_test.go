@@ -162,16 +162,36 @@ func TestABindInFlightCountsAgainstTheShare(t *testing.T) {
 	if err := r.Client.Create(context.Background(), second.claim); err != nil {
 		t.Fatal(err)
 	}
-	nw, done, err := r.decideWarmShare(context.Background(), first, key)
+	_, nw, done, err := r.decideWarmShare(context.Background(), first, key)
 	if err != nil || nw != nil {
 		t.Fatalf("first claim: %v, %+v; want warm", err, nw)
 	}
-	nw, _, err = r.decideWarmShare(context.Background(), second, key)
+	_, nw, _, err = r.decideWarmShare(context.Background(), second, key)
 	if err != nil || nw == nil {
 		t.Fatalf("second claim while the first binds: %v, %+v; want not warm", err, nw)
 	}
 	done(false) // the first found no member after all
-	if nw, _, err = r.decideWarmShare(context.Background(), second, key); err != nil || nw != nil {
+	if _, nw, _, err = r.decideWarmShare(context.Background(), second, key); err != nil || nw != nil {
 		t.Errorf("second claim after the first's bind failed: %v, %+v; want warm", err, nw)
+	}
+}
+
+// A claim beyond its guarantee whose pool's ready members another tenant's guarantee keeps
+// takes a member that is starting, and leaves the ready ones to that tenant: prod's next
+// claims are served at once, not after a member's start-up.
+func TestAClaimBeyondItsGuaranteeTakesAStartingMemberFirst(t *testing.T) {
+	a, r := shareTest(t, shares(tenancyv1alpha1.ServeCold), "bob")
+	starting := startingMember(testPool(2), testTemplate(), "pool-c")
+	if err := a.Create(context.Background(), starting); err != nil {
+		t.Fatal(err)
+	}
+	r.Index.Observe(starting)
+	reconcileClaim(t, r)
+	binds := a.Binds()
+	if len(binds) != 1 || binds[0].Sandbox != "pool-c" {
+		t.Fatalf("binds %+v, want the starting member pool-c only; journal %v", binds, a.Journal())
+	}
+	if available, _ := r.Index.Counts(memberKey{Namespace: "ns", Pool: "pool", Hash: testClaim(testTemplate()).Annotations[agentsv1beta1.AnnotationSandboxTemplateHash]}); available != 2 {
+		t.Errorf("%d ready members left, want prod's 2", available)
 	}
 }
