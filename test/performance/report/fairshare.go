@@ -408,8 +408,57 @@ func writeFairShares(p func(string, ...any), results []*Result) {
 			p("| %s |", strings.Join(row, " | "))
 		}
 		p("")
+		writeSplits(p, f)
 		writeCosts(p, f)
 	}
+}
+
+// splitHeader and splitRow are the table of where A's latency went, per arm.
+var splitHeader = []string{"arm", "A create call p50 (ms)", "A create call p99 (ms)", "A create returned → Ready p50 (ms)",
+	"A create returned → Ready p99 (ms)", "claims served from starting members", "cold starts", "queue wait p99 (ms)", "slowest of A (ms)"}
+
+func splitRow(a ShareArm) []string {
+	starting := "-"
+	if a.WarmStarting >= 0 {
+		starting = fmt.Sprint(a.WarmStarting)
+	}
+	wait := "-"
+	for _, ph := range a.Phases {
+		if ph.Name == "admission_to_reconcile" {
+			wait = fmt.Sprintf("%.1f", ph.P99Ms)
+		}
+	}
+	slowest := make([]string, 0, 3)
+	for _, c := range a.ASlowest[:min(3, len(a.ASlowest))] {
+		slowest = append(slowest, fmt.Sprintf("%.0f at %.1f s", c.LatencyMs, c.AtMs/1000))
+	}
+	return []string{a.Arm, fmt.Sprintf("%.1f", a.ACall.P50), fmt.Sprintf("%.1f", a.ACall.P99), fmt.Sprintf("%.1f", a.AAfterCall.P50),
+		fmt.Sprintf("%.1f", a.AAfterCall.P99), starting, fmt.Sprintf("%.0f", a.ColdStarts), wait, strings.Join(slowest, "; ")}
+}
+
+// writeSplits writes where A's latency went in each arm that measured it.
+func writeSplits(p func(string, ...any), f *FairShare) {
+	var arms []ShareArm
+	for _, a := range f.Arms {
+		if a.Error == "" && a.ACall.Count > 0 {
+			arms = append(arms, a)
+		}
+	}
+	if len(arms) == 0 {
+		return
+	}
+	p("Where A's latency went: its create call (admission included), and from the call's return to")
+	p("the Ready event; the claims the operator served from members still starting (both tenants;")
+	p("such a claim waits for its member's start-up) and cold; the claim's wait from admission to")
+	p("its first reconcile (`sandgate_claim_phase_seconds{phase=\"admission_to_reconcile\"}`, both")
+	p("tenants, estimated in its buckets); A's slowest claims, with when they came (s from A's")
+	p("first claim).")
+	p("")
+	tableHead(p, splitHeader)
+	for _, a := range arms {
+		p("| %s |", strings.Join(splitRow(a), " | "))
+	}
+	p("")
 }
 
 // tableHead writes a table's header row and its separator: the first column left-aligned,
