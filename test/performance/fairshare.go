@@ -1,6 +1,7 @@
 package performance
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -37,9 +38,14 @@ type fairShareSettings struct {
 	BBursts, BBurst int
 	BRate           float64
 	BHold           time.Duration
-	// AGuaranteed 0 is what A holds at its rate (ARate × AHold) and half as much again, within
-	// the pool; BMax 0 is half the pool.
+	// AGuaranteed 0 is what A holds at its rate (ARate × AHold) and what it claims while the
+	// pool starts a replacement (ARate × a member's start-up, Startup; at least half as much
+	// again as it holds), within the pool: the sizing docs/fair-share.md gives. BMax 0 is half
+	// the pool.
 	AGuaranteed, BMax int
+	// Startup is the pods' start-up time to plan A's guarantee with: the profile's p99 (0 on
+	// a profile whose pods start at once).
+	Startup time.Duration
 	// BWarmMax is the most warm members B may hold; negative leaves it unset.
 	BWarmMax int
 	Arms     string
@@ -69,7 +75,7 @@ func AddFairShareFlags(fs *flag.FlagSet) {
 	fs.IntVar(&f.BBurst, "fair-share-b-burst", f.BBurst, "fair-share: claims in one of B's bursts (0: three times the pool)")
 	fs.Float64Var(&f.BRate, "fair-share-b-rate", f.BRate, "fair-share: tenant B's claims a second within a burst")
 	fs.DurationVar(&f.BHold, "fair-share-b-hold", f.BHold, "fair-share: how long tenant B holds an admitted claim once Ready before deleting it")
-	fs.IntVar(&f.AGuaranteed, "fair-share-a-guaranteed", f.AGuaranteed, "fair-share: the policy arm's warm members guaranteed to A (0: A's rate × hold, and half again, within the pool)")
+	fs.IntVar(&f.AGuaranteed, "fair-share-a-guaranteed", f.AGuaranteed, "fair-share: the policy arm's warm members guaranteed to A (0: A's rate × (hold + the pods' p99 start-up, at least half the hold), within the pool)")
 	fs.IntVar(&f.BMax, "fair-share-b-max", f.BMax, "fair-share: the policy arm's limit on B's claims (0: half the pool)")
 	fs.IntVar(&f.BWarmMax, "fair-share-b-warm-max", f.BWarmMax, "fair-share: the policy arm's warm share of the pool B may hold at most, its claims beyond it served cold (negative: no maximum)")
 	fs.StringVar(&f.Arms, "fair-share-arms", f.Arms, "fair-share: the arms to run, in order, each on a fresh cluster: "+strings.Join(report.FairShareKnownArms, ", ")+" (forbidden: B's creates refused by authorization, before any admission)")
@@ -128,7 +134,8 @@ func (s fairShareSettings) burst() int {
 func (s fairShareSettings) policy() load.FairSharePolicy {
 	g, m := s.AGuaranteed, s.BMax
 	if g == 0 {
-		g = min(int(math.Ceil(1.5*s.ARate*s.AHold.Seconds())), s.Pool)
+		runway := max(s.Startup, s.AHold/2)
+		g = min(int(math.Ceil(s.ARate*(s.AHold+runway).Seconds())), s.Pool)
 	}
 	if m == 0 {
 		m = max(s.Pool/2, 1)
@@ -175,6 +182,9 @@ func runFairShare(ctx context.Context, o Options, sc scenario, stdout, stderr io
 	s := fairShareFlags
 	if err := s.validate(); err != nil {
 		return nil, []string{fmt.Sprintf("%s: %v", sc.name, err)}, nil
+	}
+	if controlplane.Profile(s.Profile) == controlplane.ProfileRealistic {
+		s.Startup = cmp.Or(o.PodStartup.P99, controlplane.DefaultPodStartupP99)
 	}
 	arms, _ := s.arms() // validated
 	res := &report.Result{Scenario: sc.name, Description: sc.description, StartedAt: time.Now(), RefillSeconds: -1,

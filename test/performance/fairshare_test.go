@@ -27,14 +27,18 @@ func TestFairShareFlagsValidate(t *testing.T) {
 	}
 }
 
-// The policy arm's defaults: A guaranteed what it holds at its rate and half again, within
-// the pool; B limited to half the pool; B's bursts three times the pool. The alone arm has no B,
+// The policy arm's defaults: A guaranteed what it holds at its rate and what it claims during a
+// pod start-up (at least half again what it holds), within the pool; B limited to half the pool; B's bursts three times the pool. The alone arm has no B,
 // only the policy arm a policy.
 func TestFairShareArms(t *testing.T) {
 	s := fairShareFlags
 	s.Pool, s.ARate, s.AHold = 100, 5, 5*time.Second
 	if p := s.policy(); p.AGuaranteed != 38 || p.BMaxClaims != 50 {
-		t.Errorf("policy %+v, want A guaranteed 38, B at most 50", p)
+		t.Errorf("policy %+v, want A guaranteed 38 (25 held, half again), B at most 50", p)
+	}
+	s.Startup = 8 * time.Second
+	if p := s.policy(); p.AGuaranteed != 65 {
+		t.Errorf("guaranteed %d with 8 s start-ups, want 65 (25 held, 40 claimed during a start-up)", p.AGuaranteed)
 	}
 	s.Pool = 50
 	s.ARate = 100
