@@ -22,9 +22,9 @@ const (
 	// APIEncodingJSON reads JSON as client-go does for every custom resource.
 	APIEncodingJSON APIEncoding = "json"
 	// APIEncodingCBOR asks for CBOR (KEP-4222), which an API server with the
-	// CBORServingAndStorage feature gate serves for custom resources, and reads JSON as
-	// client-go does from one without it: the request's Accept header names CBOR first and
-	// any other type after it, so a server that does not serve CBOR answers in JSON.
+	// CBORServingAndStorage feature gate serves for custom resources, and reads the JSON of
+	// one without it as APIEncodingJSONFramer does: the request's Accept header names CBOR
+	// first and any other type after it, so a server that does not serve CBOR answers in JSON.
 	APIEncodingCBOR APIEncoding = "cbor"
 )
 

@@ -71,23 +71,22 @@ func fastSandboxWatch(o cache.Options) bool {
 	return true
 }
 
-// sandboxRESTClient is a REST client of the Sandbox resource. With APIEncodingJSONFramer it
-// asks for JSON and decodes with sandboxWatchSerializer; with APIEncodingCBOR it asks for CBOR
-// (and takes JSON from a server that does not serve CBOR) and decodes with the codec factory's
-// serializers, CBOR's among them (cborCodecs).
+// sandboxRESTClient is a REST client of the Sandbox resource that decodes JSON with
+// sandboxWatchSerializer. With APIEncodingCBOR it asks for CBOR first (and takes the JSON of a
+// server that does not serve CBOR), which the codec factory's CBOR serializer decodes
+// (cborCodecs); otherwise it asks for JSON.
 func sandboxRESTClient(cfg *rest.Config, httpClient *http.Client, scheme *runtime.Scheme, encoding APIEncoding) (*rest.RESTClient, error) {
 	c := rest.CopyConfig(cfg)
 	gv := agentsv1beta1.GroupVersion
 	c.GroupVersion = &gv
 	c.APIPath = "/apis"
-	switch encoding {
-	case APIEncodingCBOR:
+	c.ContentType = runtime.ContentTypeJSON
+	codecs := serializer.NewCodecFactory(scheme)
+	if encoding == APIEncodingCBOR {
 		c.ContentType = runtime.ContentTypeCBOR
-		c.NegotiatedSerializer = serializer.WithoutConversionCodecFactory{CodecFactory: cborCodecs(scheme)}
-	default:
-		c.ContentType = runtime.ContentTypeJSON
-		c.NegotiatedSerializer = sandboxWatchSerializer{serializer.WithoutConversionCodecFactory{CodecFactory: serializer.NewCodecFactory(scheme)}}
+		codecs = cborCodecs(scheme)
 	}
+	c.NegotiatedSerializer = sandboxWatchSerializer{serializer.WithoutConversionCodecFactory{CodecFactory: codecs}}
 	if c.UserAgent == "" {
 		c.UserAgent = rest.DefaultKubernetesUserAgent()
 	}
