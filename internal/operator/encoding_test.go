@@ -72,7 +72,7 @@ func encodingServer(t *testing.T, servesCBOR bool, events []watch.Event, list *a
 // them as a map, whose keys come back in CBOR's sorted order.
 var sameFields = cmp.Comparer(func(a, b metav1.FieldsV1) bool {
 	var x, y any
-	return json.Unmarshal(a.Raw, &x) == nil && json.Unmarshal(b.Raw, &y) == nil && cmp.Equal(x, y)
+	return json.Unmarshal(a.GetRawBytes(), &x) == nil && json.Unmarshal(b.GetRawBytes(), &y) == nil && cmp.Equal(x, y)
 })
 
 // TestSandboxWatchReadsCBORAndFallsBackToJSON: with APIEncodingCBOR the Sandbox informer's
