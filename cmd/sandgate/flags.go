@@ -25,6 +25,7 @@ type options struct {
 	kubeAPIBurst            int
 	apiConnections          int
 	separateWatchConnection bool
+	apiEncoding             string
 	leaderElect             bool
 	leaderElectionNamespace string
 	leaderElection          operator.LeaderElectionTimings
@@ -107,6 +108,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", d.Burst, "Burst of queries to the API server.")
 	fs.IntVar(&o.apiConnections, "api-connections", d.APIConnections, "Number of HTTP/2 connections to the API server the manager's requests are spread over round-robin. The API server caps the concurrent requests of one connection (100 by default), so one connection caps the manager's concurrency.")
 	fs.BoolVar(&o.separateWatchConnection, "separate-watch-connection", d.SeparateWatchConnection, "Give the informers' lists and watches an HTTP/2 connection of their own, so that watch events do not queue behind bursts of writes.")
+	fs.StringVar(&o.apiEncoding, "api-encoding", string(d.APIEncoding), fmt.Sprintf("How the Sandbox informer reads its lists and watches, one of %q: json-framer, JSON through its own framing and decoding; json, JSON as client-go reads it; cbor, CBOR where the API server serves it (its CBORServingAndStorage feature gate, alpha and off by default in Kubernetes v1.37), JSON as json-framer reads it elsewhere.", operator.APIEncodings))
 	fs.BoolVar(&o.leaderElect, "leader-elect", d.LeaderElection, "Elect a leader so that only one manager replica is active.")
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", d.LeaderElectionNamespace, "Namespace of the leader election Lease (default: the manager's namespace).")
 	fs.DurationVar(&o.leaderElection.LeaseDuration, "leader-election-lease-duration", d.LeaderElectionTimings.LeaseDuration, "How long a replica waits, after it last saw the leader renew its Lease, before it takes the Lease over.")
@@ -334,6 +336,7 @@ func (o *options) operatorOptions() operator.Options {
 		Burst:                     o.kubeAPIBurst,
 		APIConnections:            o.apiConnections,
 		SeparateWatchConnection:   o.separateWatchConnection,
+		APIEncoding:               operator.APIEncoding(o.apiEncoding),
 		LeaderElection:            o.leaderElect,
 		LeaderElectionNamespace:   o.leaderElectionNamespace,
 		LeaderElectionTimings:     o.leaderElection,

@@ -118,7 +118,12 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 	cacheOpts.HTTPClient = watchClient
 	configNS := configNamespace(opts.ConfigNamespace)
 	configMapCache(&cacheOpts, configNS)
-	if fastSandboxWatch(cacheOpts) {
+	if opts.APIEncoding == APIEncodingCBOR {
+		if err := allowClientCBOR(); err != nil {
+			return nil, err
+		}
+	}
+	if opts.APIEncoding != APIEncodingJSON && fastSandboxWatch(cacheOpts) {
 		httpClient := watchClient
 		if httpClient == nil {
 			// The manager's own client: client-go shares one transport between alike configs.
@@ -126,7 +131,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Operator, error)
 				return nil, fmt.Errorf("building the Sandbox informer's HTTP client: %w", err)
 			}
 		}
-		if cacheOpts.NewInformer, err = sandboxInformer(cfg, httpClient, scheme); err != nil {
+		if cacheOpts.NewInformer, err = sandboxInformer(cfg, httpClient, scheme, opts.APIEncoding); err != nil {
 			return nil, err
 		}
 	}

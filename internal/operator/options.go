@@ -63,6 +63,9 @@ type Options struct {
 	// informers' lists and watches a connection of their own. See transport.go.
 	APIConnections          int
 	SeparateWatchConnection bool
+	// APIEncoding is how the Sandbox informer reads its lists and watches (encoding.go); ""
+	// is APIEncodingJSONFramer.
+	APIEncoding APIEncoding
 
 	// LeaderElection elects a leader so that only one replica reconciles; the Lease lives in
 	// LeaderElectionNamespace ("" means the manager's namespace) and is released on a clean
@@ -245,6 +248,7 @@ func DefaultOptions() Options {
 	return Options{
 		QPS:                       DefaultQPS,
 		Burst:                     DefaultBurst,
+		APIEncoding:               APIEncodingJSONFramer,
 		MetricsBindAddress:        DefaultMetricsBindAddress,
 		HealthProbeBindAddress:    DefaultHealthProbeBindAddress,
 		WebhookPort:               DefaultWebhookPort,
@@ -286,6 +290,11 @@ func (o Options) Validate() error {
 	}
 	if o.APIConnections < 0 {
 		errs = append(errs, fmt.Errorf("invalid Options.APIConnections: must not be negative, got %d", o.APIConnections))
+	}
+	if o.APIEncoding != "" {
+		if err := o.APIEncoding.validate(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if o.Burst <= 0 {
 		errs = append(errs, fmt.Errorf("invalid Options.Burst: must be positive, got %d", o.Burst))

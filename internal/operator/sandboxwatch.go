@@ -43,8 +43,8 @@ var sandboxGVK = agentsv1beta1.GroupVersion.WithKind("Sandbox")
 // watched through a REST client of their own with sandboxWatchSerializer, every other kind
 // as controller-runtime builds it. It is used only for a cluster-wide cache with no selector
 // on Sandboxes, whose list and watch are the plain ones it makes itself.
-func sandboxInformer(cfg *rest.Config, httpClient *http.Client, scheme *runtime.Scheme) (func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer, error) {
-	rc, err := sandboxRESTClient(cfg, httpClient, scheme)
+func sandboxInformer(cfg *rest.Config, httpClient *http.Client, scheme *runtime.Scheme, encoding APIEncoding) (func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer, error) {
+	rc, err := sandboxRESTClient(cfg, httpClient, scheme, encoding)
 	if err != nil {
 		return nil, err
 	}
@@ -71,15 +71,22 @@ func fastSandboxWatch(o cache.Options) bool {
 	return true
 }
 
-// sandboxRESTClient is a REST client of the Sandbox resource that asks for JSON and decodes
-// with sandboxWatchSerializer.
-func sandboxRESTClient(cfg *rest.Config, httpClient *http.Client, scheme *runtime.Scheme) (*rest.RESTClient, error) {
+// sandboxRESTClient is a REST client of the Sandbox resource that decodes JSON with
+// sandboxWatchSerializer. With APIEncodingCBOR it asks for CBOR first (and takes the JSON of a
+// server that does not serve CBOR), which the codec factory's CBOR serializer decodes
+// (cborCodecs); otherwise it asks for JSON.
+func sandboxRESTClient(cfg *rest.Config, httpClient *http.Client, scheme *runtime.Scheme, encoding APIEncoding) (*rest.RESTClient, error) {
 	c := rest.CopyConfig(cfg)
 	gv := agentsv1beta1.GroupVersion
 	c.GroupVersion = &gv
 	c.APIPath = "/apis"
 	c.ContentType = runtime.ContentTypeJSON
-	c.NegotiatedSerializer = sandboxWatchSerializer{serializer.WithoutConversionCodecFactory{CodecFactory: serializer.NewCodecFactory(scheme)}}
+	codecs := serializer.NewCodecFactory(scheme)
+	if encoding == APIEncodingCBOR {
+		c.ContentType = runtime.ContentTypeCBOR
+		codecs = cborCodecs(scheme)
+	}
+	c.NegotiatedSerializer = sandboxWatchSerializer{serializer.WithoutConversionCodecFactory{CodecFactory: codecs}}
 	if c.UserAgent == "" {
 		c.UserAgent = rest.DefaultKubernetesUserAgent()
 	}

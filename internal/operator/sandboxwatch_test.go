@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/runtime/serializer/cbor"
 	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
@@ -163,7 +164,7 @@ func TestSandboxWatchDecodesAsClientGoDoes(t *testing.T) {
 
 	scheme := api.NewScheme()
 	cfg := &rest.Config{Host: srv.URL}
-	ours, err := sandboxRESTClient(cfg, srv.Client(), scheme)
+	ours, err := sandboxRESTClient(cfg, srv.Client(), scheme, APIEncodingJSONFramer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,9 +230,10 @@ func TestSandboxWatchOnlyForAPlainClusterWideCache(t *testing.T) {
 }
 
 // BenchmarkSandboxWatchDecode decodes the initial events of a Sandbox informer's watch
-// (pool members of about 3.5 KB, managedFields included) as client-go does and as the
-// sandboxWatchSerializer does, through the same stream decoding path (framer, event
-// decoder, object decoder) a watch request builds.
+// (pool members of about 3.5 KB, managedFields included) as client-go does, as the
+// sandboxWatchSerializer does, and, encoded in CBOR, as client-go does with APIEncodingCBOR,
+// through the same stream decoding path (framer, event decoder, object decoder) a watch
+// request builds.
 func BenchmarkSandboxWatchDecode(b *testing.B) {
 	const n = 1000
 	events := make([]watch.Event, n)
@@ -239,24 +241,36 @@ func BenchmarkSandboxWatchDecode(b *testing.B) {
 		events[i] = watch.Event{Type: watch.Added, Object: poolMember(i)}
 	}
 	stream := watchStream(b, events...)
-	codecs := serializer.NewCodecFactory(api.NewScheme())
+	scheme := api.NewScheme()
+	codecs := serializer.NewCodecFactory(scheme)
+	// The same events in CBOR, as an API server with CBORServingAndStorage sends them.
+	var cborStream bytes.Buffer
+	enc := cbor.NewSerializer(scheme, scheme)
+	for _, e := range events {
+		if err := enc.Encode(&metav1.WatchEvent{Type: string(e.Type), Object: runtime.RawExtension{Object: e.Object}}, &cborStream); err != nil {
+			b.Fatal(err)
+		}
+	}
 	for _, c := range []struct {
-		name string
-		ns   runtime.NegotiatedSerializer
+		name      string
+		ns        runtime.NegotiatedSerializer
+		mediaType string
+		stream    []byte
 	}{
-		{"client-go", serializer.WithoutConversionCodecFactory{CodecFactory: codecs}},
-		{"sandgate", sandboxWatchSerializer{serializer.WithoutConversionCodecFactory{CodecFactory: codecs}}},
+		{"client-go", serializer.WithoutConversionCodecFactory{CodecFactory: codecs}, runtime.ContentTypeJSON, stream},
+		{"sandgate", sandboxWatchSerializer{serializer.WithoutConversionCodecFactory{CodecFactory: codecs}}, runtime.ContentTypeJSON, stream},
+		{"cbor", serializer.WithoutConversionCodecFactory{CodecFactory: cborCodecs(scheme)}, runtime.ContentTypeCBOR, cborStream.Bytes()},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			neg := runtime.NewClientNegotiator(c.ns, agentsv1beta1.GroupVersion)
-			b.SetBytes(int64(len(stream)))
+			b.SetBytes(int64(len(c.stream)))
 			b.ReportAllocs()
 			for b.Loop() {
-				objDec, streamSer, framer, err := neg.StreamDecoder(runtime.ContentTypeJSON, nil)
+				objDec, streamSer, framer, err := neg.StreamDecoder(c.mediaType, nil)
 				if err != nil {
 					b.Fatal(err)
 				}
-				d := restclientwatch.NewDecoder(streaming.NewDecoder(framer.NewFrameReader(io.NopCloser(bytes.NewReader(stream))), streamSer), objDec)
+				d := restclientwatch.NewDecoder(streaming.NewDecoder(framer.NewFrameReader(io.NopCloser(bytes.NewReader(c.stream))), streamSer), objDec)
 				for range n {
 					if _, _, err := d.Decode(); err != nil {
 						b.Fatal(err)

@@ -41,6 +41,7 @@ type Options struct {
 	Kubeconfig     string                  // --kubeconfig of an existing cluster; "" starts a local one
 	OperatorCmd    string                  // --operator-cmd (see harness.Options.OperatorCommand)
 	Nodes          int                     // --nodes of the local cluster; 0 means enough for the run
+	FeatureGates   string                  // --apiserver-feature-gates of the local cluster's kube-apiserver
 	Profile        controlplane.Profile    // --profile of the local cluster's pods
 	PodStartup     controlplane.PodStartup // --pod-startup-median, -p99, -seed of --profile realistic
 	JSONPath       string                  // --json: also write the result there
@@ -184,6 +185,7 @@ func startEnv(ctx context.Context, o Options, nodes int, progress io.Writer) (*h
 		Profile:         o.Profile,
 		PodStartup:      o.PodStartup,
 		OperatorCommand: o.OperatorCmd,
+		FeatureGates:    o.FeatureGates,
 		NoWebhooks:      !o.Webhooks,
 		V1beta1Only:     !o.ServeV1alpha1,
 		FloorAdmission:  o.FloorAdmission,

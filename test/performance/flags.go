@@ -25,6 +25,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.OperatorCmd, "operator-cmd", o.OperatorCmd,
 		"command line of the operator to run, with placeholders {{kubeconfig}} {{webhook-host}} {{webhook-port}} {{webhook-cert-dir}} {{metrics-port}} {{probe-port}}; "+
 			"default: build ./cmd/sandgate and run it (local cluster), none with --kubeconfig; \"none\" runs no operator")
+	fs.StringVar(&o.FeatureGates, "apiserver-feature-gates", o.FeatureGates, "kube-apiserver's --feature-gates in the local cluster, as CBORServingAndStorage=true (CBOR for custom resources: alpha and off by default in v1.37)")
 	fs.IntVar(&o.Nodes, "nodes", o.Nodes, "simulated nodes of the local cluster (default: enough for the pool and the claims)")
 	controlplane.AddProfileFlags(fs, &o.Profile, &o.PodStartup)
 	fs.BoolVar(&o.Webhooks, "webhooks", o.Webhooks, "install config/webhook in the local cluster; --webhooks=false for an operator that serves none")

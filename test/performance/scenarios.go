@@ -500,6 +500,9 @@ func writeReport(o Options, selected []scenario, stderr io.Writer) error {
 		return err
 	}
 	out := buf.Bytes()
+	if old, err := os.ReadFile(o.Out); err == nil && !o.Splice {
+		out = []byte(report.KeepSections(buf.String(), string(old)))
+	}
 	if o.Splice {
 		old, err := os.ReadFile(o.Out)
 		if err != nil {

@@ -49,6 +49,8 @@ type Options struct {
 	Nodes      int
 	Profile    controlplane.Profile
 	PodStartup controlplane.PodStartup
+	// FeatureGates is the local cluster's kube-apiserver --feature-gates ("": its defaults).
+	FeatureGates string
 	// OperatorCommand runs the operator: a shell command line with the placeholders
 	// {{kubeconfig}}, {{webhook-host}}, {{webhook-port}}, {{webhook-cert-dir}},
 	// {{metrics-port}} and {{probe-port}}. "" builds ./cmd/sandgate and runs it (local cluster
@@ -349,6 +351,10 @@ func (e *Env) startLocal(ctx context.Context, opts Options) error {
 		PodStartup:      opts.PodStartup,
 		Log:             opts.Log,
 		NoSignalHandler: true, // the commands handle signals and call Stop
+	}
+	if opts.FeatureGates != "" {
+		fopts.APIServerFlags = map[string]string{"feature-gates": opts.FeatureGates}
+		e.logf("kube-apiserver --feature-gates=%s", opts.FeatureGates)
 	}
 	webhookDir := filepath.Join(root, "config", "webhook")
 	switch {

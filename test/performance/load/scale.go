@@ -436,6 +436,15 @@ func (r *runner) restart(ctx context.Context, cfg ScaleConfig, w *ClaimWatcher,
 		return out, errors.New("a scale run needs a way to restart the operator (ScaleProbes.RestartOperator)")
 	}
 	r.progressf("restart: stopping the operator (SIGTERM) and starting it again")
+	apiCPU := r.probes.APIServerCPU
+	var apiStart float64
+	if apiCPU != nil {
+		if v, err := apiCPU(); err == nil {
+			apiStart = v
+		} else {
+			apiCPU = nil
+		}
+	}
 	rs, err := restartOperator(ctx)
 	if err != nil {
 		return out, fmt.Errorf("restarting the operator: %w", err)
@@ -468,6 +477,7 @@ func (r *runner) restart(ctx context.Context, cfg ScaleConfig, w *ClaimWatcher,
 	for {
 		if obs, ok := w.Ready(s.name); ok {
 			out.ToFirstClaimSeconds = round2(obs.ReadyAt.Sub(rs.StartedAt).Seconds())
+			out.OperatorCPUSeconds, out.APIServerCPUSeconds = r.restartCPU(apiCPU, apiStart)
 			break
 		}
 		select {
@@ -480,9 +490,26 @@ func (r *runner) restart(ctx context.Context, cfg ScaleConfig, w *ClaimWatcher,
 		return out, fmt.Errorf("the restarted operator: %w", err)
 	}
 	out.ToReadySeconds = round2((<-readyAt).Sub(rs.StartedAt).Seconds())
-	r.progressf("restart: stopped in %.2f s; /readyz %.2f s and first claim Ready %.2f s after the start (%d create calls)",
-		out.StopSeconds, out.ToReadySeconds, out.ToFirstClaimSeconds, out.ClaimAttempts)
+	r.progressf("restart: stopped in %.2f s; /readyz %.2f s and first claim Ready %.2f s after the start (%d create calls); CPU to the first claim: operator %.2f s, kube-apiserver %.2f s",
+		out.StopSeconds, out.ToReadySeconds, out.ToFirstClaimSeconds, out.ClaimAttempts, out.OperatorCPUSeconds, out.APIServerCPUSeconds)
 	return out, r.healthy()
+}
+
+// restartCPU reads, at a restart's first claim, the new operator's CPU since its start and
+// kube-apiserver's since apiStart (read by apiCPU before the stop); 0 for either it cannot
+// read.
+func (r *runner) restartCPU(apiCPU func() (float64, error), apiStart float64) (operator, apiserver float64) {
+	if apiCPU != nil {
+		if v, err := apiCPU(); err == nil {
+			apiserver = round2(v - apiStart)
+		}
+	}
+	if r.probes.OperatorUsage != nil {
+		if u, err := r.probes.OperatorUsage(); err == nil {
+			operator = round2(u.CPUSeconds)
+		}
+	}
+	return operator, apiserver
 }
 
 // scaleFloor detaches the operator and makes the floor's serial claims into the first pool

@@ -88,6 +88,11 @@ type Restart struct {
 	ToReadySeconds      float64 `json:"toReadySeconds"`
 	ToFirstClaimSeconds float64 `json:"toFirstClaimSeconds"`
 	ClaimAttempts       int     `json:"claimAttempts"`
+	// OperatorCPUSeconds is the new process's CPU from its start to the first claim's Ready,
+	// APIServerCPUSeconds kube-apiserver's from just before the stop to then: what the
+	// restart's lists and watches cost on both ends. 0 when they could not be read.
+	OperatorCPUSeconds  float64 `json:"operatorCPUSeconds,omitempty"`
+	APIServerCPUSeconds float64 `json:"apiserverCPUSeconds,omitempty"`
 }
 
 // SetMedianRestart sets the Restart* figures from the median of Restarts by time to the first

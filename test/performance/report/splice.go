@@ -7,6 +7,14 @@ import "strings"
 // alone and spliced into a report measured in full before (sandgate-bench --splice).
 var SplicedSections = []string{sectionBursts, sectionTrace, sectionFairShare}
 
+// KeptSections are the titles of the report's sections measured apart from `make bench` (by the
+// commands they show): no result renders them, and a report written again keeps them from the
+// one it replaces (KeepSections).
+var KeptSections = []string{SectionEncodings}
+
+// SectionEncodings compares the Sandbox informer's encodings (the operator's --api-encoding).
+const SectionEncodings = "## CBOR against JSON"
+
 const (
 	sectionBursts    = "## Rapid bursts"
 	sectionTrace     = "## Demand trace: warm pool policies"
@@ -21,8 +29,20 @@ const (
 // its startup latency section (at its end when it has none). It returns the new report and
 // the titles it took from fresh, in fresh's order.
 func SpliceSections(report, fresh string) (string, []string) {
+	return splice(report, fresh, SplicedSections)
+}
+
+// KeepSections puts into fresh, a report just rendered, each of KeptSections that old, the
+// report it replaces, has, before its startup latency section (no result renders them).
+func KeepSections(fresh, old string) string {
+	kept, _ := splice(fresh, old, KeptSections)
+	return kept
+}
+
+// splice replaces in report each section of titles that fresh has, or inserts it.
+func splice(report, fresh string, titles []string) (string, []string) {
 	var taken []string
-	for _, title := range SplicedSections {
+	for _, title := range titles {
 		section, ok := sectionOf(fresh, title)
 		if !ok {
 			continue

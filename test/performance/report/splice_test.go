@@ -28,3 +28,17 @@ func TestSpliceSectionsAtTheEndAndNothingToTake(t *testing.T) {
 		t.Errorf("nothing to take: %q, %q", got, titles)
 	}
 }
+
+// A report written again keeps the sections measured apart from the one it replaces: no
+// result renders them.
+func TestKeepSectionsCarriesTheMeasuredApart(t *testing.T) {
+	old := "# Performance\n\n## Scenarios\nold runs\n\n" + SectionEncodings + "\nby hand\n\n## Startup latency\nold startup\n"
+	fresh := "# Performance\n\n## Scenarios\nnew runs\n\n## Startup latency\nnew startup\n"
+	want := "# Performance\n\n## Scenarios\nnew runs\n\n" + SectionEncodings + "\nby hand\n\n## Startup latency\nnew startup\n"
+	if got := KeepSections(fresh, old); got != want {
+		t.Errorf("kept:\n%s\nwant:\n%s", got, want)
+	}
+	if got := KeepSections(fresh, "# Performance\n"); got != fresh {
+		t.Errorf("nothing to keep: %q", got)
+	}
+}
