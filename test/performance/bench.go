@@ -52,6 +52,7 @@ type Options struct {
 	FloorAdmission bool                    // --floor-admission
 	FloorRoute     bool                    // --floor-route: the floor makes sandgate's route write too
 	LightFloor     bool                    // --light-floor: the floor on minimal members; implies Floor
+	StandInInProc  bool                    // --stand-in-in-process: the floor's webhooks answered from the load generator's process
 
 	Scenarios  string // --scenarios: all or a comma-separated list (ScenarioNames)
 	ScalePool  int    // --scale-pool: pool size of the large scale scenario
@@ -178,17 +179,34 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 // startEnv starts the environment of a run of o, a local cluster of nodes simulated nodes
 // unless o names a kubeconfig; stopEnv stops it.
 func startEnv(ctx context.Context, o Options, nodes int, progress io.Writer) (*harness.Env, error) {
+	standIn := ""
+	if o.Floor && !o.StandInInProc && o.Kubeconfig == "" {
+		exe, err := harness.StandInExecutable()
+		if err != nil {
+			return nil, err
+		}
+		standIn = exe
+	}
 	return harness.Start(ctx, harness.Options{
-		Kubeconfig:      o.Kubeconfig,
-		Nodes:           nodes,
-		Profile:         o.Profile,
-		PodStartup:      o.PodStartup,
-		OperatorCommand: o.OperatorCmd,
-		NoWebhooks:      !o.Webhooks,
-		V1beta1Only:     !o.ServeV1alpha1,
-		FloorAdmission:  o.FloorAdmission,
-		Log:             progress,
+		StandInExecutable: standIn,
+		Kubeconfig:        o.Kubeconfig,
+		Nodes:             nodes,
+		Profile:           o.Profile,
+		PodStartup:        o.PodStartup,
+		OperatorCommand:   o.OperatorCmd,
+		NoWebhooks:        !o.Webhooks,
+		V1beta1Only:       !o.ServeV1alpha1,
+		FloorAdmission:    o.FloorAdmission,
+		Log:               progress,
 	})
+}
+
+// standInProbes sets the probes of a floor run's stand-in webhooks on env.
+func standInProbes(env *harness.Env, probes *load.Probes) {
+	probes.StandInMetrics = env.StandInMetrics
+	if env.StandInProcess() {
+		probes.StandInUsage = env.StandInUsage
+	}
 }
 
 // stopEnv stops env, joining its error into *retErr: deferred by every run that startEnv
@@ -244,7 +262,7 @@ func runOnce(ctx context.Context, o Options, podSpec corev1.PodSpec, templateNam
 	params := report.Parameters{
 		BurstSize: o.BurstSize, QPS: o.QPS, TotalBursts: o.TotalBursts, WarmPoolSize: int32(o.WarmPoolSize),
 		Namespace: ns, Template: templateName, TimeoutSeconds: o.Timeout.Seconds(), Floor: o.Floor,
-		FloorAdmission: o.FloorAdmission, FloorRoute: o.FloorRoute,
+		FloorAdmission: o.FloorAdmission, FloorRoute: o.FloorRoute, StandInInProcess: o.Floor && o.StandInInProc,
 	}
 	params.LightFloor = o.LightFloor
 	describeCluster(&params, env, o)
@@ -267,6 +285,7 @@ func runOnce(ctx context.Context, o Options, podSpec corev1.PodSpec, templateNam
 			return nil, errors.New("the floor needs an operator to fill the pool and its webhooks installed")
 		}
 		probes.DetachOperator = env.DetachOperator
+		standInProbes(env, &probes)
 	}
 	res, err := load.Run(ctx, env.Config, load.Config{
 		Namespace:        ns,

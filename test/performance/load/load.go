@@ -106,6 +106,10 @@ type Probes struct {
 	// DetachOperator stops the operator and removes its admission webhooks, or has them
 	// answered at once without a decision; a floor run calls it once the pool is full.
 	DetachOperator func(context.Context) error
+	// StandInMetrics scrapes the floor's stand-in webhook server, StandInUsage reads its
+	// process (nil when it runs in the load generator's own process, or there is none).
+	StandInMetrics func(context.Context) (scrape.Snapshot, error)
+	StandInUsage   func() (proc.Usage, error)
 	// APIServerCPU reads kube-apiserver's CPU seconds so far, cheaply enough to be called at
 	// every claim's Ready event; nil reads process_cpu_seconds_total from its /metrics
 	// instead, once after the last Ready.
@@ -236,6 +240,7 @@ func Run(ctx context.Context, restCfg *rest.Config, cfg Config, probes Probes) (
 		r.bursts.stopTimeline()
 	}
 	res.OtherWork = window.otherWork()
+	res.LoadGeneratorCPUSeconds = window.selfCPU()
 	anyReady := !lastReady.IsZero()
 	if !anyReady {
 		lastReady = time.Now()
@@ -582,6 +587,9 @@ type snapshot struct {
 	operator   scrape.Snapshot
 	usage      *proc.Usage
 	components map[string]proc.Usage
+	// standIn and standInUsage are the floor's stand-in webhook server's.
+	standIn      scrape.Snapshot
+	standInUsage *proc.Usage
 }
 
 // measure scrapes the API server and the operator and reads the processes' usage; failures
@@ -606,6 +614,16 @@ func (r *runner) measure(ctx context.Context, res *report.Result) snapshot {
 	}
 	if r.probes.ComponentUsage != nil {
 		s.components = r.probes.ComponentUsage()
+	}
+	if r.probes.StandInMetrics != nil {
+		if s.standIn, err = r.probes.StandInMetrics(ctx); err != nil {
+			res.Errors = append(res.Errors, err.Error())
+		}
+	}
+	if r.probes.StandInUsage != nil {
+		if u, err := r.probes.StandInUsage(); err == nil {
+			s.standInUsage = &u
+		}
 	}
 	return s
 }
