@@ -48,6 +48,7 @@ type Options struct {
 	ServeV1alpha1  bool                    // --serve-v1alpha1
 	CPUProfile     string                  // --apiserver-profile
 	ProfileSeconds int                     // --apiserver-profile-seconds
+	WebhookProfile string                  // --webhook-server-profile: with --apiserver-profile, the webhook server's CPU profile
 	Floor          bool                    // --floor
 	FloorAdmission bool                    // --floor-admission
 	FloorRoute     bool                    // --floor-route: the floor makes sandgate's route write too
@@ -189,6 +190,7 @@ func startEnv(ctx context.Context, o Options, nodes int, progress io.Writer) (*h
 	}
 	return harness.Start(ctx, harness.Options{
 		StandInExecutable: standIn,
+		OperatorPprof:     o.WebhookProfile != "",
 		Kubeconfig:        o.Kubeconfig,
 		Nodes:             nodes,
 		Profile:           o.Profile,
@@ -287,24 +289,26 @@ func runOnce(ctx context.Context, o Options, podSpec corev1.PodSpec, templateNam
 		probes.DetachOperator = env.DetachOperator
 		standInProbes(env, &probes)
 	}
+	probes.ProfileWebhookServer = env.ProfileWebhookServer
 	res, err := load.Run(ctx, env.Config, load.Config{
-		Namespace:        ns,
-		PodSpec:          podSpec,
-		WarmPoolSize:     int32(o.WarmPoolSize),
-		Autoscaler:       o.Autoscaler,
-		BurstSize:        o.BurstSize,
-		TotalBursts:      o.TotalBursts,
-		QPS:              o.QPS,
-		PoolCreateWait:   o.PoolCreateWait,
-		Timeout:          o.Timeout,
-		BurstPause:       o.BurstPause,
-		RefillWait:       o.RefillWait,
-		Progress:         progress,
-		APIServerProfile: o.CPUProfile,
-		ProfileSeconds:   o.ProfileSeconds,
-		Floor:            o.Floor,
-		LightFloor:       o.LightFloor,
-		FloorRoute:       o.FloorRoute,
+		Namespace:            ns,
+		PodSpec:              podSpec,
+		WarmPoolSize:         int32(o.WarmPoolSize),
+		Autoscaler:           o.Autoscaler,
+		BurstSize:            o.BurstSize,
+		TotalBursts:          o.TotalBursts,
+		QPS:                  o.QPS,
+		PoolCreateWait:       o.PoolCreateWait,
+		Timeout:              o.Timeout,
+		BurstPause:           o.BurstPause,
+		RefillWait:           o.RefillWait,
+		Progress:             progress,
+		APIServerProfile:     o.CPUProfile,
+		WebhookServerProfile: o.WebhookProfile,
+		ProfileSeconds:       o.ProfileSeconds,
+		Floor:                o.Floor,
+		LightFloor:           o.LightFloor,
+		FloorRoute:           o.FloorRoute,
 	}, probes)
 	if err != nil {
 		if env.Operator != nil {

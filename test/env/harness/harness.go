@@ -71,6 +71,9 @@ type Options struct {
 	// a command that does). "" answers them from the harness's own process, which the load
 	// generator's goroutines share.
 	StandInExecutable string
+	// OperatorPprof serves the CPU profile on the metrics endpoint of the operator the harness
+	// builds (--enable-pprof), for ProfileWebhookServer.
+	OperatorPprof bool
 	// Log receives progress lines.
 	Log io.Writer
 }
@@ -170,6 +173,9 @@ func Start(ctx context.Context, opts Options) (_ *Env, retErr error) {
 		// before the operator starts (see installCABeforeOperator).
 		selfSigned = e.Webhooks
 		opts.OperatorCommand = build.command(false)
+		if opts.OperatorPprof {
+			opts.OperatorCommand += " --enable-pprof"
+		}
 		if selfSigned {
 			ep.webhookCertDir = filepath.Join(e.dir, "webhook-certs")
 		}

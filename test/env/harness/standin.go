@@ -13,8 +13,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -67,6 +69,8 @@ func ServeStandIn(ctx context.Context, args []string) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
+	// The CPU profile only, as the operator's --enable-pprof serves it: ProfileWebhookServer.
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	ms := &http.Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(*metricsPort)), Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
@@ -125,10 +129,14 @@ func (e *Env) startStandIn(ctx context.Context, admissionPaths []string) error {
 }
 
 // StandInMetrics scrapes the stand-in webhooks of a floor run: their process's metrics, or,
-// served from this process, this process's controller-runtime registry.
+// served from this process, this process's controller-runtime registry; nil when the harness
+// serves no webhook (a floor whose CRDs serve v1beta1 only calls none).
 func (e *Env) StandInMetrics(ctx context.Context) (scrape.Snapshot, error) {
 	if e.standIn != nil {
 		return e.standIn.Metrics(ctx)
+	}
+	if e.stopWebhooks == nil {
+		return nil, nil
 	}
 	families, err := metrics.Registry.Gather()
 	if err != nil {
@@ -144,10 +152,49 @@ func (e *Env) StandInMetrics(ctx context.Context) (scrape.Snapshot, error) {
 	return scrape.Parse(&buf)
 }
 
-// StandInUsage reads the stand-in webhook process's CPU and memory so far.
+// ProfileWebhookServer writes a CPU profile of seconds of the process answering the webhooks
+// to path: the floor's stand-in process, or else the operator (started with
+// Options.OperatorPprof).
+func (e *Env) ProfileWebhookServer(ctx context.Context, seconds int, path string) error {
+	var metricsURL string
+	switch {
+	case e.standIn != nil:
+		metricsURL = e.standIn.MetricsURL
+	case e.Operator != nil:
+		metricsURL = e.Operator.MetricsURL
+	}
+	if metricsURL == "" {
+		return errors.New("profiling the webhook server: no process of its own serves the webhooks")
+	}
+	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", strings.TrimSuffix(metricsURL, "/metrics"), seconds)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return fmt.Errorf("profiling the webhook server: %w", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("profiling the webhook server: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }() // read to the end or failed already
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("profiling the webhook server: HTTP %s", resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("writing the webhook server's profile: %w", err)
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close() // the copy error is the one to report
+		return fmt.Errorf("writing the webhook server's profile: %w", err)
+	}
+	return f.Close()
+}
+
+// StandInUsage reads the stand-in webhook process's CPU and memory so far: none while no
+// such process runs (a floor that calls no webhook starts none).
 func (e *Env) StandInUsage() (proc.Usage, error) {
 	if e.standIn == nil {
-		return proc.Usage{}, errors.New("no stand-in webhook process runs")
+		return proc.Usage{}, nil
 	}
 	return e.standIn.Usage()
 }

@@ -74,6 +74,9 @@ type Config struct {
 	// first ProfileSeconds of the run (its /debug/pprof/profile).
 	APIServerProfile string
 	ProfileSeconds   int
+	// WebhookServerProfile, when set, receives a CPU profile of the process answering the
+	// webhooks over the same seconds (Probes.ProfileWebhookServer).
+	WebhookServerProfile string
 	// Floor runs the API server's floor instead of measuring the operator: once the pool is
 	// full, Probes.DetachOperator stops the operator and removes its admission webhooks (or
 	// has them answered at once), and the load generator makes each claim's writes itself
@@ -110,6 +113,9 @@ type Probes struct {
 	// process (nil when it runs in the load generator's own process, or there is none).
 	StandInMetrics func(context.Context) (scrape.Snapshot, error)
 	StandInUsage   func() (proc.Usage, error)
+	// ProfileWebhookServer writes a CPU profile of seconds of the process answering the
+	// webhooks to path; nil when it cannot.
+	ProfileWebhookServer func(ctx context.Context, seconds int, path string) error
 	// APIServerCPU reads kube-apiserver's CPU seconds so far, cheaply enough to be called at
 	// every claim's Ready event; nil reads process_cpu_seconds_total from its /metrics
 	// instead, once after the last Ready.
@@ -637,7 +643,16 @@ func (r *runner) profileAPIServer(ctx context.Context) <-chan error {
 		return done
 	}
 	go func() {
-		done <- profile(ctx, r.rest, r.cfg.ProfileSeconds, r.cfg.APIServerProfile)
+		webhookDone := make(chan error, 1)
+		if r.cfg.WebhookServerProfile != "" && r.probes.ProfileWebhookServer != nil {
+			go func() {
+				webhookDone <- r.probes.ProfileWebhookServer(ctx, r.cfg.ProfileSeconds, r.cfg.WebhookServerProfile)
+			}()
+		} else {
+			webhookDone <- nil
+		}
+		err := profile(ctx, r.rest, r.cfg.ProfileSeconds, r.cfg.APIServerProfile)
+		done <- errors.Join(err, <-webhookDone)
 	}()
 	return done
 }

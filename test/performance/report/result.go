@@ -350,7 +350,7 @@ type Result struct {
 	// cluster started the same way; nil when not measured.
 	Floor *Result `json:"floor,omitempty"`
 	// AdmissionFloor is the floor measured again with the admission webhooks kept and each call
-	// answered at once by the load generator (Parameters.FloorAdmission), in the same round;
+	// answered at once by a stand-in (Parameters.FloorAdmission), in the same round;
 	// nil when not measured.
 	AdmissionFloor *Result `json:"admissionFloor,omitempty"`
 	// ContractFloor is the contract floor of the same round: the floor with the admission

@@ -31,7 +31,7 @@ func WriteText(w io.Writer, r *Result) error {
 	case p.FloorAdmission && p.FloorRoute:
 		title += " (contract floor: no operator; admission webhooks answered at once; the load generator writes, the route write included)"
 	case p.FloorAdmission:
-		title += " (floor: no operator; admission webhooks answered at once by the load generator, which writes)"
+		title += " (floor: no operator; admission webhooks answered at once by a stand-in; the load generator writes)"
 	case p.Floor:
 		title += " (floor: no operator, no webhooks; the load generator writes)"
 	}
