@@ -8,7 +8,8 @@
 #   test/performance/blackbox/burst.sh [out-dir]      (from the repository root; bin/ built)
 #
 # Environment: OPERATOR (a cmd/sandgate binary; default: go build), CLAIMS (100), QPS (100),
-# POOL (150). Everything it started is stopped at the end.
+# POOL (150), SETTLE (seconds between the pool's last Ready and the first claim, 5).
+# Everything it started is stopped at the end.
 set -euo pipefail
 out=${1:-$(mktemp -d /tmp/sandgate-blackbox-XXXXXX)}
 claims=${CLAIMS:-100} qps=${QPS:-100} pool=${POOL:-150}
@@ -71,8 +72,13 @@ metadata: {name: bench-pool, namespace: blackbox}
 spec: {replicas: $pool, sandboxTemplateRef: {name: bench-template}}
 YAML
 until [ "$(k -n blackbox get sandboxwarmpool bench-pool -o jsonpath='{.status.readyReplicas}')" = "$pool" ]; do sleep 1; done
-sleep 5 # the pool's last events settle
+sleep "${SETTLE:-5}" # the pool's last events settle
+busy() { head -1 /proc/stat | awk '{print ($2+$3+$4+$7+$8+$9) / 100}'; } # USER_HZ ticks
 echo "burst at $(date -u +%T): $(uptime)"
+b0=$(busy) t0=$(date +%s.%N)
 python3 test/performance/blackbox/claims.py --kubeconfig "$out/admin.kubeconfig" --kubectl "$kubectl" \
   --namespace blackbox --pool bench-pool --claims "$claims" --qps "$qps" | tee "$out/result.json"
+# The whole machine's busy CPU over the client's run (cluster, operator, client and anything
+# else): with the bench's figures of the same burst, it tells a machine busy elsewhere.
+echo "machine busy: $(awk -v a="$b0" -v b="$(busy)" -v t="$t0" -v u="$(date +%s.%N)" 'BEGIN {printf "%.2f s CPU in %.2f s", b-a, u-t}')"
 echo "done at $(date -u +%T): $(uptime)"
