@@ -8,7 +8,7 @@
 #   test/performance/blackbox/burst.sh [out-dir]      (from the repository root; bin/ built)
 #
 # Environment: OPERATOR (a cmd/sandgate binary; default: go build), CLAIMS (100), QPS (100),
-# POOL (150), SETTLE (seconds between the pool's last Ready and the first claim, 5).
+# POOL (150), SETTLE (seconds between the pool's last Ready and the first claim, 30).
 # Everything it started is stopped at the end.
 set -euo pipefail
 out=${1:-$(mktemp -d /tmp/sandgate-blackbox-XXXXXX)}
@@ -72,7 +72,7 @@ metadata: {name: bench-pool, namespace: blackbox}
 spec: {replicas: $pool, sandboxTemplateRef: {name: bench-template}}
 YAML
 until [ "$(k -n blackbox get sandboxwarmpool bench-pool -o jsonpath='{.status.readyReplicas}')" = "$pool" ]; do sleep 1; done
-sleep "${SETTLE:-5}" # the pool's last events settle
+sleep "${SETTLE:-30}" # the CRDs' old storage goes, the pool's last events settle
 busy() { head -1 /proc/stat | awk '{print ($2+$3+$4+$7+$8+$9) / 100}'; } # USER_HZ ticks
 echo "burst at $(date -u +%T): $(uptime)"
 b0=$(busy) t0=$(date +%s.%N)
