@@ -49,10 +49,12 @@ type Options struct {
 	ServeV1alpha1  bool                    // --serve-v1alpha1
 	CPUProfile     string                  // --apiserver-profile
 	ProfileSeconds int                     // --apiserver-profile-seconds
+	WebhookProfile string                  // --webhook-server-profile: with --apiserver-profile, the webhook server's CPU profile
 	Floor          bool                    // --floor
 	FloorAdmission bool                    // --floor-admission
 	FloorRoute     bool                    // --floor-route: the floor makes sandgate's route write too
 	LightFloor     bool                    // --light-floor: the floor on minimal members; implies Floor
+	StandInInProc  bool                    // --stand-in-in-process: the floor's webhooks answered from the load generator's process
 
 	Scenarios  string // --scenarios: all or a comma-separated list (ScenarioNames)
 	ScalePool  int    // --scale-pool: pool size of the large scale scenario
@@ -179,18 +181,36 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 // startEnv starts the environment of a run of o, a local cluster of nodes simulated nodes
 // unless o names a kubeconfig; stopEnv stops it.
 func startEnv(ctx context.Context, o Options, nodes int, progress io.Writer) (*harness.Env, error) {
+	standIn := ""
+	if o.Floor && !o.StandInInProc && o.Kubeconfig == "" {
+		exe, err := harness.StandInExecutable()
+		if err != nil {
+			return nil, err
+		}
+		standIn = exe
+	}
 	return harness.Start(ctx, harness.Options{
-		Kubeconfig:      o.Kubeconfig,
-		Nodes:           nodes,
-		Profile:         o.Profile,
-		PodStartup:      o.PodStartup,
-		OperatorCommand: o.OperatorCmd,
-		FeatureGates:    o.FeatureGates,
-		NoWebhooks:      !o.Webhooks,
-		V1beta1Only:     !o.ServeV1alpha1,
-		FloorAdmission:  o.FloorAdmission,
-		Log:             progress,
+		StandInExecutable: standIn,
+		OperatorPprof:     o.WebhookProfile != "",
+		Kubeconfig:        o.Kubeconfig,
+		Nodes:             nodes,
+		Profile:           o.Profile,
+		PodStartup:        o.PodStartup,
+		OperatorCommand:   o.OperatorCmd,
+		FeatureGates:      o.FeatureGates,
+		NoWebhooks:        !o.Webhooks,
+		V1beta1Only:       !o.ServeV1alpha1,
+		FloorAdmission:    o.FloorAdmission,
+		Log:               progress,
 	})
+}
+
+// standInProbes sets the probes of a floor run's stand-in webhooks on env.
+func standInProbes(env *harness.Env, probes *load.Probes) {
+	probes.StandInMetrics = env.StandInMetrics
+	if env.StandInProcess() {
+		probes.StandInUsage = env.StandInUsage
+	}
 }
 
 // stopEnv stops env, joining its error into *retErr: deferred by every run that startEnv
@@ -246,7 +266,7 @@ func runOnce(ctx context.Context, o Options, podSpec corev1.PodSpec, templateNam
 	params := report.Parameters{
 		BurstSize: o.BurstSize, QPS: o.QPS, TotalBursts: o.TotalBursts, WarmPoolSize: int32(o.WarmPoolSize),
 		Namespace: ns, Template: templateName, TimeoutSeconds: o.Timeout.Seconds(), Floor: o.Floor,
-		FloorAdmission: o.FloorAdmission, FloorRoute: o.FloorRoute,
+		FloorAdmission: o.FloorAdmission, FloorRoute: o.FloorRoute, StandInInProcess: o.Floor && o.StandInInProc,
 	}
 	params.LightFloor = o.LightFloor
 	describeCluster(&params, env, o)
@@ -269,25 +289,28 @@ func runOnce(ctx context.Context, o Options, podSpec corev1.PodSpec, templateNam
 			return nil, errors.New("the floor needs an operator to fill the pool and its webhooks installed")
 		}
 		probes.DetachOperator = env.DetachOperator
+		standInProbes(env, &probes)
 	}
+	probes.ProfileWebhookServer = env.ProfileWebhookServer
 	res, err := load.Run(ctx, env.Config, load.Config{
-		Namespace:        ns,
-		PodSpec:          podSpec,
-		WarmPoolSize:     int32(o.WarmPoolSize),
-		Autoscaler:       o.Autoscaler,
-		BurstSize:        o.BurstSize,
-		TotalBursts:      o.TotalBursts,
-		QPS:              o.QPS,
-		PoolCreateWait:   o.PoolCreateWait,
-		Timeout:          o.Timeout,
-		BurstPause:       o.BurstPause,
-		RefillWait:       o.RefillWait,
-		Progress:         progress,
-		APIServerProfile: o.CPUProfile,
-		ProfileSeconds:   o.ProfileSeconds,
-		Floor:            o.Floor,
-		LightFloor:       o.LightFloor,
-		FloorRoute:       o.FloorRoute,
+		Namespace:            ns,
+		PodSpec:              podSpec,
+		WarmPoolSize:         int32(o.WarmPoolSize),
+		Autoscaler:           o.Autoscaler,
+		BurstSize:            o.BurstSize,
+		TotalBursts:          o.TotalBursts,
+		QPS:                  o.QPS,
+		PoolCreateWait:       o.PoolCreateWait,
+		Timeout:              o.Timeout,
+		BurstPause:           o.BurstPause,
+		RefillWait:           o.RefillWait,
+		Progress:             progress,
+		APIServerProfile:     o.CPUProfile,
+		WebhookServerProfile: o.WebhookProfile,
+		ProfileSeconds:       o.ProfileSeconds,
+		Floor:                o.Floor,
+		LightFloor:           o.LightFloor,
+		FloorRoute:           o.FloorRoute,
 	}, probes)
 	if err != nil {
 		if env.Operator != nil {

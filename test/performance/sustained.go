@@ -185,6 +185,7 @@ func runSustainedOnce(ctx context.Context, o Options, cfg load.SustainedConfig, 
 	describeCluster(&params, env, o)
 	if cfg.Floor {
 		probes.DetachOperator = env.DetachOperator
+		standInProbes(env, &probes)
 	} else {
 		probes.OperatorUsage = env.Operator.Usage
 		if env.Operator.MetricsURL != "" {

@@ -22,10 +22,23 @@ import (
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/sandgate-dev/sandgate/test/env/harness"
 	"github.com/sandgate-dev/sandgate/test/performance"
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == harness.StandInArg {
+		// A floor run's stand-in webhooks, in a process of their own (harness.ServeStandIn).
+		ctrllog.SetLogger(logr.Discard())
+		ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		err := harness.ServeStandIn(ctx, os.Args[2:])
+		cancel()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "sandgate-bench %s: %v\n", harness.StandInArg, err)
+			os.Exit(2)
+		}
+		return
+	}
 	o := performance.DefaultOptions()
 	fs := flag.NewFlagSet("sandgate-bench", flag.ContinueOnError)
 	fs.Usage = func() {

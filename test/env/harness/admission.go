@@ -26,13 +26,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
 
 	"github.com/sandgate-dev/sandgate/api"
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
-	"github.com/sandgate-dev/sandgate/webhooks"
 )
 
 // admissionWait bounds the wait for the API server to reach the webhooks.
@@ -311,25 +309,17 @@ func waitForNoAdmission(ctx context.Context, c client.Client) error {
 	}
 }
 
-// serveWebhooks serves, at the operator's webhook address and certificate, in this process
-// until Stop: the CRDs' conversion webhook while they serve v1alpha1, and answerAtOnce at each
-// of admission.
+// serveWebhooks serves, at the operator's webhook address and certificate, until Stop: the
+// CRDs' conversion webhook while they serve v1alpha1, and answerAtOnce at each of
+// admissionPaths; in a process of their own with Options.StandInExecutable, else in this one.
 func (e *Env) serveWebhooks(ctx context.Context, admissionPaths []string) error {
-	srv := webhook.NewServer(webhook.Options{Host: e.webhook.webhookHost, Port: e.webhook.webhookPort, CertDir: e.webhook.webhookCertDir})
-	var what []string
-	if !e.v1beta1Only {
-		h, err := webhooks.ConversionHandler(api.NewScheme(), conversion.NewRegistry())
-		if err != nil {
-			return err
-		}
-		srv.Register(webhooks.ConvertPath, h)
-		what = append(what, "conversion (the CRDs serve v1alpha1)")
+	if e.standInExe != "" {
+		return e.startStandIn(ctx, admissionPaths)
 	}
-	for _, p := range admissionPaths {
-		srv.Register(p, &admission.Webhook{Handler: answerAtOnce(time.Now)})
-	}
-	if len(admissionPaths) > 0 {
-		what = append(what, fmt.Sprintf("%d admission webhooks, each allowing at once", len(admissionPaths)))
+	srv, what, err := standInServer(webhook.Options{Host: e.webhook.webhookHost, Port: e.webhook.webhookPort, CertDir: e.webhook.webhookCertDir},
+		!e.v1beta1Only, admissionPaths)
+	if err != nil {
+		return err
 	}
 	serveCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -345,7 +335,7 @@ func (e *Env) serveWebhooks(ctx context.Context, admissionPaths []string) error 
 	for {
 		err := started(nil)
 		if err == nil {
-			e.logf("webhooks served by the harness at %s: %s", addr, strings.Join(what, "; "))
+			e.logf("webhooks served by the harness's own process at %s: %s", addr, strings.Join(what, "; "))
 			return nil
 		}
 		select {

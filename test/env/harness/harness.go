@@ -67,6 +67,15 @@ type Options struct {
 	// FloorAdmission keeps the webhook configurations in a floor run: DetachOperator stops the
 	// operator and the harness answers every admission call at once (see DetachOperator).
 	FloorAdmission bool
+	// StandInExecutable, when set, answers a floor run's webhooks (the conversion webhook,
+	// and with FloorAdmission the admission webhooks) from a process of their own: this
+	// executable run with StandInArg, which must call ServeStandIn (StandInExecutable() for
+	// a command that does). "" answers them from the harness's own process, which the load
+	// generator's goroutines share.
+	StandInExecutable string
+	// OperatorPprof serves the CPU profile on the metrics endpoint of the operator the harness
+	// builds (--enable-pprof), for ProfileWebhookServer.
+	OperatorPprof bool
 	// Log receives progress lines.
 	Log io.Writer
 }
@@ -93,6 +102,10 @@ type Env struct {
 	floorAdmission bool
 	// stopWebhooks stops the webhook server the harness runs for a floor run.
 	stopWebhooks context.CancelFunc
+	// standInExe is Options.StandInExecutable; standIn its process once a floor run started
+	// it.
+	standInExe string
+	standIn    *Operator
 
 	// operatorStarted is when the harness started the operator.
 	operatorStarted time.Time
@@ -162,6 +175,9 @@ func Start(ctx context.Context, opts Options) (_ *Env, retErr error) {
 		// before the operator starts (see installCABeforeOperator).
 		selfSigned = e.Webhooks
 		opts.OperatorCommand = build.command(false)
+		if opts.OperatorPprof {
+			opts.OperatorCommand += " --enable-pprof"
+		}
 		if selfSigned {
 			ep.webhookCertDir = filepath.Join(e.dir, "webhook-certs")
 		}
@@ -181,7 +197,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, retErr error) {
 		return nil, err
 	}
 	ep.metricsPort, ep.probePort = ports[0], ports[1]
-	e.webhook, e.v1beta1Only, e.floorAdmission = ep, opts.V1beta1Only, opts.FloorAdmission
+	e.webhook, e.v1beta1Only, e.floorAdmission, e.standInExe = ep, opts.V1beta1Only, opts.FloorAdmission, opts.StandInExecutable
 	if selfSigned {
 		if err := installCABeforeOperator(ctx, e.Config, ep, e.logf); err != nil {
 			return nil, err

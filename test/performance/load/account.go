@@ -121,6 +121,7 @@ func (r *runner) account(res *report.Result, before, after snapshot, webhooks ma
 		res.Operator.CPUSecondsTotal = round2(after.usage.CPUSeconds)
 		res.Operator.PeakRSSMiB = round2(float64(after.usage.PeakRSSBytes) / (1 << 20))
 	}
+	res.WebhookServer = webhookServer(r.cfg.Floor, before, after)
 	for name, a := range after.components {
 		b := before.components[name]
 		res.Components = append(res.Components, report.Component{

@@ -3,6 +3,7 @@ package load
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -17,6 +18,9 @@ import (
 const (
 	webhookDuration   = "apiserver_admission_webhook_admission_duration_seconds"
 	webhookExclusions = "apiserver_admission_match_condition_exclusions_total"
+	// webhookServed is controller-runtime's histogram of the calls a webhook server served,
+	// by path (label webhook): the operator's, and the floor's stand-in's.
+	webhookServed = "controller_runtime_webhook_latency_seconds"
 )
 
 // webhookResources lists the resources each webhook's rules name, by webhook name, from the
@@ -131,3 +135,39 @@ func quantilesMs(s scrape.Snapshot, name string) (p50, p99 float64) {
 }
 
 func round6(v float64) float64 { return float64(int64(v*1e6+0.5)) / 1e6 }
+
+// webhookServer is the webhook server's own view of the run's calls: the operator's in
+// sandgate's run, the stand-in's in a floor run; nil when neither was scraped.
+func webhookServer(floor bool, before, after snapshot) *report.WebhookServer {
+	ws := &report.WebhookServer{CPUSeconds: -1}
+	var delta scrape.Snapshot
+	switch {
+	case !floor && before.operator != nil && after.operator != nil:
+		ws.Process = "operator"
+		delta = scrape.Delta(before.operator, after.operator)
+		if before.usage != nil && after.usage != nil {
+			ws.CPUSeconds = round2(after.usage.CPUSeconds - before.usage.CPUSeconds)
+		}
+	case floor && before.standIn != nil && after.standIn != nil:
+		ws.Process = "load generator"
+		delta = scrape.Delta(before.standIn, after.standIn)
+		if before.standInUsage != nil && after.standInUsage != nil {
+			ws.Process = "stand-in process"
+			ws.CPUSeconds = round2(after.standInUsage.CPUSeconds - before.standInUsage.CPUSeconds)
+		}
+	default:
+		return nil
+	}
+	counts := delta.GroupBy(webhookServed+"_count", nil, "webhook")
+	for _, path := range slices.Sorted(maps.Keys(counts)) {
+		n := counts[path]
+		if n == 0 {
+			continue
+		}
+		calls := delta.Select(map[string]string{"webhook": path})
+		p := report.WebhookPath{Path: path, Calls: n, MeanMs: round2(calls.Sum(webhookServed+"_sum", nil) / n * 1000)}
+		p.P50Ms, p.P99Ms = quantilesMs(calls, webhookServed)
+		ws.Paths = append(ws.Paths, p)
+	}
+	return ws
+}

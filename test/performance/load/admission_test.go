@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/sandgate-dev/sandgate/test/env/proc"
 	"github.com/sandgate-dev/sandgate/test/env/scrape"
 	"github.com/sandgate-dev/sandgate/test/performance/report"
 )
@@ -60,5 +61,58 @@ func TestWebhookType(t *testing.T) {
 		if got := webhookType(label); got != want {
 			t.Errorf("webhookType(%q) = %q, want %q", label, got, want)
 		}
+	}
+}
+
+func TestWebhookServer(t *testing.T) {
+	before := parse(t, `# TYPE controller_runtime_webhook_latency_seconds histogram
+controller_runtime_webhook_latency_seconds_bucket{webhook="/stamp",le="0.001"} 2
+controller_runtime_webhook_latency_seconds_bucket{webhook="/stamp",le="0.01"} 2
+controller_runtime_webhook_latency_seconds_bucket{webhook="/stamp",le="+Inf"} 2
+controller_runtime_webhook_latency_seconds_sum{webhook="/stamp"} 0.001
+controller_runtime_webhook_latency_seconds_count{webhook="/stamp"} 2
+`)
+	after := parse(t, `# TYPE controller_runtime_webhook_latency_seconds histogram
+controller_runtime_webhook_latency_seconds_bucket{webhook="/stamp",le="0.001"} 12
+controller_runtime_webhook_latency_seconds_bucket{webhook="/stamp",le="0.01"} 12
+controller_runtime_webhook_latency_seconds_bucket{webhook="/stamp",le="+Inf"} 12
+controller_runtime_webhook_latency_seconds_sum{webhook="/stamp"} 0.006
+controller_runtime_webhook_latency_seconds_count{webhook="/stamp"} 12
+controller_runtime_webhook_latency_seconds_bucket{webhook="/idle",le="0.001"} 0
+controller_runtime_webhook_latency_seconds_bucket{webhook="/idle",le="+Inf"} 0
+controller_runtime_webhook_latency_seconds_sum{webhook="/idle"} 0
+controller_runtime_webhook_latency_seconds_count{webhook="/idle"} 0
+`)
+	usage := func(cpu float64) *proc.Usage { return &proc.Usage{CPUSeconds: cpu} }
+	// 10 calls in the run, all within 1 ms; a path without calls is left out.
+	paths := []report.WebhookPath{{Path: "/stamp", Calls: 10, MeanMs: 0.5, P50Ms: 0.5, P99Ms: 0.99}}
+	cases := map[string]struct {
+		floor         bool
+		before, after snapshot
+		want          *report.WebhookServer
+	}{
+		"sandgate's run reads the operator": {
+			before: snapshot{operator: before, usage: usage(1)}, after: snapshot{operator: after, usage: usage(3.5)},
+			want: &report.WebhookServer{Process: "operator", CPUSeconds: 2.5, Paths: paths},
+		},
+		"a floor with the stand-in in a process of its own": {
+			floor:  true,
+			before: snapshot{standIn: before, standInUsage: usage(0.5)}, after: snapshot{standIn: after, standInUsage: usage(0.75)},
+			want: &report.WebhookServer{Process: "stand-in process", CPUSeconds: 0.25, Paths: paths},
+		},
+		"a floor with the stand-in in the load generator": {
+			floor:  true,
+			before: snapshot{standIn: before}, after: snapshot{standIn: after},
+			want: &report.WebhookServer{Process: "load generator", CPUSeconds: -1, Paths: paths},
+		},
+		"a floor without a stand-in scraped": {floor: true, before: snapshot{operator: before}, after: snapshot{operator: after}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := webhookServer(tc.floor, tc.before, tc.after)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("webhookServer mismatch (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -32,8 +32,9 @@ type cpuWindow struct {
 	last   float64
 	lastOK bool
 
-	// machine is the machine's and the run's own CPU when the window opened.
-	machine machineSample
+	// machine is the machine's and the run's own CPU when the window opened, lastSample
+	// when otherWork closed it.
+	machine, lastSample machineSample
 }
 
 func (r *runner) startCPUWindow(ctx context.Context, w *ClaimWatcher) *cpuWindow {
@@ -85,13 +86,19 @@ func (cw *cpuWindow) end(ctx context.Context) float64 {
 type machineSample struct {
 	at         time.Time
 	busy, ours float64
-	ok         bool
+	// self is the load generator's own CPU; selfOK when it was read.
+	self   float64
+	selfOK bool
+	ok     bool
 }
 
 // sampleMachine reads /proc/stat and the run's processes; ok is false when one of them
 // cannot be read (a cluster the run did not start: its processes are elsewhere).
 func (r *runner) sampleMachine() machineSample {
 	s := machineSample{at: time.Now()}
+	if self, err := proc.CPUSeconds("/proc", os.Getpid()); err == nil {
+		s.self, s.selfOK = self, true
+	}
 	if r.probes.ComponentUsage == nil {
 		return s
 	}
@@ -117,8 +124,24 @@ func (r *runner) sampleMachine() machineSample {
 		}
 		s.ours += u.CPUSeconds
 	}
+	if r.probes.StandInUsage != nil {
+		u, err := r.probes.StandInUsage()
+		if err != nil {
+			return s
+		}
+		s.ours += u.CPUSeconds
+	}
 	s.ok = true
 	return s
+}
+
+// selfCPU is the load generator's own CPU seconds between the window's opening and the last
+// otherWork sample; 0 when not measured.
+func (cw *cpuWindow) selfCPU() float64 {
+	if !cw.machine.selfOK || !cw.lastSample.selfOK {
+		return 0
+	}
+	return round2(cw.lastSample.self - cw.machine.self)
 }
 
 // otherWork is the CPU the machine spent outside the run's processes between the window's
@@ -127,6 +150,7 @@ func (r *runner) sampleMachine() machineSample {
 // window. nil when not measurable.
 func (cw *cpuWindow) otherWork() *report.OtherWork {
 	end := cw.r.sampleMachine()
+	cw.lastSample = end
 	start := cw.machine
 	if !start.ok || !end.ok {
 		return nil

@@ -74,6 +74,9 @@ type Config struct {
 	// first ProfileSeconds of the run (its /debug/pprof/profile).
 	APIServerProfile string
 	ProfileSeconds   int
+	// WebhookServerProfile, when set, receives a CPU profile of the process answering the
+	// webhooks over the same seconds (Probes.ProfileWebhookServer).
+	WebhookServerProfile string
 	// Floor runs the API server's floor instead of measuring the operator: once the pool is
 	// full, Probes.DetachOperator stops the operator and removes its admission webhooks (or
 	// has them answered at once), and the load generator makes each claim's writes itself
@@ -106,6 +109,13 @@ type Probes struct {
 	// DetachOperator stops the operator and removes its admission webhooks, or has them
 	// answered at once without a decision; a floor run calls it once the pool is full.
 	DetachOperator func(context.Context) error
+	// StandInMetrics scrapes the floor's stand-in webhook server, StandInUsage reads its
+	// process (nil when it runs in the load generator's own process, or there is none).
+	StandInMetrics func(context.Context) (scrape.Snapshot, error)
+	StandInUsage   func() (proc.Usage, error)
+	// ProfileWebhookServer writes a CPU profile of seconds of the process answering the
+	// webhooks to path; nil when it cannot.
+	ProfileWebhookServer func(ctx context.Context, seconds int, path string) error
 	// APIServerCPU reads kube-apiserver's CPU seconds so far, cheaply enough to be called at
 	// every claim's Ready event; nil reads process_cpu_seconds_total from its /metrics
 	// instead, once after the last Ready.
@@ -236,6 +246,7 @@ func Run(ctx context.Context, restCfg *rest.Config, cfg Config, probes Probes) (
 		r.bursts.stopTimeline()
 	}
 	res.OtherWork = window.otherWork()
+	res.LoadGeneratorCPUSeconds = window.selfCPU()
 	anyReady := !lastReady.IsZero()
 	if !anyReady {
 		lastReady = time.Now()
@@ -582,6 +593,9 @@ type snapshot struct {
 	operator   scrape.Snapshot
 	usage      *proc.Usage
 	components map[string]proc.Usage
+	// standIn and standInUsage are the floor's stand-in webhook server's.
+	standIn      scrape.Snapshot
+	standInUsage *proc.Usage
 }
 
 // measure scrapes the API server and the operator and reads the processes' usage; failures
@@ -607,6 +621,16 @@ func (r *runner) measure(ctx context.Context, res *report.Result) snapshot {
 	if r.probes.ComponentUsage != nil {
 		s.components = r.probes.ComponentUsage()
 	}
+	if r.probes.StandInMetrics != nil {
+		if s.standIn, err = r.probes.StandInMetrics(ctx); err != nil {
+			res.Errors = append(res.Errors, err.Error())
+		}
+	}
+	if r.probes.StandInUsage != nil {
+		if u, err := r.probes.StandInUsage(); err == nil {
+			s.standInUsage = &u
+		}
+	}
 	return s
 }
 
@@ -619,7 +643,16 @@ func (r *runner) profileAPIServer(ctx context.Context) <-chan error {
 		return done
 	}
 	go func() {
-		done <- profile(ctx, r.rest, r.cfg.ProfileSeconds, r.cfg.APIServerProfile)
+		webhookDone := make(chan error, 1)
+		if r.cfg.WebhookServerProfile != "" && r.probes.ProfileWebhookServer != nil {
+			go func() {
+				webhookDone <- r.probes.ProfileWebhookServer(ctx, r.cfg.ProfileSeconds, r.cfg.WebhookServerProfile)
+			}()
+		} else {
+			webhookDone <- nil
+		}
+		err := profile(ctx, r.rest, r.cfg.ProfileSeconds, r.cfg.APIServerProfile)
+		done <- errors.Join(err, <-webhookDone)
 	}()
 	return done
 }

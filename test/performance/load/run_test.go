@@ -4,10 +4,13 @@ package load_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +22,7 @@ import (
 	"github.com/sandgate-dev/sandgate/test/env/controlplane"
 	"github.com/sandgate-dev/sandgate/test/env/harness"
 	"github.com/sandgate-dev/sandgate/test/performance/load"
+	"github.com/sandgate-dev/sandgate/test/performance/report"
 )
 
 // TestRunMeasuresTheOperator runs a small load against a local cluster with the operator
@@ -100,24 +104,39 @@ func TestRunMeasuresTheFloor(t *testing.T) {
 		name      string
 		admission bool
 		route     bool
+		standIn   bool
 	}{
 		{name: "no admission webhooks"},
 		{name: "admission webhooks answered at once", admission: true},
 		{name: "the contract floor: admission answered at once and the route write", admission: true, route: true},
+		{name: "the contract floor answered by a stand-in process of its own", admission: true, route: true, standIn: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			env := startHarness(ctx, t, harness.Options{FloorAdmission: tc.admission})
+			opts := harness.Options{FloorAdmission: tc.admission}
+			if tc.standIn {
+				exe, err := harness.StandInExecutable()
+				if err != nil {
+					t.Fatal(err)
+				}
+				opts.StandInExecutable = exe // this test binary: TestMain serves the stand-in
+			}
+			env := startHarness(ctx, t, opts)
 
 			cfg := smallLoad("bench-floor")
 			cfg.Floor, cfg.FloorRoute = true, tc.route
-			res, err := load.Run(ctx, env.Config, cfg, load.Probes{
+			probes := load.Probes{
 				ComponentUsage: env.ComponentUsage,
 				Healthy:        env.Err,
 				DetachOperator: env.DetachOperator,
 				APIServerCPU:   env.APIServerCPU,
-			})
+				StandInMetrics: env.StandInMetrics,
+			}
+			if tc.standIn {
+				probes.StandInUsage = env.StandInUsage
+			}
+			res, err := load.Run(ctx, env.Config, cfg, probes)
 			if err != nil {
 				t.Fatalf("running the floor: %v", err)
 			}
@@ -187,8 +206,57 @@ func TestRunMeasuresTheFloor(t *testing.T) {
 			if res.OtherWork == nil {
 				t.Errorf("the machine's other work during the claims not measured")
 			}
+			checkStandIn(t, res.WebhookServer, tc.admission, tc.standIn)
 		})
 	}
+}
+
+// checkStandIn checks what a floor run saw of its stand-in webhook server: no admission call
+// without admission webhooks (it may convert: the CRDs serve v1alpha1); else each claim's stamp
+// and binding served once, by a process of its own when standIn.
+func checkStandIn(t *testing.T, ws *report.WebhookServer, admission, standIn bool) {
+	t.Helper()
+	served := map[string]float64{}
+	if ws != nil {
+		for _, p := range ws.Paths {
+			served[p.Path] = p.Calls
+		}
+	}
+	want := 0.0
+	if admission {
+		want = claims
+		process := "load generator"
+		if standIn {
+			process = "stand-in process"
+		}
+		if ws == nil || ws.Process != process {
+			t.Fatalf("webhook server %+v, want one served by the %s", ws, process)
+		}
+		if standIn && ws.CPUSeconds < 0 {
+			t.Errorf("the stand-in process's CPU not read")
+		}
+	}
+	for _, path := range []string{"/mutate-extensions-agents-x-k8s-io-v1beta1-sandboxclaim", "/validate-agents-x-k8s-io-v1beta1-sandbox"} {
+		if served[path] != want {
+			t.Errorf("the stand-in served %v calls of %s, want %v (all: %v)", served[path], path, want, served)
+		}
+	}
+}
+
+// TestMain lets this test binary serve a floor's stand-in webhooks when the harness runs it
+// with harness.StandInArg, as sandgate-bench does.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == harness.StandInArg {
+		ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+		err := harness.ServeStandIn(ctx, os.Args[2:])
+		cancel()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
 }
 
 // checkRoutedPods checks that the contract floor's route writes left each bound member's pod

@@ -46,6 +46,10 @@ type Parameters struct {
 	// FloorAdmission marks a floor run whose admission webhooks stayed, answered at once by
 	// the load generator (sandgate-bench --floor-admission).
 	FloorAdmission bool `json:"floorAdmission,omitempty"`
+	// StandInInProcess marks a floor run whose webhooks the load generator answered from its
+	// own process (--stand-in-in-process), as every floor did before issue 37; otherwise a
+	// process of their own answered them.
+	StandInInProcess bool `json:"standInInProcess,omitempty"`
 	// Autoscaler describes the WarmPoolAutoscaler that sized the pool ("min 10, max 600,
 	// targetSpare 10"); empty for a pool of WarmPoolSize.
 	Autoscaler string `json:"autoscaler,omitempty"`
@@ -113,6 +117,32 @@ type API struct {
 	// to the watch event of the last claim's Ready: the claims' own window, refill after it
 	// left out. -1 when it could not be read.
 	ClaimsCPUSeconds float64 `json:"claimsCPUSeconds"`
+}
+
+// WebhookServer is what the process that answered the webhooks during the run saw of them:
+// the operator in sandgate's run, the stand-in in a floor run.
+type WebhookServer struct {
+	// Process is "operator", "stand-in process" (a process of its own) or "load generator"
+	// (the stand-in served from the load generator's own process).
+	Process string `json:"process"`
+	// CPUSeconds is the process's CPU from just before the first claim to the end of the
+	// run's measurement; -1 when not measured (the load generator's is LoadGeneratorCPUSeconds).
+	CPUSeconds float64 `json:"cpuSeconds"`
+	// Paths are its calls by URL path, from controller-runtime's
+	// controller_runtime_webhook_latency_seconds: the time from the request read to the
+	// answer written, without the network and the API server's side.
+	Paths []WebhookPath `json:"paths,omitempty"`
+}
+
+// WebhookPath is what a webhook server saw of the calls of one path.
+type WebhookPath struct {
+	Path   string  `json:"path"`
+	Calls  float64 `json:"calls"`
+	MeanMs float64 `json:"meanMs"`
+	// P50Ms and P99Ms are interpolated in the histogram's buckets, which controller-runtime
+	// spaces tenfold (1 ms, 10 ms, 100 ms, ...): a rough estimate; the mean is exact.
+	P50Ms float64 `json:"p50Ms"`
+	P99Ms float64 `json:"p99Ms"`
 }
 
 // Webhook is what one admission webhook cost the API server during the run for one
@@ -305,6 +335,12 @@ type Result struct {
 	// Webhooks are the admission webhooks the API server called during the run, by webhook
 	// and operation.
 	Webhooks []Webhook `json:"webhooks,omitempty"`
+	// WebhookServer is the webhook server's own view of the same calls; nil when not measured.
+	WebhookServer *WebhookServer `json:"webhookServer,omitempty"`
+	// LoadGeneratorCPUSeconds is the load generator's own CPU from just before the first
+	// claim to the last Ready (its webhook server's included when it answered them itself);
+	// 0 when not measured.
+	LoadGeneratorCPUSeconds float64 `json:"loadGeneratorCPUSeconds,omitempty"`
 	// ClientPath is set in a floor run: the load generator's timing of each claim's writes.
 	ClientPath *ClientPath `json:"clientPath,omitempty"`
 	// ColdPath is set in a cold floor run: the load generator's timing of each cold claim's
@@ -314,7 +350,7 @@ type Result struct {
 	// cluster started the same way; nil when not measured.
 	Floor *Result `json:"floor,omitempty"`
 	// AdmissionFloor is the floor measured again with the admission webhooks kept and each call
-	// answered at once by the load generator (Parameters.FloorAdmission), in the same round;
+	// answered at once by a stand-in (Parameters.FloorAdmission), in the same round;
 	// nil when not measured.
 	AdmissionFloor *Result `json:"admissionFloor,omitempty"`
 	// ContractFloor is the contract floor of the same round: the floor with the admission

@@ -31,7 +31,7 @@ func WriteText(w io.Writer, r *Result) error {
 	case p.FloorAdmission && p.FloorRoute:
 		title += " (contract floor: no operator; admission webhooks answered at once; the load generator writes, the route write included)"
 	case p.FloorAdmission:
-		title += " (floor: no operator; admission webhooks answered at once by the load generator, which writes)"
+		title += " (floor: no operator; admission webhooks answered at once by a stand-in; the load generator writes)"
 	case p.Floor:
 		title += " (floor: no operator, no webhooks; the load generator writes)"
 	}
@@ -87,9 +87,26 @@ func WriteText(w io.Writer, r *Result) error {
 		pf("  webhook %s %s (%s)\t%.0f calls\tmean %.2f ms, p50 ≈ %.2f ms, p99 ≈ %.2f ms; %.0f rejected, %.0f skipped by matchConditions\n",
 			w.Name, w.Operation, w.Type, w.Calls, w.MeanMs, w.P50Ms, w.P99Ms, w.Rejected, w.Excluded)
 	}
+	if ws := r.WebhookServer; ws != nil {
+		if ws.CPUSeconds >= 0 {
+			pf("webhook server: %s\t%.2f s CPU\n", ws.Process, ws.CPUSeconds)
+		} else {
+			pf("webhook server: %s\n", ws.Process)
+		}
+		for _, p := range ws.Paths {
+			pf("  served %s\t%.0f calls\tmean %.2f ms, p50 ≈ %.2f ms, p99 ≈ %.2f ms\n", p.Path, p.Calls, p.MeanMs, p.P50Ms, p.P99Ms)
+		}
+	}
+	if r.LoadGeneratorCPUSeconds > 0 {
+		pf("load generator CPU, first claim → last Ready\t%.2f s\n", r.LoadGeneratorCPUSeconds)
+	}
 	if cp := r.ClientPath; cp != nil {
-		pf("floor writes, mean (ms)\tcreate call %.2f, → bind %.2f, bind %.2f, → status %.2f, status %.2f, → watch Ready %.2f\n",
-			r.Latency.CreateCall.Mean, cp.BeforeBind.Mean, cp.Bind.Mean, cp.BetweenPatches.Mean, cp.Status.Mean, cp.WatchDelivery.Mean)
+		route := ""
+		if cp.Route.Count > 0 {
+			route = fmt.Sprintf(", route %.2f", cp.Route.Mean)
+		}
+		pf("floor writes, mean (ms)\tcreate call %.2f, → bind %.2f, bind %.2f%s, → status %.2f, status %.2f, → watch Ready %.2f\n",
+			r.Latency.CreateCall.Mean, cp.BeforeBind.Mean, cp.Bind.Mean, route, cp.BetweenPatches.Mean, cp.Status.Mean, cp.WatchDelivery.Mean)
 	}
 	if cp := r.ColdPath; cp != nil {
 		pf("%s\n", cp)
