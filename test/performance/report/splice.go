@@ -5,12 +5,13 @@ import "strings"
 // SplicedSections are the titles of the report's sections that stand apart from the tables of
 // every run (Scenarios, Claims, API server, ...): a scenario that writes one can be measured
 // alone and spliced into a report measured in full before (sandgate-bench --splice).
-var SplicedSections = []string{sectionBursts, sectionTrace, sectionFairShare}
+var SplicedSections = []string{sectionBursts, sectionTrace, sectionFairShare, sectionOverload}
 
 const (
 	sectionBursts    = "## Rapid bursts"
 	sectionTrace     = "## Demand trace: warm pool policies"
 	sectionFairShare = "## Fair share: two tenants on one pool"
+	sectionOverload  = "## Overload: past the sustainable rate"
 	// spliceBefore is the section a spliced section is put before when the report lacks it:
 	// where WriteMarkdown writes them.
 	spliceBefore = "## Startup latency"
