@@ -50,7 +50,7 @@ func TestOverloadArms(t *testing.T) {
 		t.Errorf("default multipliers (-want +got):\n%s", diff)
 	}
 	floor, sg := s.config(Options{}, 40, true), s.config(Options{}, 12.5, false)
-	if !floor.Floor || floor.Open || sg.Floor || !sg.Open || sg.Rate != 12.5 || sg.Timeout != 45*time.Second {
+	if !floor.Floor || floor.Open || sg.Floor || !sg.Open || sg.Rate != 12.5 || sg.Timeout != 45*time.Second || floor.RefillWorkers != 400 {
 		t.Errorf("floor %+v, sandgate %+v: want the floor closed, sandgate open at 12.5/s, drained 45s", floor, sg)
 	}
 	for _, cfg := range []any{floor.Validate(), sg.Validate()} {

@@ -68,6 +68,11 @@ type SustainedConfig struct {
 	// FloorRoute makes the floor's claims also make sandgate's route write after each bind,
 	// as Config.FloorRoute does; with the harness's floor admission, the contract floor.
 	FloorRoute bool
+	// RefillWorkers bounds the floor's replacements made at once; 0 is refillWorkers. A
+	// replacement waits for its pod most of its time, so a floor offered more than it serves
+	// (the overload scenario's probe) needs more of them, or the bound is the load
+	// generator's and not the API server's.
+	RefillWorkers int
 	// Open offers Rate whatever the cluster does (the overload scenario): no slot waits for a
 	// claim's Ready, and a create refused with 429 is counted (Sustained.Refused), not retried
 	// (openClient).
@@ -81,6 +86,9 @@ func (c SustainedConfig) Validate() error {
 	var errs []error
 	if c.Rate <= 0 || c.Duration <= 0 {
 		errs = append(errs, errors.New("a sustained run needs a positive rate and duration"))
+	}
+	if c.RefillWorkers < 0 {
+		errs = append(errs, errors.New("RefillWorkers must not be negative"))
 	}
 	if c.StopBehind < 0 {
 		errs = append(errs, errors.New("StopBehind must not be negative"))

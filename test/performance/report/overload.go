@@ -57,9 +57,14 @@ type OverloadArm struct {
 	P99Ms    float64 `json:"p99Ms"`
 	P99Ratio float64 `json:"p99Ratio,omitempty"`
 	// WarmShare is the share of Ready claims served by a pool member.
-	WarmShare   float64 `json:"warmShare"`
-	LoadAverage float64 `json:"loadAverage"`
-	Error       string  `json:"error,omitempty"`
+	WarmShare float64 `json:"warmShare"`
+	// Where the time went: kube-apiserver's and the operator's CPU seconds over the run, and
+	// the claims' path phase by phase (the operator's sandgate_claim_phase_seconds).
+	APIServerCPUSeconds float64 `json:"apiServerCPUSeconds,omitempty"`
+	OperatorCPUSeconds  float64 `json:"operatorCPUSeconds,omitempty"`
+	Phases              []Phase `json:"phases,omitempty"`
+	LoadAverage         float64 `json:"loadAverage"`
+	Error               string  `json:"error,omitempty"`
 }
 
 // OverloadArmOf is the arm of a sustained run's result r, its goodput counted from warmUp
@@ -67,7 +72,8 @@ type OverloadArm struct {
 func OverloadArmOf(arm string, multiplier float64, r *Result, warmUp, arrivals float64) OverloadArm {
 	a := OverloadArm{Arm: arm, Multiplier: multiplier, Created: r.Claims.Created, CreateErrors: r.Claims.CreateErrors,
 		Ready: r.Claims.Ready, Lost: r.Claims.NeverReady, P50Ms: r.Latency.Client.P50, P99Ms: r.Latency.Client.P99,
-		LoadAverage: r.LoadAverage}
+		LoadAverage: r.LoadAverage, APIServerCPUSeconds: r.API.ClaimsCPUSeconds, OperatorCPUSeconds: r.Operator.CPUSeconds,
+		Phases: r.Operator.Phases}
 	if s := r.Sustained; s != nil {
 		a.Rate, a.Offered, a.WarmShare = s.Rate, s.AchievedRate, s.WarmShare
 		a.Refused, a.RetryAfterSeconds, a.BoundTwice = s.Refused, s.RetryAfterSeconds, s.BoundTwice
@@ -160,6 +166,29 @@ func overloadRow(a OverloadArm) []string {
 		ratio(a.P99Ratio), fmt.Sprintf("%.1f%%", 100*a.WarmShare), goals, fmt.Sprintf("%.1f", a.LoadAverage)}
 }
 
+// costRows are the rows of where each arm's time went: CPU, and the claim phases' means.
+func overloadCostRows(o *Overload) [][]string {
+	var rows [][]string
+	for _, a := range o.Arms {
+		if a.Error != "" || (a.APIServerCPUSeconds == 0 && len(a.Phases) == 0) {
+			continue
+		}
+		name := a.Arm
+		if a.Multiplier > 0 {
+			name = fmt.Sprintf("%s %g×", a.Arm, a.Multiplier)
+		}
+		var phases []string
+		for _, ph := range a.Phases {
+			phases = append(phases, fmt.Sprintf("%s %.1f", ph.Name, ph.MeanMs))
+		}
+		rows = append(rows, []string{name, fmt.Sprintf("%.1f", a.APIServerCPUSeconds), fmt.Sprintf("%.1f", a.OperatorCPUSeconds),
+			orDash(strings.Join(phases, ", "))})
+	}
+	return rows
+}
+
+var overloadCostHeader = []string{"arm", "kube-apiserver CPU (s)", "operator CPU (s)", "claim phases, mean ms"}
+
 // WriteOverloadText prints the overload scenario's figures.
 func WriteOverloadText(w io.Writer, r *Result) error {
 	o := r.Overload
@@ -171,6 +200,12 @@ func WriteOverloadText(w io.Writer, r *Result) error {
 		o.SustainableRate, sustainableFrom(o), strings.Join(overloadHeader, " | "))
 	for _, a := range o.Arms {
 		fmt.Fprintf(&b, "  %s\n", strings.Join(overloadRow(a), " | "))
+	}
+	if rows := overloadCostRows(o); len(rows) > 0 {
+		fmt.Fprintf(&b, "  where the time went:\n  %s\n", strings.Join(overloadCostHeader, " | "))
+		for _, row := range rows {
+			fmt.Fprintf(&b, "  %s\n", strings.Join(row, " | "))
+		}
 	}
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return fmt.Errorf("printing the overload figures: %w", err)
@@ -228,5 +263,14 @@ func writeOverloads(p func(string, ...any), results []*Result) {
 			p("| %s |", strings.Join(row, " | "))
 		}
 		p("")
+		if rows := overloadCostRows(o); len(rows) > 0 {
+			p("Where the time went (CPU over the claims' window; the operator's claim phases):")
+			p("")
+			tableHead(p, overloadCostHeader)
+			for _, row := range rows {
+				p("| %s |", strings.Join(row, " | "))
+			}
+			p("")
+		}
 	}
 }
