@@ -104,7 +104,7 @@ func (s overloadSettings) config(o Options, rate float64, floor bool) load.Susta
 		// Sixty-four replacements at once held the floor to 7 claims/s on two loaded cores
 		// while sandgate served 25: each waits seconds for its pod, so the bound was the load
 		// generator's. Ten seconds' worth of them leaves the API server as the bound.
-		RefillWorkers: int(10 * rate),
+		RefillWorkers:  int(10 * rate),
 		PoolCreateWait: max(o.PoolCreateWait, time.Duration(s.Pool)*200*time.Millisecond),
 		// The drain after the last arrival: what a cluster has not served by then is lost
 		// to its clients; waiting minutes more for a backlog would only measure the backlog.
