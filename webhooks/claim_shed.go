@@ -1,20 +1,21 @@
 package webhooks
 
 // Admission-time load shedding of new claims (issue 37). Past the rate a cluster sustains,
-// every claim admitted beyond it waits in the operator's queue behind the others, and the
-// writes and watch events of a growing backlog take the API server's CPU from the claims being
-// served: the cluster serves fewer claims a second than it could, and each of them late. The
-// stamping webhook refuses new claims instead while the claims already admitted wait too long
-// for the operator, with 429 Too Many Requests and a retry delay, as the API server's own
-// Priority and Fairness does: the claims it admits are served at the rate the cluster
-// sustains, and the refused ones are told when to come back (docs/design.md, "Past the
-// sustainable rate").
+// every claim admitted beyond it waits behind the others, and the writes and watch events of a
+// growing backlog take the API server's CPU from the claims being served: the cluster serves
+// fewer claims a second than it could, and each of them late. The stamping webhook refuses new
+// claims instead while the claims it admitted are served too late, with 429 Too Many Requests
+// and a retry delay, as the API server's own Priority and Fairness does: the claims it admits
+// are served at the rate the cluster sustains, and the refused ones are told when to come back
+// (docs/design.md, "Past the sustainable rate").
 //
-// What it watches is the operator's own backlog, not the claims' pods: a claim waits for the
-// operator from its admission until the operator first gives it a Ready condition or binds it
-// (whichever comes first). A claim waiting for its pod (a slow image, a failing readiness
-// probe) or refused by the controller (a missing template) has been handled, so no tenant can
-// hold the gate shut with claims that never become Ready.
+// "Too late" is CoDel's test of a standing queue: even the fastest of the claims that became
+// Ready in the last ServedWindow took longer than MaxWait from admission. A burst that the
+// cluster absorbs still serves some claims fast; a rate beyond it leaves none that is. A claim
+// that never becomes Ready (a pod that never starts, a missing template) is never served, so it
+// never counts: no tenant can hold the gate shut that way. Who is refused first is decided by
+// the claims waiting (admitted, not yet Ready): a creator holding fewer of them than its fair
+// share is still admitted.
 
 import (
 	"fmt"
@@ -32,57 +33,93 @@ import (
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
 
-// ClaimShed refuses new claims while the operator is behind (see the file's comment). Its
-// state is the claims waiting for the operator, fed by the manager's claim informer
-// (Handler); every replica keeps its own, all from the same informer's view.
+// ClaimShed refuses new claims while the claims admitted are served too late (see the file's
+// comment). Its state, the claims waiting and the claims served lately, is fed by the manager's
+// claim informer (Handler); every replica keeps its own from the same informer's view.
 type ClaimShed struct {
-	// MaxWait is how long the oldest waiting claim may have waited before new claims are
-	// refused; 0 turns shedding off.
+	// MaxWait is how long from admission to Ready the fastest claim served lately may take
+	// before new claims are refused; 0 turns shedding off.
 	MaxWait time.Duration
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
 
 	mu      sync.Mutex
 	waiting map[types.NamespacedName]WaitingClaim
+	served  []Served
 }
 
-// WaitingClaim is a claim waiting for the operator: since its admission, by its creator.
+// ServedWindow is how far back the claims served count: long enough to hold a few claims at
+// any rate worth shedding, short enough that the gate opens within seconds of the backlog
+// clearing.
+const ServedWindow = 2 * time.Second
+
+// WaitingClaim is a claim admitted and not Ready yet: since its admission, by its creator.
 type WaitingClaim struct {
 	Since   time.Time
 	Creator string
 }
 
-// waitingSince reports whether c waits for the operator, and since when: admitted (its
-// webhook-first-observed-at, else its creation), not deleted, not bound, no Ready condition.
-func waitingSince(c *extv1beta1.SandboxClaim) (time.Time, bool) {
-	if !c.DeletionTimestamp.IsZero() || c.Status.Sandbox.Name != "" {
-		return time.Time{}, false
-	}
-	for _, cond := range c.Status.Conditions {
-		if cond.Type == agentsv1beta1.ConditionReady {
-			return time.Time{}, false
-		}
-	}
-	if at, err := time.Parse(time.RFC3339Nano, c.Annotations[agentsv1beta1.AnnotationWebhookFirstObservedAt]); err == nil {
-		return at, true
-	}
-	return c.CreationTimestamp.Time, true
+// Served is a claim seen becoming Ready at At, Took after its admission.
+type Served struct {
+	At   time.Time
+	Took time.Duration
 }
 
-// Observe records the claim as the informer last delivered it.
+// admittedAt is when c was admitted: its webhook-first-observed-at, else its creation.
+func admittedAt(c *extv1beta1.SandboxClaim) time.Time {
+	if at, err := time.Parse(time.RFC3339Nano, c.Annotations[agentsv1beta1.AnnotationWebhookFirstObservedAt]); err == nil {
+		return at
+	}
+	return c.CreationTimestamp.Time
+}
+
+func isReady(c *extv1beta1.SandboxClaim) bool {
+	for _, cond := range c.Status.Conditions {
+		if cond.Type == agentsv1beta1.ConditionReady {
+			return cond.Status == metav1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func (s *ClaimShed) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// Observe records the claim as the informer last delivered it. A claim seen waiting and then
+// Ready is served, now; one first seen Ready (the informer's first list) is nobody's news.
 func (s *ClaimShed) Observe(c *extv1beta1.SandboxClaim) {
 	key := types.NamespacedName{Namespace: c.Namespace, Name: c.Name}
-	since, ok := waitingSince(c)
+	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !ok {
+	w, known := s.waiting[key]
+	switch {
+	case !c.DeletionTimestamp.IsZero():
 		delete(s.waiting, key)
-		return
+	case isReady(c):
+		delete(s.waiting, key)
+		if known {
+			s.served = append(pruneServed(s.served, now), Served{At: now, Took: now.Sub(w.Since)})
+		}
+	case !known:
+		if s.waiting == nil {
+			s.waiting = map[types.NamespacedName]WaitingClaim{}
+		}
+		s.waiting[key] = WaitingClaim{Since: admittedAt(c), Creator: c.Annotations[agentsv1beta1.AnnotationCreator]}
 	}
-	if s.waiting == nil {
-		s.waiting = map[types.NamespacedName]WaitingClaim{}
+}
+
+// pruneServed drops the claims served before the window that ends at now.
+func pruneServed(served []Served, now time.Time) []Served {
+	i := 0
+	for i < len(served) && now.Sub(served[i].At) > ServedWindow {
+		i++
 	}
-	s.waiting[key] = WaitingClaim{Since: since, Creator: c.Annotations[agentsv1beta1.AnnotationCreator]}
+	return served[i:]
 }
 
 // Forget drops a deleted claim.
@@ -113,23 +150,22 @@ func (s *ClaimShed) Handler() toolscache.ResourceEventHandler {
 	}
 }
 
-// Admit refuses a new claim of creator c while the operator is behind (ShedDecision); nil
-// admits it. A nil ClaimShed, or one with MaxWait 0, admits every claim.
+// Admit refuses a new claim of creator c while the claims admitted are served too late
+// (ShedDecision); nil admits it. A nil ClaimShed, or one with MaxWait 0, admits every claim.
 func (s *ClaimShed) Admit(creator string, c *extv1beta1.SandboxClaim) error {
 	if s == nil || s.MaxWait <= 0 {
 		return nil
 	}
-	now := time.Now
-	if s.Now != nil {
-		now = s.Now
-	}
+	now := s.now()
 	s.mu.Lock()
+	s.served = pruneServed(s.served, now)
+	served := append([]Served(nil), s.served...)
 	waiting := make([]WaitingClaim, 0, len(s.waiting))
 	for _, w := range s.waiting {
 		waiting = append(waiting, w)
 	}
 	s.mu.Unlock()
-	d := ShedDecision(now(), s.MaxWait, waiting, creator)
+	d := ShedDecision(s.MaxWait, served, waiting, creator)
 	if !d.Refuse {
 		return nil
 	}
@@ -139,27 +175,33 @@ func (s *ClaimShed) Admit(creator string, c *extv1beta1.SandboxClaim) error {
 // Shed is what ShedDecision decided, and why.
 type Shed struct {
 	Refuse bool
-	// Oldest is how long the oldest waiting claim has waited; Waiting how many claims wait,
-	// Mine how many of them are the creator's, Share the creator's fair share of them.
-	Oldest               time.Duration
+	// Served is how many claims were served in the window, Fastest how long the fastest of
+	// them took; Waiting how many claims wait, Mine how many of them are the creator's, Share
+	// the creator's fair share of them.
+	Served               int
+	Fastest              time.Duration
 	Waiting, Mine, Share int
 }
 
-// ShedDecision decides whether a new claim of creator is refused: when the oldest waiting
-// claim has waited longer than maxWait, unless creator holds fewer of the waiting claims than
-// its fair share (the waiting claims ÷ the creators holding some, rounded up). A queue that
-// drains within maxWait, a burst the cluster absorbs, refuses nothing; a backlog that ages
-// past it refuses new claims, first those of the creators it is made of: a tenant with few
-// claims waiting is still admitted while another floods the operator.
-func ShedDecision(now time.Time, maxWait time.Duration, waiting []WaitingClaim, creator string) Shed {
-	d := Shed{Waiting: len(waiting)}
+// ShedDecision decides whether a new claim of creator is refused: when even the fastest of
+// the claims served lately took longer than maxWait from admission to Ready (a standing
+// queue), unless creator holds fewer of the waiting claims than its fair share (the waiting
+// claims ÷ the creators holding some, rounded up). Nothing served lately, or nothing waiting,
+// refuses nothing: the gate closes on a backlog that is being served late, and opens once
+// claims are served in time again or the backlog is gone.
+func ShedDecision(maxWait time.Duration, served []Served, waiting []WaitingClaim, creator string) Shed {
+	d := Shed{Served: len(served), Waiting: len(waiting)}
+	for i, sv := range served {
+		if i == 0 || sv.Took < d.Fastest {
+			d.Fastest = sv.Took
+		}
+	}
+	if len(served) == 0 || d.Fastest <= maxWait || len(waiting) == 0 {
+		return d
+	}
 	creators := map[string]int{}
 	for _, w := range waiting {
-		d.Oldest = max(d.Oldest, now.Sub(w.Since))
 		creators[w.Creator]++
-	}
-	if d.Oldest <= maxWait || len(waiting) == 0 {
-		return d
 	}
 	d.Mine = creators[creator]
 	d.Share = (len(waiting) + len(creators) - 1) / len(creators)
@@ -167,7 +209,7 @@ func ShedDecision(now time.Time, maxWait time.Duration, waiting []WaitingClaim, 
 	return d
 }
 
-// shedRefusal is the 429 of a claim refused while the operator is behind: the shape of a
+// shedRefusal is the 429 of a claim refused while the cluster is behind: the shape of a
 // ClaimPolicy's refusal (refusal), with a retry delay: the backlog clears by itself within
 // about maxWait, so client-go's own retry of a 429 carrying Retry-After (up to ten, inside
 // the caller's Create: the public SDK's CreateSandbox included) is the right reaction, where
@@ -182,8 +224,8 @@ func shedRefusal(c *extv1beta1.SandboxClaim, maxWait time.Duration, d Shed) erro
 		Status: metav1.StatusFailure,
 		Code:   http.StatusTooManyRequests,
 		Reason: metav1.StatusReasonTooManyRequests,
-		Message: fmt.Sprintf("SandboxClaim.%s %q is refused for now: the operator is behind, the oldest of the %d claims waiting for it has waited %s (more than %s) and %d of them are this creator's; retry after %d s",
-			claimGK.Group, name, d.Waiting, d.Oldest.Round(100*time.Millisecond), maxWait, d.Mine, retry),
+		Message: fmt.Sprintf("SandboxClaim.%s %q is refused for now: the cluster is behind, the fastest of the %d claims served in the last %s took %s from admission to Ready (more than %s), and %d of the %d claims waiting are this creator's; retry after %d s",
+			claimGK.Group, name, d.Served, ServedWindow, d.Fastest.Round(100*time.Millisecond), maxWait, d.Mine, d.Waiting, retry),
 		Details: &metav1.StatusDetails{Group: claimGK.Group, Kind: claimGK.Kind, Name: c.Name, RetryAfterSeconds: retry},
 	}}
 }

@@ -14,48 +14,58 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/internal/testing/builders"
 	"github.com/sandgate-dev/sandgate/webhooks"
 )
 
 func TestShedDecision(t *testing.T) {
-	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
-	ago := func(d time.Duration, creator string) webhooks.WaitingClaim {
-		return webhooks.WaitingClaim{Since: now.Add(-d), Creator: creator}
+	waited := func(creator string) webhooks.WaitingClaim { return webhooks.WaitingClaim{Creator: creator} }
+	took := func(ds ...time.Duration) []webhooks.Served {
+		var out []webhooks.Served
+		for _, d := range ds {
+			out = append(out, webhooks.Served{Took: d})
+		}
+		return out
 	}
 	const maxWait = 5 * time.Second
 	for _, tc := range []struct {
 		name    string
+		served  []webhooks.Served
 		waiting []webhooks.WaitingClaim
 		creator string
 		want    webhooks.Shed
 	}{
-		{name: "nothing waits", creator: "a", want: webhooks.Shed{}},
-		{name: "a burst the operator keeps up with", creator: "a",
-			waiting: []webhooks.WaitingClaim{ago(4*time.Second, "a"), ago(time.Second, "a"), ago(0, "a")},
-			want:    webhooks.Shed{Oldest: 4 * time.Second, Waiting: 3}},
+		{name: "nothing served, nothing waits", creator: "a", want: webhooks.Shed{}},
+		{name: "a burst the cluster absorbs: some claims are still served fast", creator: "a",
+			served: took(9*time.Second, time.Second), waiting: []webhooks.WaitingClaim{waited("a")},
+			want: webhooks.Shed{Served: 2, Fastest: time.Second, Waiting: 1}},
 		{name: "exactly the limit is not past it", creator: "a",
-			waiting: []webhooks.WaitingClaim{ago(maxWait, "a")},
-			want:    webhooks.Shed{Oldest: maxWait, Waiting: 1}},
-		{name: "a backlog past the limit refuses its creator", creator: "a",
-			waiting: []webhooks.WaitingClaim{ago(6*time.Second, "a"), ago(time.Second, "a")},
-			want:    webhooks.Shed{Refuse: true, Oldest: 6 * time.Second, Waiting: 2, Mine: 2, Share: 2}},
+			served: took(maxWait), waiting: []webhooks.WaitingClaim{waited("a")},
+			want: webhooks.Shed{Served: 1, Fastest: maxWait, Waiting: 1}},
+		{name: "served late, nothing waits: the backlog is gone", creator: "a",
+			served: took(9 * time.Second), want: webhooks.Shed{Served: 1, Fastest: 9 * time.Second}},
+		{name: "nothing served lately: claims never Ready hold nothing shut", creator: "a",
+			waiting: []webhooks.WaitingClaim{waited("a"), waited("a")}, want: webhooks.Shed{Waiting: 2}},
+		{name: "every claim served late refuses the backlog's creator", creator: "a",
+			served: took(6*time.Second, 8*time.Second), waiting: []webhooks.WaitingClaim{waited("a"), waited("a")},
+			want: webhooks.Shed{Refuse: true, Served: 2, Fastest: 6 * time.Second, Waiting: 2, Mine: 2, Share: 2}},
 		{name: "a creator with nothing waiting is admitted while another floods", creator: "b",
-			waiting: []webhooks.WaitingClaim{ago(9*time.Second, "a"), ago(8*time.Second, "a"), ago(time.Second, "a")},
-			want:    webhooks.Shed{Oldest: 9 * time.Second, Waiting: 3, Share: 3}},
+			served: took(9 * time.Second), waiting: []webhooks.WaitingClaim{waited("a"), waited("a"), waited("a")},
+			want: webhooks.Shed{Served: 1, Fastest: 9 * time.Second, Waiting: 3, Share: 3}},
 		{name: "a creator below its fair share is admitted", creator: "b",
-			waiting: []webhooks.WaitingClaim{ago(9*time.Second, "a"), ago(8*time.Second, "a"), ago(7*time.Second, "a"), ago(time.Second, "b")},
-			want:    webhooks.Shed{Oldest: 9 * time.Second, Waiting: 4, Mine: 1, Share: 2}},
+			served: took(9 * time.Second), waiting: []webhooks.WaitingClaim{waited("a"), waited("a"), waited("a"), waited("b")},
+			want: webhooks.Shed{Served: 1, Fastest: 9 * time.Second, Waiting: 4, Mine: 1, Share: 2}},
 		{name: "a creator at its fair share is refused", creator: "b",
-			waiting: []webhooks.WaitingClaim{ago(9*time.Second, "a"), ago(8*time.Second, "a"), ago(2*time.Second, "b"), ago(time.Second, "b")},
-			want:    webhooks.Shed{Refuse: true, Oldest: 9 * time.Second, Waiting: 4, Mine: 2, Share: 2}},
+			served: took(9 * time.Second), waiting: []webhooks.WaitingClaim{waited("a"), waited("a"), waited("b"), waited("b")},
+			want: webhooks.Shed{Refuse: true, Served: 1, Fastest: 9 * time.Second, Waiting: 4, Mine: 2, Share: 2}},
 		{name: "the flooding creator is refused", creator: "a",
-			waiting: []webhooks.WaitingClaim{ago(9*time.Second, "a"), ago(8*time.Second, "a"), ago(7*time.Second, "a"), ago(time.Second, "b")},
-			want:    webhooks.Shed{Refuse: true, Oldest: 9 * time.Second, Waiting: 4, Mine: 3, Share: 2}},
+			served: took(9 * time.Second), waiting: []webhooks.WaitingClaim{waited("a"), waited("a"), waited("a"), waited("b")},
+			want: webhooks.Shed{Refuse: true, Served: 1, Fastest: 9 * time.Second, Waiting: 4, Mine: 3, Share: 2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := webhooks.ShedDecision(now, maxWait, tc.waiting, tc.creator)
+			got := webhooks.ShedDecision(maxWait, tc.served, tc.waiting, tc.creator)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("decision (-want +got):\n%s", diff)
 			}
@@ -63,45 +73,59 @@ func TestShedDecision(t *testing.T) {
 	}
 }
 
-// A claim waits for the operator from its admission until the operator binds it or gives it
-// a Ready condition: a claim the controller refused (a missing template) or whose pod is slow
-// has been handled and holds nothing shut, and a deleted claim is forgotten.
-func TestClaimShedCountsOnlyClaimsWaitingForTheOperator(t *testing.T) {
+// The shed learns from the informer: a claim seen waiting and then Ready is served, with the
+// time from its admission; a claim first seen Ready (the informer's first list, after a
+// restart) is nobody's news; a claim served lately counts for ServedWindow only; a deleted
+// claim no longer waits.
+func TestClaimShedLearnsFromTheInformer(t *testing.T) {
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	shed := &webhooks.ClaimShed{MaxWait: 5 * time.Second, Now: func() time.Time { return now }}
-	admittedAt := now.Add(-10 * time.Second).Format(time.RFC3339Nano)
-	waiting := builders.MakeClaim("waiting", "ns", "pool").Annotation(agentsv1beta1.AnnotationWebhookFirstObservedAt, admittedAt).
-		Annotation(agentsv1beta1.AnnotationCreator, someUser).Obj()
-	handled := builders.MakeClaim("handled", "ns", "pool").Annotation(agentsv1beta1.AnnotationWebhookFirstObservedAt, admittedAt).
-		Annotation(agentsv1beta1.AnnotationCreator, someUser).Obj()
-	handled.Status.Conditions = []metav1.Condition{{Type: agentsv1beta1.ConditionReady, Status: metav1.ConditionFalse, Reason: "TemplateNotFound"}}
-	bound := builders.MakeClaim("bound", "ns", "pool").Annotation(agentsv1beta1.AnnotationWebhookFirstObservedAt, admittedAt).
-		Annotation(agentsv1beta1.AnnotationCreator, someUser).StatusSandbox("sb").Obj()
+	claim := func(name string, admitted time.Time) *extv1beta1.SandboxClaim {
+		return builders.MakeClaim(name, "ns", "pool").Annotation(agentsv1beta1.AnnotationCreator, someUser).
+			Annotation(agentsv1beta1.AnnotationWebhookFirstObservedAt, admitted.Format(time.RFC3339Nano)).Obj()
+	}
+	ready := func(c *extv1beta1.SandboxClaim) *extv1beta1.SandboxClaim {
+		c = c.DeepCopy()
+		c.Status.Conditions = []metav1.Condition{{Type: agentsv1beta1.ConditionReady, Status: metav1.ConditionTrue, Reason: "SandboxReady"}}
+		return c
+	}
 	fresh := builders.MakeClaim("new", "ns", "pool").Obj()
 
-	shed.Observe(handled)
-	shed.Observe(bound)
-	if err := shed.Admit(someUser, fresh); err != nil {
-		t.Fatalf("claims the operator handled refused a new claim: %v", err)
-	}
+	old := claim("old", now.Add(-time.Hour))
+	shed.Observe(ready(old)) // first seen Ready: an hour-old claim served nothing lately
+	waiting := claim("waiting", now)
 	shed.Observe(waiting)
+	if err := shed.Admit(someUser, fresh); err != nil {
+		t.Fatalf("a claim first seen Ready refused a new claim: %v", err)
+	}
+	late := claim("late", now)
+	shed.Observe(late)
+	now = now.Add(7 * time.Second)
+	shed.Observe(ready(late))
 	err := shed.Admit(someUser, fresh)
 	var status apierrors.APIStatus
 	if !apierrors.IsTooManyRequests(err) || !errors.As(err, &status) {
-		t.Fatalf("a claim waiting 10s past a 5s limit did not refuse a new claim with 429: %v", err)
+		t.Fatalf("a claim served 7s after admission, past a 5s limit, with another waiting, did not refuse a new claim with 429: %v", err)
 	}
 	if d := status.Status().Details; d == nil || d.RetryAfterSeconds != 5 || d.Kind != "SandboxClaim" {
 		t.Errorf("refusal details = %+v, want kind SandboxClaim and retryAfterSeconds 5", d)
 	}
-	shed.Forget("ns", "waiting")
+	now = now.Add(webhooks.ServedWindow + time.Millisecond)
 	if err := shed.Admit(someUser, fresh); err != nil {
-		t.Fatalf("a deleted claim still refused a new claim: %v", err)
+		t.Fatalf("a claim served late longer ago than the window still refused a new claim: %v", err)
 	}
-	shed.Observe(waiting)
-	waiting.Status.Sandbox.Name = "sb2"
-	shed.Observe(waiting)
+	shed.Observe(ready(waiting)) // served 9s after admission
 	if err := shed.Admit(someUser, fresh); err != nil {
-		t.Fatalf("a claim bound since still refused a new claim: %v", err)
+		t.Fatalf("with nothing waiting any more, a new claim was refused: %v", err)
+	}
+	another := claim("another", now)
+	shed.Observe(another)
+	if err := shed.Admit(someUser, fresh); err == nil {
+		t.Fatal("a new claim was admitted while the last claim served took 9s and another waits")
+	}
+	shed.Forget("ns", "another")
+	if err := shed.Admit(someUser, fresh); err != nil {
+		t.Fatalf("a deleted claim still waits: %v", err)
 	}
 }
 
@@ -120,8 +144,14 @@ func TestClaimStampingShedsWhileTheOperatorIsBehind(t *testing.T) {
 	reader := fakeClient(builders.MakeTemplate("tmpl", "ns").Obj(), builders.MakePool("pool", "ns", "tmpl").Obj())
 	shed := &webhooks.ClaimShed{MaxWait: 2 * time.Second, Now: func() time.Time { return now }}
 	w := &webhooks.ClaimWebhook{APIReader: reader, OperatorUser: operatorUser, Now: func() time.Time { return now }, Shed: shed}
-	shed.Observe(builders.MakeClaim("old", "ns", "pool").Annotation(agentsv1beta1.AnnotationCreator, someUser).
-		Annotation(agentsv1beta1.AnnotationWebhookFirstObservedAt, now.Add(-3*time.Second).Format(time.RFC3339Nano)).Obj())
+	// One claim served 3 s after its admission, another still waiting: the cluster is behind.
+	for _, name := range []string{"served", "waiting"} {
+		shed.Observe(builders.MakeClaim(name, "ns", "pool").Annotation(agentsv1beta1.AnnotationCreator, someUser).
+			Annotation(agentsv1beta1.AnnotationWebhookFirstObservedAt, now.Add(-3*time.Second).Format(time.RFC3339Nano)).Obj())
+	}
+	served := builders.MakeClaim("served", "ns", "pool").Obj()
+	served.Status.Conditions = []metav1.Condition{{Type: agentsv1beta1.ConditionReady, Status: metav1.ConditionTrue, Reason: "SandboxReady"}}
+	shed.Observe(served)
 
 	if got := code(w.Default(request(someUser, admissionv1.Create), builders.MakeClaim("c", "ns", "pool").Obj())); got != 429 {
 		t.Errorf("a new claim of the creator of the backlog: code %d, want 429", got)

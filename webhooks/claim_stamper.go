@@ -57,7 +57,8 @@ type ClaimWebhook struct {
 	// Policies checks a new claim against the ClaimPolicies of its namespace and reserves it
 	// in their ledgers (claimpolicy_admission.go); nil checks none.
 	Policies *ClaimPolicies
-	// Shed refuses new claims while the operator is behind (claim_shed.go); nil refuses none.
+	// Shed refuses new claims while the cluster serves them late (claim_shed.go); nil refuses
+	// none.
 	Shed *ClaimShed
 	// Demand records each admitted claim's arrival at its pool, in memory (no API write): the
 	// warm pool autoscaler's earliest signal of demand (recordArrival). nil records nothing.

@@ -116,9 +116,9 @@ type Options struct {
 	// Demand receives the arrival of every admitted claim, for the warm pool autoscaler
 	// (ClaimWebhook.Demand); nil records nothing.
 	Demand *demand.Recorder
-	// ClaimMaxWait refuses new claims with 429 while the oldest claim waiting for the
-	// operator has waited longer (ClaimShed); 0 refuses none. Only where the claim controller
-	// runs (the extensions): without it every claim waits for ever.
+	// ClaimMaxWait refuses new claims with 429 while even the fastest claim served lately
+	// took longer from admission to Ready (ClaimShed); 0 refuses none. Only where the claim
+	// controller runs (the extensions): without it no claim is served.
 	ClaimMaxWait time.Duration
 }
 

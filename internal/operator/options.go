@@ -46,10 +46,11 @@ const (
 	DefaultPprofMutexProfileFraction = 10
 )
 
-// DefaultClaimAdmissionMaxWait is how long the oldest claim may wait for the operator before
-// new claims are refused (Options.ClaimAdmissionMaxWait): above what a burst the cluster
-// absorbs makes a claim wait (burst-300's p99 was 4 s on two cores: docs/performance.md), so
-// that only a backlog that keeps growing, past the sustainable rate, refuses claims.
+// DefaultClaimAdmissionMaxWait is how long the fastest claim served lately may take from
+// admission to Ready before new claims are refused (Options.ClaimAdmissionMaxWait): above what
+// a burst the cluster absorbs makes a claim wait (burst-300's p99 was 4 s on two cores:
+// docs/performance.md), so that only a backlog that keeps growing, past the sustainable rate,
+// refuses claims.
 const DefaultClaimAdmissionMaxWait = 5 * time.Second
 
 // LeaderElectionID names the leader election Lease of every sandgate manager.
@@ -161,9 +162,9 @@ type Options struct {
 	// ClaimReservationTTL is how long a ClaimPolicy counts a claim admission let through whose
 	// create never completed; 0 means reconcilers.DefaultClaimReservationTTL.
 	ClaimReservationTTL time.Duration
-	// ClaimAdmissionMaxWait refuses new claims with 429 and a retry delay while the oldest
-	// claim waiting for the operator has waited longer (webhooks.ClaimShed); 0 turns it off.
-	// With Extensions only: the claim controller is what claims wait for.
+	// ClaimAdmissionMaxWait refuses new claims with 429 and a retry delay while even the
+	// fastest claim served lately took longer from admission to Ready (webhooks.ClaimShed); 0
+	// turns it off. With Extensions only: without the claim controller no claim is served.
 	ClaimAdmissionMaxWait time.Duration
 	// Refill says when pools replace the members claims took.
 	Refill reconcilers.RefillPolicy

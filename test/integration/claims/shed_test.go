@@ -3,6 +3,7 @@
 package claims_test
 
 import (
+	"fmt"
 	"net/http"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,13 +24,14 @@ import (
 	"github.com/sandgate-dev/sandgate/internal/testing/builders"
 )
 
-// Past what the operator serves, new claims are refused at admission with 429 Too Many
+// Past what the cluster serves, new claims are refused at admission with 429 Too Many
 // Requests and a retry hint, through the API server: retryAfterSeconds in the Status and the
 // Retry-After header, which client-go honours by retrying by itself. The operator here is a
-// replica that never leads (another holds the Lease): it admits claims, as every replica
-// does, and none is ever reconciled, so the first claim waits for ever. A creator with nothing
-// waiting is still admitted, and once the waiting claim is gone, so is everyone again.
-func TestClaimsPastWhatTheOperatorServesAreRefusedWith429AndARetryHint(t *testing.T) {
+// replica that never leads (another holds the Lease): it admits claims, as every replica does,
+// and reconciles none; the test serves claims itself, late (the limit is a nanosecond), while
+// others still wait. A creator with nothing waiting is still admitted, and once nothing waits,
+// so is everyone again.
+func TestClaimsPastWhatTheClusterServesAreRefusedWith429AndARetryHint(t *testing.T) {
 	e := setupWithoutManager(t, 0)
 	// Another replica holds the Lease for an hour: the manager below follows, its claim
 	// controller never runs.
@@ -38,7 +41,7 @@ func TestClaimsPastWhatTheOperatorServesAreRefusedWith429AndARetryHint(t *testin
 	opts := e.opts
 	opts.Configure = func(o *operator.Options) {
 		o.LeaderElection, o.LeaderElectionNamespace = true, e.ns
-		o.ClaimAdmissionMaxWait = time.Second
+		o.ClaimAdmissionMaxWait = time.Nanosecond // every claim served is served late
 	}
 	e.Manager = cluster.StartManager(t, opts)
 	e.create(builders.MakeTemplate("tmpl", e.ns).Obj())
@@ -46,20 +49,31 @@ func TestClaimsPastWhatTheOperatorServesAreRefusedWith429AndARetryHint(t *testin
 
 	jane, hints := e.userSeeingRetryAfter("jane@example.com")
 	bob, _ := e.userSeeingRetryAfter("bob@example.com")
-	e.g.Expect(jane.Create(e.ctx(), builders.MakeClaim("first", e.ns, "pool").Obj())).To(Succeed(), "nothing waits yet")
+	e.g.Expect(jane.Create(e.ctx(), builders.MakeClaim("waiting", e.ns, "pool").Obj())).To(Succeed(), "nothing served yet")
 
-	// Claims created before the first has waited a second are admitted, and wait too.
+	// Each round: jane's claim is served (late), and her next create comes while "waiting"
+	// still waits. Rounds repeat until the refusal falls within ServedWindow of a service.
 	var refused error
+	round := 0
 	e.eventually(func(g Gomega) {
-		refused = jane.Create(e.ctx(), &extv1beta1.SandboxClaim{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, GenerateName: "next-"},
-			Spec: extv1beta1.SandboxClaimSpec{WarmPoolRef: extv1beta1.WarmPoolRef{Name: "pool"}}})
+		round++
+		name := fmt.Sprintf("served-%d", round)
+		if err := jane.Create(e.ctx(), builders.MakeClaim(name, e.ns, "pool").Obj()); err != nil {
+			g.Expect(apierrors.IsTooManyRequests(err)).To(BeTrue(), "the create: %v", err)
+			refused = err
+			return
+		}
+		claim := builders.MakeClaim(name, e.ns, "pool").Obj()
+		g.Expect(e.Client.Status().Patch(e.ctx(), claim, client.RawPatch(types.MergePatchType,
+			[]byte(`{"status":{"conditions":[{"type":"Ready","status":"True","reason":"SandboxReady","message":"served by the test","lastTransitionTime":"2026-11-27T00:00:00Z"}]}}`)))).To(Succeed())
+		refused = jane.Create(e.ctx(), builders.MakeClaim(fmt.Sprintf("probe-%d", round), e.ns, "pool").Obj())
 		g.Expect(apierrors.IsTooManyRequests(refused)).To(BeTrue(), "the create: %v", refused)
 	})
 	status := refused.(apierrors.APIStatus).Status()
 	e.g.Expect(status.Details).NotTo(BeNil())
 	e.g.Expect(status.Details.RetryAfterSeconds).To(Equal(int32(1)))
 	e.g.Expect(status.Details.Kind).To(Equal("SandboxClaim"))
-	e.g.Expect(status.Message).To(ContainSubstring("the operator is behind"))
+	e.g.Expect(status.Message).To(ContainSubstring("the cluster is behind"))
 	e.g.Expect(hints()).To(ContainElement("1"), "the Retry-After header client-go retries by")
 
 	e.g.Expect(bob.Create(e.ctx(), builders.MakeClaim("bobs", e.ns, "pool").Obj())).To(Succeed(),
@@ -67,7 +81,7 @@ func TestClaimsPastWhatTheOperatorServesAreRefusedWith429AndARetryHint(t *testin
 
 	e.g.Expect(e.Client.DeleteAllOf(e.ctx(), &extv1beta1.SandboxClaim{}, client.InNamespace(e.ns))).To(Succeed())
 	e.eventually(func(g Gomega) {
-		g.Expect(jane.Create(e.ctx(), builders.MakeClaim("third", e.ns, "pool").Obj())).To(Succeed(), "nothing waits any more")
+		g.Expect(jane.Create(e.ctx(), builders.MakeClaim("again", e.ns, "pool").Obj())).To(Succeed(), "nothing waits any more")
 	})
 }
 
