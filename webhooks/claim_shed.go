@@ -10,7 +10,8 @@ package webhooks
 // (docs/design.md, "Past the sustainable rate").
 //
 // "Too late" is CoDel's test of a standing queue: even the fastest of the claims that became
-// Ready in the last ServedWindow took longer than MaxWait from admission. A burst that the
+// Ready in the last ServedWindow (or, when none did, the last one served, for a while)
+// took longer than MaxWait from admission. A burst that the
 // cluster absorbs still serves some claims fast; a rate beyond it leaves none that is. A claim
 // that never becomes Ready (a pod that never starts, a missing template) is never served, so it
 // never counts: no tenant can hold the gate shut that way. Who is refused first is decided by
@@ -46,12 +47,21 @@ type ClaimShed struct {
 	mu      sync.Mutex
 	waiting map[types.NamespacedName]WaitingClaim
 	served  []Served
+	// last is the last claim served, whenever.
+	last Served
 }
 
 // ServedWindow is how far back the claims served count: long enough to hold a few claims at
 // any rate worth shedding, short enough that the gate opens within seconds of the backlog
 // clearing.
 const ServedWindow = 2 * time.Second
+
+// servedHorizon is how long the last claim served speaks for the cluster when none was served
+// within ServedWindow: a backlog served slowly has gaps longer than the window between its
+// claims, and a gate that opened in every gap let the backlog grow (measured: p50 60 s at
+// twice the sustainable rate). Past it, the gate opens even without a claim served in time:
+// claims that never become Ready must not hold it shut for ever.
+func servedHorizon(maxWait time.Duration) time.Duration { return max(30*time.Second, 10*maxWait) }
 
 // WaitingClaim is a claim admitted and not Ready yet: since its admission, by its creator.
 type WaitingClaim struct {
@@ -103,7 +113,8 @@ func (s *ClaimShed) Observe(c *extv1beta1.SandboxClaim) {
 	case isReady(c):
 		delete(s.waiting, key)
 		if known {
-			s.served = append(pruneServed(s.served, now), Served{At: now, Took: now.Sub(w.Since)})
+			s.last = Served{At: now, Took: now.Sub(w.Since)}
+			s.served = append(pruneServed(s.served, now), s.last)
 		}
 	case !known:
 		if s.waiting == nil {
@@ -160,6 +171,9 @@ func (s *ClaimShed) Admit(creator string, c *extv1beta1.SandboxClaim) error {
 	s.mu.Lock()
 	s.served = pruneServed(s.served, now)
 	served := append([]Served(nil), s.served...)
+	if len(served) == 0 && !s.last.At.IsZero() && now.Sub(s.last.At) <= servedHorizon(s.MaxWait) {
+		served = []Served{s.last}
+	}
 	waiting := make([]WaitingClaim, 0, len(s.waiting))
 	for _, w := range s.waiting {
 		waiting = append(waiting, w)

@@ -75,8 +75,9 @@ func TestShedDecision(t *testing.T) {
 
 // The shed learns from the informer: a claim seen waiting and then Ready is served, with the
 // time from its admission; a claim first seen Ready (the informer's first list, after a
-// restart) is nobody's news; a claim served lately counts for ServedWindow only; a deleted
-// claim no longer waits.
+// restart) is nobody's news; the claims served in the last ServedWindow count, or, when
+// none was, the last one served, for ten times the limit (at least 30 s); a deleted claim no
+// longer waits.
 func TestClaimShedLearnsFromTheInformer(t *testing.T) {
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	shed := &webhooks.ClaimShed{MaxWait: 5 * time.Second, Now: func() time.Time { return now }}
@@ -111,8 +112,12 @@ func TestClaimShedLearnsFromTheInformer(t *testing.T) {
 		t.Errorf("refusal details = %+v, want kind SandboxClaim and retryAfterSeconds 5", d)
 	}
 	now = now.Add(webhooks.ServedWindow + time.Millisecond)
+	if err := shed.Admit(someUser, fresh); err == nil {
+		t.Fatal("a gap in a backlog served late opened the gate: the last claim served speaks for the cluster for a while")
+	}
+	now = now.Add(50 * time.Second) // ten times the limit
 	if err := shed.Admit(someUser, fresh); err != nil {
-		t.Fatalf("a claim served late longer ago than the window still refused a new claim: %v", err)
+		t.Fatalf("a claim served late long ago still refused a new claim: %v", err)
 	}
 	shed.Observe(ready(waiting)) // served 9s after admission
 	if err := shed.Admit(someUser, fresh); err != nil {
