@@ -57,6 +57,9 @@ type ClaimWebhook struct {
 	// Policies checks a new claim against the ClaimPolicies of its namespace and reserves it
 	// in their ledgers (claimpolicy_admission.go); nil checks none.
 	Policies *ClaimPolicies
+	// Shed refuses new claims while the cluster serves them late (claim_shed.go); nil refuses
+	// none.
+	Shed *ClaimShed
 	// Demand records each admitted claim's arrival at its pool, in memory (no API write): the
 	// warm pool autoscaler's earliest signal of demand (recordArrival). nil records nothing.
 	Demand *demand.Recorder
@@ -123,6 +126,13 @@ func (w *ClaimWebhook) Default(ctx context.Context, c *extv1beta1.SandboxClaim) 
 	c.Annotations[agentsv1beta1.AnnotationControllerFirstObservedAt] = at
 	if tmpl != nil {
 		c.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash] = hash
+	}
+	// Shedding before the policies: a claim refused for load reserves nothing. A dry run
+	// costs the operator nothing and is answered as if the operator kept up.
+	if req.DryRun == nil || !*req.DryRun {
+		if err = w.Shed.Admit(req.UserInfo.Username, c); err != nil {
+			return err
+		}
 	}
 	// Policies: a claim refused above reserves nothing. Arrival last: a claim a policy refuses
 	// is no demand of its pool's.

@@ -1,12 +1,14 @@
 package webhooks
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -114,6 +116,10 @@ type Options struct {
 	// Demand receives the arrival of every admitted claim, for the warm pool autoscaler
 	// (ClaimWebhook.Demand); nil records nothing.
 	Demand *demand.Recorder
+	// ClaimMaxWait refuses new claims with 429 while even the fastest claim served lately
+	// took longer from admission to Ready (ClaimShed); 0 refuses none. Only where the claim
+	// controller runs (the extensions): without it no claim is served.
+	ClaimMaxWait time.Duration
 }
 
 // Setup registers every webhook with the manager's webhook server (the conversion webhook at
@@ -127,6 +133,16 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	claims := &ClaimWebhook{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), OperatorUser: opts.OperatorUser, Authority: authority, Now: opts.Now, Tracer: opts.Tracer,
 		LabelDomains: opts.LabelDomains, AnnotationDomains: opts.AnnotationDomains, Policies: claimPolicies(mgr, opts),
 		Demand: opts.Demand}
+	if opts.ClaimMaxWait > 0 {
+		claims.Shed = &ClaimShed{MaxWait: opts.ClaimMaxWait, Now: opts.Now}
+		inf, err := mgr.GetCache().GetInformer(context.Background(), &extv1beta1.SandboxClaim{}, cache.BlockUntilSynced(false))
+		if err != nil {
+			return fmt.Errorf("watching SandboxClaims for load shedding: %w", err)
+		}
+		if _, err := inf.AddEventHandler(claims.Shed.Handler()); err != nil {
+			return fmt.Errorf("watching SandboxClaims for load shedding: %w", err)
+		}
+	}
 	guard := &BindingGuard{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), OperatorUser: opts.OperatorUser,
 		Authority: authority, Authorizer: mgr.GetClient(), Tracer: opts.Tracer}
 	for _, err := range []error{

@@ -51,6 +51,7 @@ type options struct {
 	extensions              bool
 	coldStartGrace          time.Duration
 	claimReservationTTL     time.Duration
+	claimAdmissionMaxWait   time.Duration
 	refillQuietPeriod       time.Duration
 	refillLowWaterPercent   int
 	refillMaxDeferral       time.Duration
@@ -136,6 +137,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&o.extensions, "extensions", d.Extensions, "Also run the SandboxTemplate, SandboxWarmPool and SandboxClaim controllers.")
 	fs.DurationVar(&o.coldStartGrace, "cold-start-grace", d.ColdStartGrace, "How long a claim that finds no warm sandbox of its template version to take (none ready, none starting) waits for pool members on their way (not schedulable yet, or about to be created) before it cold-starts a sandbox.")
 	fs.DurationVar(&o.claimReservationTTL, "claim-reservation-ttl", d.ClaimReservationTTL, "How long a ClaimPolicy counts a claim admission let through whose create never completed (refused after admission by another webhook, a ResourceQuota or the schema): longer than a create can take after its admission (docs/fair-share.md).")
+	fs.DurationVar(&o.claimAdmissionMaxWait, "claim-admission-max-wait", d.ClaimAdmissionMaxWait, "Refuse new claims with 429 Too Many Requests and a retry delay while even the fastest of the claims that became Ready in the last 2 s (when none did, the last one served, for ten times this, at least 30 s) took longer than this from admission, and claims still wait (a creator holding fewer of the waiting claims than its fair share is still admitted): past the rate the cluster sustains, the claims it admits are served at that rate instead of all of them late (docs/design.md). 0 admits every claim.")
 	fs.DurationVar(&o.refillQuietPeriod, "pool-refill-quiet-period", d.Refill.QuietPeriod, "How long claims must pause before a pool replaces the members they took: replacements compete with claims for the API server. 0 replaces at once.")
 	fs.DurationVar(&o.refillMaxDeferral, "pool-refill-max-deferral", d.Refill.MaxDeferral, "Longest a pool's replacements, and a bound claim's sandbox-name annotation, wait for claims to pause: claims under steady traffic never pause. 0 waits for a pause however long.")
 	fs.IntVar(&o.refillLowWaterPercent, "pool-refill-low-water-percent", d.Refill.LowWaterPercent, "Percentage of a pool's replicas below which its ready members are replaced at once, even while claims arrive.")
@@ -213,6 +215,7 @@ func (o *options) validate() error {
 		{"--pool-refill-max-deferral", o.refillMaxDeferral},
 		{"--cold-start-grace", o.coldStartGrace},
 		{"--claim-reservation-ttl", o.claimReservationTTL},
+		{"--claim-admission-max-wait", o.claimAdmissionMaxWait},
 		{"--sandbox-warm-pool-replenish-delay", o.warmPool.ReplenishDelay},
 		{"--sandbox-write-behind-window", o.writeBehindWindow},
 	} {
@@ -370,6 +373,7 @@ func (o *options) operatorOptions() operator.Options {
 		Extensions:                o.extensions,
 		ColdStartGrace:            o.coldStartGrace,
 		ClaimReservationTTL:       o.claimReservationTTL,
+		ClaimAdmissionMaxWait:     o.claimAdmissionMaxWait,
 		Refill: reconcilers.RefillPolicy{QuietPeriod: o.refillQuietPeriod, LowWaterPercent: o.refillLowWaterPercent, MaxDeferral: o.refillMaxDeferral,
 			MaxStartingPercent: o.refillMaxStarting},
 		RefuseRestamp:           !o.restamp,

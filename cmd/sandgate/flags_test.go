@@ -38,13 +38,14 @@ func TestFlagsReachTheOperator(t *testing.T) {
 	fs := flag.NewFlagSet("sandgate", flag.ContinueOnError)
 	opts.bind(fs)
 	if err := fs.Parse([]string{"--sandbox-claim-concurrent-workers=7", "--restamp=false", "--platform-groups=a,b", "--extensions",
-		"--claim-allowed-annotation-domains= Acme.Example ,sandbox.users.io", "--leader-election-lease-duration=30s", "--leader-election-renew-deadline=20s", "--leader-election-retry-period=3s"}); err != nil {
+		"--claim-allowed-annotation-domains= Acme.Example ,sandbox.users.io", "--leader-election-lease-duration=30s", "--leader-election-renew-deadline=20s", "--leader-election-retry-period=3s",
+		"--claim-admission-max-wait=1500ms"}); err != nil {
 		t.Fatal(err)
 	}
 	got := opts.operatorOptions()
 	timings := operator.LeaderElectionTimings{LeaseDuration: 30 * time.Second, RenewDeadline: 20 * time.Second, RetryPeriod: 3 * time.Second}
 	if got.ClaimWorkers != 7 || !got.RefuseRestamp || !got.Extensions || !cmp.Equal(got.PlatformGroups, []string{"a", "b"}) || got.LeaderElectionTimings != timings ||
-		!cmp.Equal(got.ClaimAnnotationDomains, []string{"acme.example", "sandbox.users.io"}) {
+		got.ClaimAdmissionMaxWait != 1500*time.Millisecond || !cmp.Equal(got.ClaimAnnotationDomains, []string{"acme.example", "sandbox.users.io"}) {
 		t.Errorf("operator options %+v do not follow the flags", got)
 	}
 }
@@ -191,7 +192,7 @@ func TestBadValuesRefusedNamingTheFlag(t *testing.T) {
 		"--sandbox-warm-pool-readiness-grace-period=0s", "--sandbox-warm-pool-unschedulable-recheck-interval=-1m",
 		"--sandbox-write-behind-window=-1s", "--webhook-port=70000", "--webhook-cert-name= ",
 		"--webhook-key-name=", "--enable-webhook=false", "--pool-refill-low-water-percent=101",
-		"--cold-start-grace=-1s", "--sandbox-warm-pool-readiness-grace-period=soon",
+		"--cold-start-grace=-1s", "--claim-admission-max-wait=-1s", "--sandbox-warm-pool-readiness-grace-period=soon",
 		"--enable-tracing=maybe", "--claim-allowed-annotation-domains=acme.example/x",
 	} {
 		name, _, _ := strings.Cut(arg, "=")

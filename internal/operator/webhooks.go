@@ -79,6 +79,9 @@ func setupWebhooks(op *Operator, opts Options, watcher *certs.Watcher, ledgerCli
 	if opts.Clock != nil {
 		wopts.Now = opts.Clock.Now
 	}
+	if opts.Extensions {
+		wopts.ClaimMaxWait = opts.ClaimAdmissionMaxWait
+	}
 	if err := webhooks.Setup(op, wopts); err != nil {
 		return fmt.Errorf("setting up webhooks: %w", err)
 	}

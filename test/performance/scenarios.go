@@ -173,6 +173,11 @@ func scenarios(scalePool int) []scenario {
 			run: runFairShare, optional: true,
 		},
 		{
+			// Four clusters (overload.go, flags --overload-*): by name only.
+			name: "overload", description: "past the sustainable rate: the floor's sustainable rate measured, then sandgate offered 1×, 2× and 4× of it, arrivals open",
+			run: runOverload, optional: true,
+		},
+		{
 			name: fmt.Sprintf("scale-%d", scalePool), description: "30 claims one at a time",
 			burstSize: 1, totalBursts: 30, qps: 1000, pool: scalePool,
 			targets: serialTargets, optional: true,

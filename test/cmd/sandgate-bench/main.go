@@ -51,6 +51,7 @@ func main() {
 	performance.AddRapidBurstFlags(fs)
 	performance.AddTraceFlags(fs)
 	performance.AddFairShareFlags(fs)
+	performance.AddOverloadFlags(fs)
 	// The load generator's own caches log through controller-runtime; the run's progress is
 	// its own lines, and an unset logger prints a stack trace in their middle instead.
 	ctrllog.SetLogger(logr.Discard())

@@ -68,6 +68,15 @@ type SustainedConfig struct {
 	// FloorRoute makes the floor's claims also make sandgate's route write after each bind,
 	// as Config.FloorRoute does; with the harness's floor admission, the contract floor.
 	FloorRoute bool
+	// RefillWorkers bounds the floor's replacements made at once; 0 is refillWorkers. A
+	// replacement waits for its pod most of its time, so a floor offered more than it serves
+	// (the overload scenario's probe) needs more of them, or the bound is the load
+	// generator's and not the API server's.
+	RefillWorkers int
+	// Open offers Rate whatever the cluster does (the overload scenario): no slot waits for a
+	// claim's Ready, and a create refused with 429 is counted (Sustained.Refused), not retried
+	// (openClient).
+	Open bool
 	// Progress receives progress lines; nil for none.
 	Progress io.Writer
 }
@@ -77,6 +86,9 @@ func (c SustainedConfig) Validate() error {
 	var errs []error
 	if c.Rate <= 0 || c.Duration <= 0 {
 		errs = append(errs, errors.New("a sustained run needs a positive rate and duration"))
+	}
+	if c.RefillWorkers < 0 {
+		errs = append(errs, errors.New("RefillWorkers must not be negative"))
 	}
 	if c.StopBehind < 0 {
 		errs = append(errs, errors.New("StopBehind must not be negative"))
@@ -154,7 +166,7 @@ func RunSustained(ctx context.Context, restCfg *rest.Config, cfg SustainedConfig
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	c, err := NewClient(restCfg, cfg.Rate*3) // creates, deletes and, in the floor, refills
+	c, err := NewClient(openClient(restCfg, cfg.Open), cfg.Rate*3) // creates, deletes and, in the floor, refills
 	if err != nil {
 		return nil, err
 	}
@@ -357,7 +369,11 @@ func (s *sustained) fire(ctx context.Context, w *ClaimWatcher, start time.Time, 
 	rng := rand.New(rand.NewPCG(s.cfg.Seed, 0x5eed))
 	// Claims not Ready yet hold a slot: ten seconds' worth, so that a pool that runs dry
 	// slows the arrivals only when claims wait that long (AchievedRate tells).
-	inFlight := make(chan struct{}, max(256, int(10*s.cfg.Rate)))
+	slots := max(256, int(10*s.cfg.Rate))
+	if s.cfg.Open {
+		slots = max(slots, int(s.cfg.Rate*s.cfg.Duration.Seconds())+1)
+	}
+	inFlight := make(chan struct{}, slots)
 	lastProgress := time.Now()
 	var last time.Time
 	for i := 0; time.Since(start) < s.cfg.Duration; i++ {
@@ -575,7 +591,13 @@ func (s *sustained) tally(res *report.Result, w *ClaimWatcher, start, lastCreate
 	var clientView, serverView, call []time.Duration
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	bound := map[string]int{}
 	for _, c := range claims {
+		if hint, ok := refused(c.createErr); ok {
+			sus.Refused++
+			sus.RetryAfterSeconds = max(sus.RetryAfterSeconds, hint)
+			continue
+		}
 		if c.createErr != nil {
 			res.Claims.CreateErrors++
 			if len(res.Errors) < 10 {
@@ -602,6 +624,11 @@ func (s *sustained) tally(res *report.Result, w *ClaimWatcher, start, lastCreate
 			continue
 		}
 		res.Claims.Ready++
+		if obs.Sandbox != "" {
+			if bound[obs.Sandbox]++; bound[obs.Sandbox] == 2 {
+				sus.BoundTwice++
+			}
+		}
 		clientView = append(clientView, obs.ReadyAt.Sub(c.createdAt))
 		if !obs.webhookAt.IsZero() {
 			serverView = append(serverView, obs.ReadyAt.Sub(obs.webhookAt))

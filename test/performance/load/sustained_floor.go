@@ -148,7 +148,11 @@ func (p *refillPool) start(ctx context.Context, model *agentsv1beta1.Sandbox, po
 		p.ready <- m
 	}
 	ctx, p.cancel = context.WithCancel(ctx)
-	for range refillWorkers {
+	workers := refillWorkers
+	if p.s.cfg.RefillWorkers > 0 {
+		workers = p.s.cfg.RefillWorkers
+	}
+	for range workers {
 		p.workers.Add(1)
 		go func() {
 			defer p.workers.Done()

@@ -168,6 +168,7 @@ func WriteMarkdownWithPlots(w io.Writer, m Machine, results []*Result, command, 
 	}
 	writeTraces(p, traces, plotDir)
 	writeFairShares(p, fairShares(all))
+	writeOverloads(p, overloads(all))
 	p(spliceBefore)
 	p("")
 	p("Client view: from the start of the claim's create call to the watch event showing")

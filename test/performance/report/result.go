@@ -373,6 +373,8 @@ type Result struct {
 	Trace *Trace `json:"trace,omitempty"`
 	// FairShare is set by the fair-share scenario: its arms' figures.
 	FairShare *FairShare `json:"fairShare,omitempty"`
+	// Overload is set by the overload scenario: its arms' figures.
+	Overload *Overload `json:"overload,omitempty"`
 	// Bursts is set by a run of several bursts of several claims: each burst's figures.
 	Bursts *Bursts `json:"bursts,omitempty"`
 	// Rounds are every (floor, sandgate) pair of a scenario measured more than once, in run

@@ -5,7 +5,7 @@ import "strings"
 // SplicedSections are the titles of the report's sections that stand apart from the tables of
 // every run (Scenarios, Claims, API server, ...): a scenario that writes one can be measured
 // alone and spliced into a report measured in full before (sandgate-bench --splice).
-var SplicedSections = []string{sectionBursts, sectionTrace, sectionFairShare}
+var SplicedSections = []string{sectionBursts, sectionTrace, sectionFairShare, sectionOverload}
 
 // KeptSections are the titles of the report's sections measured apart from `make bench` (by the
 // commands they show): no result renders them, and a report written again keeps them from the
@@ -19,6 +19,7 @@ const (
 	sectionBursts    = "## Rapid bursts"
 	sectionTrace     = "## Demand trace: warm pool policies"
 	sectionFairShare = "## Fair share: two tenants on one pool"
+	sectionOverload  = "## Overload: past the sustainable rate"
 	// spliceBefore is the section a spliced section is put before when the report lacks it:
 	// where WriteMarkdown writes them.
 	spliceBefore = "## Startup latency"

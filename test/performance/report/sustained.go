@@ -46,6 +46,12 @@ type Sustained struct {
 	// deletions that failed.
 	ClaimsDeleted int `json:"claimsDeleted"`
 	DeleteErrors  int `json:"deleteErrors"`
+	// Refused are creates refused with 429 (an open run's, load.SustainedConfig.Open: not
+	// retried), RetryAfterSeconds the longest retry delay they suggested; BoundTwice the
+	// Sandboxes more than one Ready claim named (0 expected).
+	Refused           int   `json:"refused,omitempty"`
+	RetryAfterSeconds int32 `json:"retryAfterSeconds,omitempty"`
+	BoundTwice        int   `json:"boundTwice,omitempty"`
 	// Refilled are the replacement members the load generator made itself (floor only).
 	Refilled int `json:"refilled,omitempty"`
 	// Pool is the pool sampled every second from the claims' first create: its unbound

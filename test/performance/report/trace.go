@@ -241,12 +241,12 @@ func writeTraces(p func(string, ...any), results []*Result, dir string) {
 	}
 }
 
-// splitTraces separates the trace scenario's results from the others; the fair-share
-// scenario's are in neither (its own section, writeFairShares).
+// splitTraces separates the trace scenario's results from the others; the fair-share and
+// overload scenarios' are in neither (their own sections, writeFairShares, writeOverloads).
 func splitTraces(all []*Result) (others, traces []*Result) {
 	for _, r := range all {
 		switch {
-		case r.FairShare != nil:
+		case r.FairShare != nil, r.Overload != nil:
 		case r.Trace != nil:
 			traces = append(traces, r)
 		default:

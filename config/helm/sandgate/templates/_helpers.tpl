@@ -227,6 +227,7 @@ in values (the public chart's names where the flag means the same), then extraAr
   (list "sandboxWarmPoolUnschedulableRecheckInterval" "sandbox-warm-pool-unschedulable-recheck-interval")
   (list "coldStartGrace" "cold-start-grace")
   (list "claimReservationTTL" "claim-reservation-ttl")
+  (list "claimAdmissionMaxWait" "claim-admission-max-wait")
   (list "poolRefillQuietPeriod" "pool-refill-quiet-period")
   (list "poolRefillLowWaterPercent" "pool-refill-low-water-percent")
   (list "gracefulShutdownTimeout" "graceful-shutdown-timeout")

@@ -1,0 +1,276 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// The overload scenario (issue 37): the rate the floor sustains on this machine, measured in
+// the same run, then sandgate offered that rate and multiples of it, each on a fresh cluster.
+// An overloaded system that serves less than its capacity makes every client wait longer;
+// one that degrades gracefully keeps serving what it accepts at the sustainable rate and
+// refuses or queues the rest visibly.
+
+// Overload is the overload scenario's figures.
+type Overload struct {
+	// Settings says the run's shape, for the report.
+	Settings string `json:"settings"`
+	// SustainableRate is the floor's goodput (OverloadArm.Goodput of the floor's arm), or the
+	// rate given (--overload-rate) when the floor was not measured; the arms' rates are
+	// multiples of it.
+	SustainableRate float64 `json:"sustainableRate"`
+	// Measured says whether SustainableRate is the floor's, measured in this run.
+	Measured bool          `json:"measured"`
+	Arms     []OverloadArm `json:"arms"`
+}
+
+// OverloadArm is one cluster's run of the overload scenario.
+type OverloadArm struct {
+	// Arm is "floor" or "sandgate"; Multiplier the offered rate ÷ SustainableRate (0 for the
+	// floor, offered its probe rate).
+	Arm        string  `json:"arm"`
+	Multiplier float64 `json:"multiplier,omitempty"`
+	// Rate is the rate asked for; Offered the creates sent per second from the first to the
+	// last (below Rate when the load generator fell behind).
+	Rate    float64 `json:"rate"`
+	Offered float64 `json:"offered"`
+	// Created claims were admitted; Refused were refused with 429 (not retried: the run
+	// measures what the cluster accepts), RetryAfterSeconds the longest hint they carried.
+	Created           int   `json:"created"`
+	Refused           int   `json:"refused"`
+	RetryAfterSeconds int32 `json:"retryAfterSeconds,omitempty"`
+	CreateErrors      int   `json:"createErrors,omitempty"`
+	// Ready claims became Ready; Lost were admitted and not Ready by the end of the drain;
+	// BoundTwice are Sandboxes two Ready claims named. 0 and 0 expected.
+	Ready      int `json:"ready"`
+	Lost       int `json:"lost"`
+	BoundTwice int `json:"boundTwice"`
+	// Goodput is claims Ready per second between the end of the warm-up (a quarter of the
+	// arrivals: the full pool serves the first claims at once) and the last arrival;
+	// GoodputRatio is Goodput ÷ SustainableRate.
+	Goodput      float64 `json:"goodput"`
+	GoodputRatio float64 `json:"goodputRatio,omitempty"`
+	// P50Ms and P99Ms are the served claims' latency, from their (single) create call to
+	// the Ready event; P99Ratio is P99Ms ÷ the 1× arm's.
+	P50Ms    float64 `json:"p50Ms"`
+	P99Ms    float64 `json:"p99Ms"`
+	P99Ratio float64 `json:"p99Ratio,omitempty"`
+	// WarmShare is the share of Ready claims served by a pool member.
+	WarmShare float64 `json:"warmShare"`
+	// Where the time went: kube-apiserver's and the operator's CPU seconds over the run, and
+	// the claims' path phase by phase (the operator's sandgate_claim_phase_seconds).
+	APIServerCPUSeconds float64 `json:"apiServerCPUSeconds,omitempty"`
+	OperatorCPUSeconds  float64 `json:"operatorCPUSeconds,omitempty"`
+	Phases              []Phase `json:"phases,omitempty"`
+	LoadAverage         float64 `json:"loadAverage"`
+	Error               string  `json:"error,omitempty"`
+}
+
+// OverloadArmOf is the arm of a sustained run's result r, its goodput counted from warmUp
+// seconds after the first create to the end of the arrivals (arrivals seconds).
+func OverloadArmOf(arm string, multiplier float64, r *Result, warmUp, arrivals float64) OverloadArm {
+	a := OverloadArm{Arm: arm, Multiplier: multiplier, Created: r.Claims.Created, CreateErrors: r.Claims.CreateErrors,
+		Ready: r.Claims.Ready, Lost: r.Claims.NeverReady, P50Ms: r.Latency.Client.P50, P99Ms: r.Latency.Client.P99,
+		LoadAverage: r.LoadAverage, APIServerCPUSeconds: r.API.ClaimsCPUSeconds, OperatorCPUSeconds: r.Operator.CPUSeconds,
+		Phases: r.Operator.Phases}
+	if s := r.Sustained; s != nil {
+		a.Rate, a.Offered, a.WarmShare = s.Rate, s.AchievedRate, s.WarmShare
+		a.Refused, a.RetryAfterSeconds, a.BoundTwice = s.Refused, s.RetryAfterSeconds, s.BoundTwice
+		if s.StoppedBehindSeconds > 0 {
+			arrivals = s.StoppedBehindSeconds
+		}
+	}
+	a.Goodput = Goodput(r.Samples, warmUp, arrivals)
+	return a
+}
+
+// Goodput is the claims of samples Ready per second within [from, to) seconds after the
+// run's first create; 0 for an empty window.
+func Goodput(samples []Sample, from, to float64) float64 {
+	if to <= from {
+		return 0
+	}
+	n := 0
+	for _, s := range samples {
+		if at := s.AtSeconds + s.Ms/1000; at >= from && at < to {
+			n++
+		}
+	}
+	return round2(float64(n) / (to - from))
+}
+
+// SetRatios sets each arm's goodput ratio to SustainableRate and p99 ratio to the 1× arm's.
+func (o *Overload) SetRatios() {
+	var ref float64
+	for _, a := range o.Arms {
+		if a.Arm == "sandgate" && a.Multiplier == 1 && a.Error == "" {
+			ref = a.P99Ms
+		}
+	}
+	for i := range o.Arms {
+		a := &o.Arms[i]
+		if a.Error != "" {
+			continue
+		}
+		if o.SustainableRate > 0 {
+			a.GoodputRatio = round2(a.Goodput / o.SustainableRate)
+		}
+		if ref > 0 && a.Arm == "sandgate" {
+			a.P99Ratio = round2(a.P99Ms / ref)
+		}
+	}
+}
+
+// Met says whether the arm meets issue 37's goals: goodput ≥ 90% of the sustainable rate,
+// p99 within 2 × the 1× arm's, nothing lost, nothing bound twice. Only sandgate's arms past
+// the sustainable rate are judged.
+func (a OverloadArm) Met() (met, judged bool) {
+	if a.Arm != "sandgate" || a.Multiplier <= 1 || a.Error != "" {
+		return false, false
+	}
+	return a.GoodputRatio >= 0.9 && a.P99Ratio > 0 && a.P99Ratio <= 2 && a.Lost == 0 && a.BoundTwice == 0, true
+}
+
+func round2(v float64) float64 { return float64(int64(v*100+0.5)) / 100 }
+
+// overloadHeader and overloadRow are the table of the arms, in text and in markdown.
+var overloadHeader = []string{"arm", "offered (claims/s)", "admitted", "refused (429)", "Ready", "lost", "bound twice",
+	"goodput (claims/s)", "goodput ÷ sustainable", "p50 (ms)", "p99 (ms)", "p99 ÷ 1×", "warm", "goals", "load average"}
+
+func overloadRow(a OverloadArm) []string {
+	name := a.Arm
+	if a.Multiplier > 0 {
+		name = fmt.Sprintf("%s %g×", a.Arm, a.Multiplier)
+	}
+	if a.Error != "" {
+		return []string{name, "failed: " + a.Error}
+	}
+	ratio := func(v float64) string {
+		if v == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f", v)
+	}
+	refused := fmt.Sprintf("%d", a.Refused)
+	if a.RetryAfterSeconds > 0 {
+		refused += fmt.Sprintf(" (retry after %d s)", a.RetryAfterSeconds)
+	}
+	goals := "-"
+	if met, judged := a.Met(); judged {
+		goals = map[bool]string{true: "✓", false: "✗"}[met]
+	}
+	return []string{name, fmt.Sprintf("%g / %.1f", a.Rate, a.Offered), fmt.Sprintf("%d", a.Created), refused,
+		fmt.Sprintf("%d", a.Ready), fmt.Sprintf("%d", a.Lost), fmt.Sprintf("%d", a.BoundTwice),
+		fmt.Sprintf("%.1f", a.Goodput), ratio(a.GoodputRatio), fmt.Sprintf("%.1f", a.P50Ms), fmt.Sprintf("%.1f", a.P99Ms),
+		ratio(a.P99Ratio), fmt.Sprintf("%.1f%%", 100*a.WarmShare), goals, fmt.Sprintf("%.1f", a.LoadAverage)}
+}
+
+// costRows are the rows of where each arm's time went: CPU, and the claim phases' means.
+func overloadCostRows(o *Overload) [][]string {
+	var rows [][]string
+	for _, a := range o.Arms {
+		if a.Error != "" || (a.APIServerCPUSeconds == 0 && len(a.Phases) == 0) {
+			continue
+		}
+		name := a.Arm
+		if a.Multiplier > 0 {
+			name = fmt.Sprintf("%s %g×", a.Arm, a.Multiplier)
+		}
+		var phases []string
+		for _, ph := range a.Phases {
+			phases = append(phases, fmt.Sprintf("%s %.1f", ph.Name, ph.MeanMs))
+		}
+		rows = append(rows, []string{name, fmt.Sprintf("%.1f", a.APIServerCPUSeconds), fmt.Sprintf("%.1f", a.OperatorCPUSeconds),
+			orDash(strings.Join(phases, ", "))})
+	}
+	return rows
+}
+
+var overloadCostHeader = []string{"arm", "kube-apiserver CPU (s)", "operator CPU (s)", "claim phases, mean ms"}
+
+// WriteOverloadText prints the overload scenario's figures.
+func WriteOverloadText(w io.Writer, r *Result) error {
+	o := r.Overload
+	if o == nil {
+		return nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n== scenario %s: %s\n  sustainable rate %.1f claims/s (%s)\n  %s\n", r.Scenario, o.Settings,
+		o.SustainableRate, sustainableFrom(o), strings.Join(overloadHeader, " | "))
+	for _, a := range o.Arms {
+		fmt.Fprintf(&b, "  %s\n", strings.Join(overloadRow(a), " | "))
+	}
+	if rows := overloadCostRows(o); len(rows) > 0 {
+		fmt.Fprintf(&b, "  where the time went:\n  %s\n", strings.Join(overloadCostHeader, " | "))
+		for _, row := range rows {
+			fmt.Fprintf(&b, "  %s\n", strings.Join(row, " | "))
+		}
+	}
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("printing the overload figures: %w", err)
+	}
+	return nil
+}
+
+func sustainableFrom(o *Overload) string {
+	if o.Measured {
+		return "the floor's goodput, measured in this run"
+	}
+	return "given, not measured"
+}
+
+// overloads are the overload scenario's results among all.
+func overloads(all []*Result) []*Result {
+	var out []*Result
+	for _, r := range all {
+		if r.Overload != nil {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// writeOverloads writes the section of the overload scenario's results.
+func writeOverloads(p func(string, ...any), results []*Result) {
+	if len(results) == 0 {
+		return
+	}
+	p(sectionOverload)
+	p("")
+	p("The rate the floor sustains on this machine is measured first, in the same run: the floor")
+	p("(no controller; the load generator binds and refills) is offered more than it can serve, and")
+	p("what it serves per second is the sustainable rate. Sandgate is then offered that rate and")
+	p("multiples of it, each on a fresh cluster, claims arriving at a steady rate whatever the")
+	p("cluster does. Goodput: claims Ready per second after the first quarter of the arrivals (the")
+	p("full pool serves the first claims at once) until the last arrival. A create refused with 429")
+	p("is counted, not retried. Lost: admitted and not Ready when the run ended; bound twice: a")
+	p("Sandbox two Ready claims name. Latency of the served claims: from the create call to the")
+	p("Ready event. Goals (issue 37), past the sustainable rate: goodput ≥ 0.9 × sustainable, p99")
+	p("≤ 2 × the 1× arm's, 0 lost, 0 bound twice.")
+	p("")
+	for _, r := range results {
+		o := r.Overload
+		p("**%s** (%s): %s; sustainable rate **%.1f claims/s** (%s).", r.Scenario, measuredAt(r), o.Settings,
+			o.SustainableRate, sustainableFrom(o))
+		p("")
+		tableHead(p, overloadHeader)
+		for _, a := range o.Arms {
+			row := overloadRow(a)
+			for len(row) < len(overloadHeader) {
+				row = append(row, "")
+			}
+			p("| %s |", strings.Join(row, " | "))
+		}
+		p("")
+		if rows := overloadCostRows(o); len(rows) > 0 {
+			p("Where the time went (CPU over the claims' window; the operator's claim phases):")
+			p("")
+			tableHead(p, overloadCostHeader)
+			for _, row := range rows {
+				p("| %s |", strings.Join(row, " | "))
+			}
+			p("")
+		}
+	}
+}

@@ -1,0 +1,89 @@
+package report
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// Goodput counts the claims Ready within the window, by create time plus latency.
+func TestGoodput(t *testing.T) {
+	samples := []Sample{
+		{AtSeconds: 0, Ms: 100},      // Ready at 0.1: the warm-up
+		{AtSeconds: 2, Ms: 500},      // 2.5
+		{AtSeconds: 3, Ms: 6000},     // 9.0
+		{AtSeconds: 9.5, Ms: 400},    // 9.9
+		{AtSeconds: 9.5, Ms: 600},    // 10.1: after the window
+		{AtSeconds: 1.9, Ms: 100.01}, // 2.00001: just inside
+	}
+	if got := Goodput(samples, 2, 10); got != 0.5 {
+		t.Errorf("goodput %g, want 4 claims in 8 s = 0.5", got)
+	}
+	if got := Goodput(samples, 10, 10); got != 0 {
+		t.Errorf("an empty window: %g, want 0", got)
+	}
+}
+
+// The ratios are to the floor's rate and to the 1× arm's p99, and only sandgate's arms past
+// the sustainable rate are judged against the goals.
+func TestOverloadRatiosAndGoals(t *testing.T) {
+	o := Overload{SustainableRate: 20, Measured: true, Arms: []OverloadArm{
+		{Arm: "floor", Rate: 40, Goodput: 20, P99Ms: 900},
+		{Arm: "sandgate", Multiplier: 1, Rate: 20, Goodput: 19, P99Ms: 400},
+		{Arm: "sandgate", Multiplier: 2, Rate: 40, Goodput: 18.5, P99Ms: 790, Refused: 300},
+		{Arm: "sandgate", Multiplier: 4, Rate: 80, Goodput: 10, P99Ms: 3000},
+		{Arm: "sandgate", Multiplier: 8, Rate: 160, Error: "the cluster did not start"},
+	}}
+	o.SetRatios()
+	var got []float64
+	for _, a := range o.Arms {
+		got = append(got, a.GoodputRatio, a.P99Ratio)
+	}
+	if diff := cmp.Diff([]float64{1, 0, 0.95, 1, 0.93, 1.98, 0.5, 7.5, 0, 0}, got); diff != "" {
+		t.Errorf("goodput and p99 ratios (-want +got):\n%s", diff)
+	}
+	var met []string
+	for _, a := range o.Arms {
+		ok, judged := a.Met()
+		met = append(met, map[bool]string{true: "judged", false: "-"}[judged]+"/"+map[bool]string{true: "met", false: "missed"}[ok])
+	}
+	if diff := cmp.Diff([]string{"-/missed", "-/missed", "judged/met", "judged/missed", "-/missed"}, met); diff != "" {
+		t.Errorf("goals (-want +got):\n%s", diff)
+	}
+	lost := o.Arms[2]
+	lost.Lost = 1
+	if ok, _ := lost.Met(); ok {
+		t.Error("an arm that lost a claim met the goals")
+	}
+}
+
+// The section renders into the report and splices into one measured before.
+func TestOverloadSection(t *testing.T) {
+	r := &Result{Scenario: "overload", StartedAt: time.Date(2026, 11, 27, 14, 0, 0, 0, time.UTC), Overload: &Overload{
+		Settings: "a pool of 50", SustainableRate: 20, Measured: true, Arms: []OverloadArm{
+			{Arm: "floor", Rate: 40, Offered: 39.8, Created: 1000, Ready: 1000, Goodput: 20},
+			{Arm: "sandgate", Multiplier: 2, Rate: 40, Offered: 40, Created: 500, Refused: 1300, RetryAfterSeconds: 5, Ready: 500, Goodput: 19},
+		}}}
+	r.Overload.SetRatios()
+	var buf bytes.Buffer
+	if err := WriteMarkdown(&buf, Machine{}, []*Result{r}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	md := buf.String()
+	for _, want := range []string{sectionOverload, "sustainable rate **20.0 claims/s** (the floor's goodput, measured in this run)",
+		"| sandgate 2× | 40 / 40.0 | 500 | 1300 (retry after 5 s) | 500 | 0 | 0 | 19.0 | 0.95 |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "| overload |") {
+		t.Errorf("the overload result is in the tables of single runs:\n%s", md)
+	}
+	spliced, titles := SpliceSections("# Performance\n\n## Startup latency\nold\n", md)
+	if !strings.Contains(spliced, sectionOverload) || len(titles) != 1 {
+		t.Errorf("spliced %q into:\n%s", titles, spliced)
+	}
+}

@@ -1,0 +1,250 @@
+package webhooks
+
+// Admission-time load shedding of new claims (issue 37). Past the rate a cluster sustains,
+// every claim admitted beyond it waits behind the others, and the writes and watch events of a
+// growing backlog take the API server's CPU from the claims being served: the cluster serves
+// fewer claims a second than it could, and each of them late. The stamping webhook refuses new
+// claims instead while the claims it admitted are served too late, with 429 Too Many Requests
+// and a retry delay, as the API server's own Priority and Fairness does: the claims it admits
+// are served at the rate the cluster sustains, and the refused ones are told when to come back
+// (docs/design.md, "Past the sustainable rate").
+//
+// "Too late" is CoDel's test of a standing queue: even the fastest of the claims that became
+// Ready in the last ServedWindow (or, when none did, the last one served, for a while)
+// took longer than MaxWait from admission. A burst that the
+// cluster absorbs still serves some claims fast; a rate beyond it leaves none that is. A claim
+// that never becomes Ready (a pod that never starts, a missing template) is never served, so it
+// never counts: no tenant can hold the gate shut that way. Who is refused first is decided by
+// the claims waiting (admitted, not yet Ready): a creator holding fewer of them than its fair
+// share is still admitted.
+
+import (
+	"fmt"
+	"math"
+	"net/http"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+)
+
+// ClaimShed refuses new claims while the claims admitted are served too late (see the file's
+// comment). Its state, the claims waiting and the claims served lately, is fed by the manager's
+// claim informer (Handler); every replica keeps its own from the same informer's view.
+type ClaimShed struct {
+	// MaxWait is how long from admission to Ready the fastest claim served lately may take
+	// before new claims are refused; 0 turns shedding off.
+	MaxWait time.Duration
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+
+	mu      sync.Mutex
+	waiting map[types.NamespacedName]WaitingClaim
+	served  []Served
+	// last is the last claim served, whenever.
+	last Served
+}
+
+// ServedWindow is how far back the claims served count: long enough to hold a few claims at
+// any rate worth shedding, short enough that the gate opens within seconds of the backlog
+// clearing.
+const ServedWindow = 2 * time.Second
+
+// servedHorizon is how long the last claim served speaks for the cluster when none was served
+// within ServedWindow: a backlog served slowly has gaps longer than the window between its
+// claims, and a gate that opened in every gap let the backlog grow (measured: p50 60 s at
+// twice the sustainable rate). Past it, the gate opens even without a claim served in time:
+// claims that never become Ready must not hold it shut for ever.
+func servedHorizon(maxWait time.Duration) time.Duration { return max(30*time.Second, 10*maxWait) }
+
+// WaitingClaim is a claim admitted and not Ready yet: since its admission, by its creator.
+type WaitingClaim struct {
+	Since   time.Time
+	Creator string
+}
+
+// Served is a claim seen becoming Ready at At, Took after its admission.
+type Served struct {
+	At   time.Time
+	Took time.Duration
+}
+
+// admittedAt is when c was admitted: its webhook-first-observed-at, else its creation.
+func admittedAt(c *extv1beta1.SandboxClaim) time.Time {
+	if at, err := time.Parse(time.RFC3339Nano, c.Annotations[agentsv1beta1.AnnotationWebhookFirstObservedAt]); err == nil {
+		return at
+	}
+	return c.CreationTimestamp.Time
+}
+
+func isReady(c *extv1beta1.SandboxClaim) bool {
+	for _, cond := range c.Status.Conditions {
+		if cond.Type == agentsv1beta1.ConditionReady {
+			return cond.Status == metav1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func (s *ClaimShed) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// Observe records the claim as the informer last delivered it. A claim seen waiting and then
+// Ready is served, now; one first seen Ready (the informer's first list) is nobody's news.
+func (s *ClaimShed) Observe(c *extv1beta1.SandboxClaim) {
+	key := types.NamespacedName{Namespace: c.Namespace, Name: c.Name}
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w, known := s.waiting[key]
+	switch {
+	case !c.DeletionTimestamp.IsZero():
+		delete(s.waiting, key)
+	case isReady(c):
+		delete(s.waiting, key)
+		if known {
+			s.last = Served{At: now, Took: now.Sub(w.Since)}
+			s.served = append(pruneServed(s.served, now), s.last)
+		}
+	case !known:
+		if s.waiting == nil {
+			s.waiting = map[types.NamespacedName]WaitingClaim{}
+		}
+		s.waiting[key] = WaitingClaim{Since: admittedAt(c), Creator: c.Annotations[agentsv1beta1.AnnotationCreator]}
+	}
+}
+
+// pruneServed drops the claims served before the window that ends at now.
+func pruneServed(served []Served, now time.Time) []Served {
+	i := 0
+	for i < len(served) && now.Sub(served[i].At) > ServedWindow {
+		i++
+	}
+	return served[i:]
+}
+
+// Forget drops a deleted claim.
+func (s *ClaimShed) Forget(namespace, name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.waiting, types.NamespacedName{Namespace: namespace, Name: name})
+}
+
+// Handler is the claim informer's event handler that keeps s current.
+func (s *ClaimShed) Handler() toolscache.ResourceEventHandler {
+	observe := func(obj any) {
+		if c, ok := obj.(*extv1beta1.SandboxClaim); ok {
+			s.Observe(c)
+		}
+	}
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    observe,
+		UpdateFunc: func(_, obj any) { observe(obj) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if c, ok := obj.(*extv1beta1.SandboxClaim); ok {
+				s.Forget(c.Namespace, c.Name)
+			}
+		},
+	}
+}
+
+// Admit refuses a new claim of creator c while the claims admitted are served too late
+// (ShedDecision); nil admits it. A nil ClaimShed, or one with MaxWait 0, admits every claim.
+func (s *ClaimShed) Admit(creator string, c *extv1beta1.SandboxClaim) error {
+	if s == nil || s.MaxWait <= 0 {
+		return nil
+	}
+	now := s.now()
+	s.mu.Lock()
+	s.served = pruneServed(s.served, now)
+	served := append([]Served(nil), s.served...)
+	if len(served) == 0 && !s.last.At.IsZero() && now.Sub(s.last.At) <= servedHorizon(s.MaxWait) {
+		served = []Served{s.last}
+	}
+	waiting := make([]WaitingClaim, 0, len(s.waiting))
+	for _, w := range s.waiting {
+		waiting = append(waiting, w)
+	}
+	s.mu.Unlock()
+	d := ShedDecision(s.MaxWait, served, waiting, creator)
+	if !d.Refuse {
+		return nil
+	}
+	return shedRefusal(c, s.MaxWait, d)
+}
+
+// Shed is what ShedDecision decided, and why.
+type Shed struct {
+	Refuse bool
+	// Served is how many claims were served in the window, Fastest how long the fastest of
+	// them took; Waiting how many claims wait, Mine how many of them are the creator's, Share
+	// the creator's fair share of them.
+	Served               int
+	Fastest              time.Duration
+	Waiting, Mine, Share int
+}
+
+// ShedDecision decides whether a new claim of creator is refused: when even the fastest of
+// the claims served lately took longer than maxWait from admission to Ready (a standing
+// queue), unless creator holds fewer of the waiting claims than its fair share (the waiting
+// claims ÷ the creators holding some, rounded up). Nothing served lately, or nothing waiting,
+// refuses nothing: the gate closes on a backlog that is being served late, and opens once
+// claims are served in time again or the backlog is gone.
+func ShedDecision(maxWait time.Duration, served []Served, waiting []WaitingClaim, creator string) Shed {
+	d := Shed{Served: len(served), Waiting: len(waiting)}
+	for i, sv := range served {
+		if i == 0 || sv.Took < d.Fastest {
+			d.Fastest = sv.Took
+		}
+	}
+	if len(served) == 0 || d.Fastest <= maxWait || len(waiting) == 0 {
+		return d
+	}
+	creators := map[string]int{}
+	for _, w := range waiting {
+		creators[w.Creator]++
+	}
+	d.Mine = creators[creator]
+	d.Share = (len(waiting) + len(creators) - 1) / len(creators)
+	d.Refuse = d.Mine >= d.Share
+	return d
+}
+
+// shedRefusal is the 429 of a claim refused while the cluster is behind: the shape of a
+// ClaimPolicy's refusal (refusal), with a retry delay: the backlog clears by itself within
+// about maxWait, so client-go's own retry of a 429 carrying Retry-After (up to ten, inside
+// the caller's Create: the public SDK's CreateSandbox included) is the right reaction, where
+// a policy's limit clears only when the tenant deletes a claim.
+func shedRefusal(c *extv1beta1.SandboxClaim, maxWait time.Duration, d Shed) error {
+	name := c.Name
+	if name == "" {
+		name = c.GenerateName + "*"
+	}
+	retry := RetryAfter(maxWait)
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure,
+		Code:   http.StatusTooManyRequests,
+		Reason: metav1.StatusReasonTooManyRequests,
+		Message: fmt.Sprintf("SandboxClaim.%s %q is refused for now: the cluster is behind, the fastest of the %d claims served in the last %s took %s from admission to Ready (more than %s), and %d of the %d claims waiting are this creator's; retry after %d s",
+			claimGK.Group, name, d.Served, ServedWindow, d.Fastest.Round(100*time.Millisecond), maxWait, d.Mine, d.Waiting, retry),
+		Details: &metav1.StatusDetails{Group: claimGK.Group, Kind: claimGK.Kind, Name: c.Name, RetryAfterSeconds: retry},
+	}}
+}
+
+// RetryAfter is the retry delay of a refusal: maxWait in whole seconds, at least one.
+func RetryAfter(maxWait time.Duration) int32 {
+	return int32(max(1, math.Ceil(maxWait.Seconds())))
+}

@@ -1,0 +1,172 @@
+package webhooks_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
+	"github.com/sandgate-dev/sandgate/internal/testing/builders"
+	"github.com/sandgate-dev/sandgate/webhooks"
+)
+
+func TestShedDecision(t *testing.T) {
+	waited := func(creator string) webhooks.WaitingClaim { return webhooks.WaitingClaim{Creator: creator} }
+	took := func(ds ...time.Duration) []webhooks.Served {
+		var out []webhooks.Served
+		for _, d := range ds {
+			out = append(out, webhooks.Served{Took: d})
+		}
+		return out
+	}
+	const maxWait = 5 * time.Second
+	for _, tc := range []struct {
+		name    string
+		served  []webhooks.Served
+		waiting []webhooks.WaitingClaim
+		creator string
+		want    webhooks.Shed
+	}{
+		{name: "nothing served, nothing waits", creator: "a", want: webhooks.Shed{}},
+		{name: "a burst the cluster absorbs: some claims are still served fast", creator: "a",
+			served: took(9*time.Second, time.Second), waiting: []webhooks.WaitingClaim{waited("a")},
+			want: webhooks.Shed{Served: 2, Fastest: time.Second, Waiting: 1}},
+		{name: "exactly the limit is not past it", creator: "a",
+			served: took(maxWait), waiting: []webhooks.WaitingClaim{waited("a")},
+			want: webhooks.Shed{Served: 1, Fastest: maxWait, Waiting: 1}},
+		{name: "served late, nothing waits: the backlog is gone", creator: "a",
+			served: took(9 * time.Second), want: webhooks.Shed{Served: 1, Fastest: 9 * time.Second}},
+		{name: "nothing served lately: claims never Ready hold nothing shut", creator: "a",
+			waiting: []webhooks.WaitingClaim{waited("a"), waited("a")}, want: webhooks.Shed{Waiting: 2}},
+		{name: "every claim served late refuses the backlog's creator", creator: "a",
+			served: took(6*time.Second, 8*time.Second), waiting: []webhooks.WaitingClaim{waited("a"), waited("a")},
+			want: webhooks.Shed{Refuse: true, Served: 2, Fastest: 6 * time.Second, Waiting: 2, Mine: 2, Share: 2}},
+		{name: "a creator with nothing waiting is admitted while another floods", creator: "b",
+			served: took(9 * time.Second), waiting: []webhooks.WaitingClaim{waited("a"), waited("a"), waited("a")},
+			want: webhooks.Shed{Served: 1, Fastest: 9 * time.Second, Waiting: 3, Share: 3}},
+		{name: "a creator below its fair share is admitted", creator: "b",
+			served: took(9 * time.Second), waiting: []webhooks.WaitingClaim{waited("a"), waited("a"), waited("a"), waited("b")},
+			want: webhooks.Shed{Served: 1, Fastest: 9 * time.Second, Waiting: 4, Mine: 1, Share: 2}},
+		{name: "a creator at its fair share is refused", creator: "b",
+			served: took(9 * time.Second), waiting: []webhooks.WaitingClaim{waited("a"), waited("a"), waited("b"), waited("b")},
+			want: webhooks.Shed{Refuse: true, Served: 1, Fastest: 9 * time.Second, Waiting: 4, Mine: 2, Share: 2}},
+		{name: "the flooding creator is refused", creator: "a",
+			served: took(9 * time.Second), waiting: []webhooks.WaitingClaim{waited("a"), waited("a"), waited("a"), waited("b")},
+			want: webhooks.Shed{Refuse: true, Served: 1, Fastest: 9 * time.Second, Waiting: 4, Mine: 3, Share: 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := webhooks.ShedDecision(maxWait, tc.served, tc.waiting, tc.creator)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("decision (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// The shed learns from the informer: a claim seen waiting and then Ready is served, with the
+// time from its admission; a claim first seen Ready (the informer's first list, after a
+// restart) is nobody's news; the claims served in the last ServedWindow count, or, when
+// none was, the last one served, for ten times the limit (at least 30 s); a deleted claim no
+// longer waits.
+func TestClaimShedLearnsFromTheInformer(t *testing.T) {
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	shed := &webhooks.ClaimShed{MaxWait: 5 * time.Second, Now: func() time.Time { return now }}
+	claim := func(name string, admitted time.Time) *extv1beta1.SandboxClaim {
+		return builders.MakeClaim(name, "ns", "pool").Annotation(agentsv1beta1.AnnotationCreator, someUser).
+			Annotation(agentsv1beta1.AnnotationWebhookFirstObservedAt, admitted.Format(time.RFC3339Nano)).Obj()
+	}
+	ready := func(c *extv1beta1.SandboxClaim) *extv1beta1.SandboxClaim {
+		c = c.DeepCopy()
+		c.Status.Conditions = []metav1.Condition{{Type: agentsv1beta1.ConditionReady, Status: metav1.ConditionTrue, Reason: "SandboxReady"}}
+		return c
+	}
+	fresh := builders.MakeClaim("new", "ns", "pool").Obj()
+
+	old := claim("old", now.Add(-time.Hour))
+	shed.Observe(ready(old)) // first seen Ready: an hour-old claim served nothing lately
+	waiting := claim("waiting", now)
+	shed.Observe(waiting)
+	if err := shed.Admit(someUser, fresh); err != nil {
+		t.Fatalf("a claim first seen Ready refused a new claim: %v", err)
+	}
+	late := claim("late", now)
+	shed.Observe(late)
+	now = now.Add(7 * time.Second)
+	shed.Observe(ready(late))
+	err := shed.Admit(someUser, fresh)
+	var status apierrors.APIStatus
+	if !apierrors.IsTooManyRequests(err) || !errors.As(err, &status) {
+		t.Fatalf("a claim served 7s after admission, past a 5s limit, with another waiting, did not refuse a new claim with 429: %v", err)
+	}
+	if d := status.Status().Details; d == nil || d.RetryAfterSeconds != 5 || d.Kind != "SandboxClaim" {
+		t.Errorf("refusal details = %+v, want kind SandboxClaim and retryAfterSeconds 5", d)
+	}
+	now = now.Add(webhooks.ServedWindow + time.Millisecond)
+	if err := shed.Admit(someUser, fresh); err == nil {
+		t.Fatal("a gap in a backlog served late opened the gate: the last claim served speaks for the cluster for a while")
+	}
+	now = now.Add(50 * time.Second) // ten times the limit
+	if err := shed.Admit(someUser, fresh); err != nil {
+		t.Fatalf("a claim served late long ago still refused a new claim: %v", err)
+	}
+	shed.Observe(ready(waiting)) // served 9s after admission
+	if err := shed.Admit(someUser, fresh); err != nil {
+		t.Fatalf("with nothing waiting any more, a new claim was refused: %v", err)
+	}
+	another := claim("another", now)
+	shed.Observe(another)
+	if err := shed.Admit(someUser, fresh); err == nil {
+		t.Fatal("a new claim was admitted while the last claim served took 9s and another waits")
+	}
+	shed.Forget("ns", "another")
+	if err := shed.Admit(someUser, fresh); err != nil {
+		t.Fatalf("a deleted claim still waits: %v", err)
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	for in, want := range map[time.Duration]int32{0: 1, 300 * time.Millisecond: 1, time.Second: 1, 1500 * time.Millisecond: 2, 5 * time.Second: 5} {
+		if got := webhooks.RetryAfter(in); got != want {
+			t.Errorf("RetryAfter(%s) = %d, want %d", in, got, want)
+		}
+	}
+}
+
+// The stamping webhook sheds before anything else is decided for the claim (a refused claim
+// reserves nothing in a ClaimPolicy's ledger), and never a dry run.
+func TestClaimStampingShedsWhileTheOperatorIsBehind(t *testing.T) {
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	reader := fakeClient(builders.MakeTemplate("tmpl", "ns").Obj(), builders.MakePool("pool", "ns", "tmpl").Obj())
+	shed := &webhooks.ClaimShed{MaxWait: 2 * time.Second, Now: func() time.Time { return now }}
+	w := &webhooks.ClaimWebhook{APIReader: reader, OperatorUser: operatorUser, Now: func() time.Time { return now }, Shed: shed}
+	// One claim served 3 s after its admission, another still waiting: the cluster is behind.
+	for _, name := range []string{"served", "waiting"} {
+		shed.Observe(builders.MakeClaim(name, "ns", "pool").Annotation(agentsv1beta1.AnnotationCreator, someUser).
+			Annotation(agentsv1beta1.AnnotationWebhookFirstObservedAt, now.Add(-3*time.Second).Format(time.RFC3339Nano)).Obj())
+	}
+	served := builders.MakeClaim("served", "ns", "pool").Obj()
+	served.Status.Conditions = []metav1.Condition{{Type: agentsv1beta1.ConditionReady, Status: metav1.ConditionTrue, Reason: "SandboxReady"}}
+	shed.Observe(served)
+
+	if got := code(w.Default(request(someUser, admissionv1.Create), builders.MakeClaim("c", "ns", "pool").Obj())); got != 429 {
+		t.Errorf("a new claim of the creator of the backlog: code %d, want 429", got)
+	}
+	if err := w.Default(request("other@example.com", admissionv1.Create), builders.MakeClaim("c", "ns", "pool").Obj()); err != nil {
+		t.Errorf("a creator with nothing waiting was refused: %v", err)
+	}
+	dryRun := admission.NewContextWithRequest(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		Operation: admissionv1.Create, Namespace: "ns", UserInfo: authenticationv1.UserInfo{Username: someUser}, DryRun: ptr.To(true)}})
+	if err := w.Default(dryRun, builders.MakeClaim("c", "ns", "pool").Obj()); err != nil {
+		t.Errorf("a dry run was refused: %v", err)
+	}
+}
