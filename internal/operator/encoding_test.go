@@ -13,12 +13,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/runtime/serializer/cbor"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/sandgate-dev/sandgate/api"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
@@ -99,17 +96,7 @@ func TestSandboxWatchReadsCBORAndFallsBackToJSON(t *testing.T) {
 
 	for _, servesCBOR := range []bool{true, false} {
 		srv, cborServed := encodingServer(t, servesCBOR, events, list)
-		scheme := api.NewScheme()
-		cfg := &rest.Config{Host: srv.URL}
-		ours, err := sandboxRESTClient(cfg, srv.Client(), scheme, APIEncodingCBOR)
-		if err != nil {
-			t.Fatal(err)
-		}
-		theirs, err := apiutil.RESTClientForGVK(sandboxGVK, false, false, cfg, serializer.NewCodecFactory(scheme), srv.Client())
-		if err != nil {
-			t.Fatal(err)
-		}
-		pc := runtime.NewParameterCodec(scheme)
+		ours, theirs, pc := clientsOf(t, srv, APIEncodingCBOR)
 		ctx := context.Background()
 
 		w, err := sandboxListWatch(ours, pc).WatchFuncWithContext(ctx, metav1.ListOptions{SendInitialEvents: ptr.To(true)})

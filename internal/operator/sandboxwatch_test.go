@@ -162,17 +162,7 @@ func TestSandboxWatchDecodesAsClientGoDoes(t *testing.T) {
 		ListMeta: metav1.ListMeta{ResourceVersion: "100010"}, Items: []agentsv1beta1.Sandbox{*poolMember(2), *poolMember(3)}}
 	srv := sandboxServer(t, stream, list)
 
-	scheme := api.NewScheme()
-	cfg := &rest.Config{Host: srv.URL}
-	ours, err := sandboxRESTClient(cfg, srv.Client(), scheme, APIEncodingJSONFramer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	theirs, err := apiutil.RESTClientForGVK(sandboxGVK, false, false, cfg, serializer.NewCodecFactory(scheme), srv.Client())
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc := runtime.NewParameterCodec(scheme)
+	ours, theirs, pc := clientsOf(t, srv, APIEncodingJSONFramer)
 	ctx := context.Background()
 	opts := metav1.ListOptions{SendInitialEvents: ptr.To(true), ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan}
 
@@ -373,4 +363,22 @@ func TestSandboxWatchPassesAFailedReadOn(t *testing.T) {
 	if !errors.Is(got, iotest.ErrTimeout) {
 		t.Errorf("the watch ended with %v, want the failed read's %v", got, iotest.ErrTimeout)
 	}
+}
+
+// clientsOf are two REST clients of Sandboxes served by srv: the Sandbox informer's, reading
+// with encoding, and controller-runtime's own (client-go's JSON decoding), to compare it with;
+// and the parameter codec both take.
+func clientsOf(t *testing.T, srv *httptest.Server, encoding APIEncoding) (ours, theirs rest.Interface, pc runtime.ParameterCodec) {
+	t.Helper()
+	scheme := api.NewScheme()
+	cfg := &rest.Config{Host: srv.URL}
+	ours, err := sandboxRESTClient(cfg, srv.Client(), scheme, encoding)
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, err = apiutil.RESTClientForGVK(sandboxGVK, false, false, cfg, serializer.NewCodecFactory(scheme), srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ours, theirs, runtime.NewParameterCodec(scheme)
 }

@@ -30,14 +30,7 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == harness.StandInArg {
 		// A floor run's stand-in webhooks, in a process of their own (harness.ServeStandIn).
 		ctrllog.SetLogger(logr.Discard())
-		ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-		err := harness.ServeStandIn(ctx, os.Args[2:])
-		cancel()
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "sandgate-bench %s: %v\n", harness.StandInArg, err)
-			os.Exit(2)
-		}
-		return
+		harness.ServeStandInIfAsked()
 	}
 	o := performance.DefaultOptions()
 	fs := flag.NewFlagSet("sandgate-bench", flag.ContinueOnError)

@@ -18,9 +18,11 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -40,6 +42,24 @@ import (
 // stand-in webhooks (ServeStandIn) instead of doing its own work: the harness re-executes
 // Options.StandInExecutable with it.
 const StandInArg = "serve-stand-in-webhooks"
+
+// ServeStandInIfAsked makes the running executable the stand-in when its first argument is
+// StandInArg: it serves the stand-in webhooks until SIGINT or SIGTERM and exits (2 on an
+// error, said on stderr). Otherwise it returns at once. sandgate-bench, and every test binary
+// the harness re-executes as the stand-in, call it first in main or TestMain.
+func ServeStandInIfAsked() {
+	if len(os.Args) < 2 || os.Args[1] != StandInArg {
+		return
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err := ServeStandIn(ctx, os.Args[2:])
+	cancel()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s %s: %v\n", filepath.Base(os.Args[0]), StandInArg, err)
+		os.Exit(2)
+	}
+	os.Exit(0)
+}
 
 // ServeStandIn serves the stand-in webhooks as its arguments (after StandInArg) say, until ctx
 // ends: the CRDs' conversion webhook with --conversion, answerAtOnce at every --path, and the

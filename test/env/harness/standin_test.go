@@ -10,8 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,16 +23,7 @@ import (
 
 // TestMain lets the test binary be the stand-in's executable, as sandgate-bench is.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == StandInArg {
-		ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-		err := ServeStandIn(ctx, os.Args[2:])
-		cancel()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
-		}
-		os.Exit(0)
-	}
+	ServeStandInIfAsked()
 	os.Exit(m.Run())
 }
 

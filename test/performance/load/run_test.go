@@ -4,13 +4,10 @@ package load_test
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -246,16 +243,7 @@ func checkStandIn(t *testing.T, ws *report.WebhookServer, admission, standIn boo
 // TestMain lets this test binary serve a floor's stand-in webhooks when the harness runs it
 // with harness.StandInArg, as sandgate-bench does.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == harness.StandInArg {
-		ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-		err := harness.ServeStandIn(ctx, os.Args[2:])
-		cancel()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
-		}
-		os.Exit(0)
-	}
+	harness.ServeStandInIfAsked()
 	os.Exit(m.Run())
 }
 
