@@ -164,7 +164,9 @@ func RunFairShare(ctx context.Context, restCfg *rest.Config, cfg FairShareConfig
 	}
 
 	var wg sync.WaitGroup
-	before := r.measure(ctx, &report.Result{})
+	// One scrape before the load and one after serve the claims' path and the refusals' cost.
+	measured := &report.Result{}
+	before := r.measure(ctx, measured)
 	start := time.Now()
 	loadAvg := loadAverage()
 	r.progressf("%s: load average %.1f at the start of the load", arm, loadAvg)
@@ -190,12 +192,13 @@ func RunFairShare(ctx context.Context, restCfg *rest.Config, cfg FairShareConfig
 	defer run.mu.Unlock()
 	fig := report.ShareFigures(arm, run.as, run.bs)
 	fig.LoadAverage = loadAvg
-	fig.WarmStarting, fig.ColdStarts, fig.Phases = claimPath(before, r.measure(ctx, &report.Result{}))
+	after := r.measure(ctx, measured)
+	fig.WarmStarting, fig.ColdStarts, fig.Phases = claimPath(before, after)
 	r.progressf("%s: A %d of %d Ready, %.2f%% warm, p50 %.1f ms, p99 %.1f ms; B %d creates, %d refused (p50 %.1f ms, p99 %.1f ms), %d served",
 		arm, fig.AReady, fig.ACreated, 100*fig.AWarmShare, fig.ALatency.P50, fig.ALatency.P99, fig.BCreated, fig.BRefused,
 		fig.BRefusal.P50, fig.BRefusal.P99, fig.BServed)
 	if run.refusals != nil {
-		fig.RefusalCost = run.refusals.finish(ctx, r)
+		fig.RefusalCost = run.refusals.finish(r, before, after, measured.Errors)
 		c := fig.RefusalCost
 		r.progressf("%s: refusals' time: sandgate p50 %.1f ms, p99 %.1f ms (%.0f); webhook call p50 %.1f ms, p99 %.1f ms, mean %.1f ms (%.0f); control (403) p50 %.1f ms, p99 %.1f ms (%d, %d not 403)",
 			arm, c.Sandgate.P50Ms, c.Sandgate.P99Ms, c.Sandgate.Count, c.Webhook.P50Ms, c.Webhook.P99Ms, c.Webhook.MeanMs, c.Webhook.Count,

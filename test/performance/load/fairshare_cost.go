@@ -36,30 +36,24 @@ const (
 	ledgerWrites = "sandgate_claimpolicy_ledger_writes_total"
 )
 
-// refusalProbe measures an arm's refusals: the metrics before the load, and the control
-// creates made during it.
+// refusalProbe measures an arm's refusals: the control creates made during the load, read
+// beside the arm's metrics before and after it.
 type refusalProbe struct {
-	c      client.Client
-	ns     string
-	before snapshot
-	errs   []string
+	c  client.Client
+	ns string
 
 	mu      sync.Mutex
 	control []time.Duration
 	other   int
 }
 
-// startRefusalProbe creates the control namespace (where B holds no role) and scrapes the
-// API server and the operator before the load starts. c acts as tenant B.
+// startRefusalProbe creates the control namespace (where B holds no role). c acts as tenant B.
 func startRefusalProbe(ctx context.Context, r *runner, b client.Client) (*refusalProbe, error) {
 	p := &refusalProbe{c: b, ns: r.cfg.Namespace + controlSuffix}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.ns}}
 	if err := r.c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("creating the control namespace %s: %w", p.ns, err)
 	}
-	res := &report.Result{}
-	p.before = r.measure(ctx, res)
-	p.errs = res.Errors
 	return p, nil
 }
 
@@ -81,14 +75,13 @@ func (p *refusalProbe) controlCreate(ctx context.Context, name string) {
 	}
 }
 
-// finish scrapes again and says where the refusals' time went.
-func (p *refusalProbe) finish(ctx context.Context, r *runner) *report.RefusalCost {
-	res := &report.Result{}
-	after := r.measure(ctx, res)
+// finish says where the refusals' time went, from the arm's scrapes before and after the load
+// and the measurement errors of both.
+func (p *refusalProbe) finish(r *runner, before, after snapshot, errs []string) *report.RefusalCost {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	cost := refusalCost(scrape.Delta(p.before.api, after.api), scrape.Delta(p.before.operator, after.operator), p.control, p.other)
-	cost.Errors = append(append(cost.Errors, p.errs...), res.Errors...)
+	cost := refusalCost(scrape.Delta(before.api, after.api), scrape.Delta(before.operator, after.operator), p.control, p.other)
+	cost.Errors = append(cost.Errors, errs...)
 	if r.probes.OperatorMetrics == nil {
 		cost.Errors = append(cost.Errors, "no operator metrics to scrape: sandgate's own time is unknown")
 	}
