@@ -44,6 +44,8 @@ type ClaimPolicies struct {
 	// StaleWait bounds how long a claim whose policy changed under its admission is decided
 	// again on the cache's newer copy before admission gives up (0 means DefaultStaleWait).
 	StaleWait time.Duration
+	// Rates are this replica's admission-rate buckets.
+	Rates fairshare.RateLimits
 }
 
 // DefaultReinvocationWindow bounds the time between two invocations of the stamping webhook
@@ -58,7 +60,7 @@ var annotationsPath = field.NewPath("metadata", "annotations")
 // the reservation's ID on the claim. A claim beyond a limit is refused with 429 Too Many
 // Requests, naming the policy, the limit, the usage and what to do; a ledger that cannot be
 // written fails the create (503 or 500): the limit is never passed unchecked.
-func (a *ClaimPolicies) Admit(ctx context.Context, req admission.Request, c *extv1beta1.SandboxClaim) error {
+func (a *ClaimPolicies) Admit(ctx context.Context, req admission.Request, c *extv1beta1.SandboxClaim) (err error) {
 	if a == nil {
 		return nil
 	}
@@ -77,6 +79,16 @@ func (a *ClaimPolicies) Admit(ctx context.Context, req admission.Request, c *ext
 		c.Annotations[tenancyv1alpha1.AnnotationCreatorGroups] = groups
 	}
 	id := fairshare.Identity{User: req.UserInfo.Username, Groups: req.UserInfo.Groups}
+	dryRun := req.DryRun != nil && *req.DryRun
+	taken, err := a.takeRates(ctx, req, c, policies, id, dryRun, start)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			a.Rates.Refund(taken) // not admitted after all: its tokens are the next claim's
+		}
+	}()
 	supplied, hasReservation := c.Annotations[tenancyv1alpha1.AnnotationReservation]
 	reservationPath := annotationsPath.Key(tenancyv1alpha1.AnnotationReservation)
 	deadline := time.Now().Add(a.staleWait())
@@ -88,7 +100,7 @@ func (a *ClaimPolicies) Admit(ctx context.Context, req admission.Request, c *ext
 				"set by admission to the claim's reservation in its ClaimPolicies' ledgers; leave it unset")})
 		case len(charges) == 0:
 			return nil
-		case req.DryRun != nil && *req.DryRun:
+		case dryRun:
 			// A dry run reserves nothing (the webhook has no side effects on dry runs) but gets
 			// the answer a create would get now.
 			return a.dryRun(ctx, req.Namespace, c, charges)
@@ -99,7 +111,7 @@ func (a *ClaimPolicies) Admit(ctx context.Context, req admission.Request, c *ext
 			return invalid(claimGK, c.Name, field.ErrorList{field.Invalid(reservationPath, supplied,
 				"set by admission to the claim's reservation in its ClaimPolicies' ledgers; leave it unset")})
 		}
-		err := a.reserve(ctx, req, c, charges)
+		err = a.reserve(ctx, req, c, charges)
 		if errors.Is(err, ledger.ErrStale) && time.Now().Before(deadline) {
 			// The policy changed a moment ago: decide again on the cache's newer copy.
 			if policies, err = a.waitForPolicies(ctx, req.Namespace); err != nil {
@@ -216,6 +228,79 @@ func (a *ClaimPolicies) reserve(ctx context.Context, req admission.Request, c *e
 	c.Annotations[tenancyv1alpha1.AnnotationReservation] = id
 	c.Name = name
 	return nil
+}
+
+// takeRates takes the claim's tokens of the admission rates of policies (a dry run only
+// checks them): a claim whose bucket is empty is refused at once, before any reservation, and
+// counted in a ledger of the policy when it has one (where the policy's status reads its
+// refusals).
+func (a *ClaimPolicies) takeRates(ctx context.Context, req admission.Request, c *extv1beta1.SandboxClaim,
+	policies []tenancyv1alpha1.ClaimPolicy, id fairshare.Identity, dryRun bool, start time.Time) (fairshare.Taken, error) {
+	var charges []fairshare.RateCharge
+	byName := map[string]*tenancyv1alpha1.ClaimPolicy{}
+	for i := range policies {
+		charges = append(charges, fairshare.RateChargesOf(&policies[i], id)...)
+		byName[policies[i].Name] = &policies[i]
+	}
+	if len(charges) == 0 {
+		return nil, nil
+	}
+	if dryRun {
+		if refused := a.Rates.Check(charges); refused != nil {
+			return nil, rateRefusal(c, byName[refused.Policy], refused)
+		}
+		return nil, nil
+	}
+	taken, refused := a.Rates.Take(charges)
+	if refused == nil {
+		return taken, nil
+	}
+	p := byName[refused.Policy]
+	a.Metrics.Refused(req.Namespace, p.Name, refused.Tenant, refused.Limit)
+	if l := refusalLedger(p, id, c.Spec.WarmPoolRef.Name); l != "" && a.Reserver != nil {
+		a.Reserver.CountRefusal(types.NamespacedName{Namespace: req.Namespace, Name: l}, refused.Tenant)
+	}
+	a.Metrics.Admission(fairshare.ResultRefused, time.Since(start))
+	return nil, rateRefusal(c, p, refused)
+}
+
+// refusalLedger is the ledger of p a claim's refusal is counted in: the claim's own, else any
+// of p's (the status sums refusals by tenant over them all); "" when p keeps none (a policy
+// with rates and warm shares only: its rate refusals are in the metric only).
+func refusalLedger(p *tenancyv1alpha1.ClaimPolicy, id fairshare.Identity, pool string) string {
+	if ch := fairshare.ChargeOf(p, id, pool); ch.Ledger != "" {
+		return ch.Ledger
+	}
+	if ls := fairshare.Ledgers(p); len(ls) > 0 {
+		return fairshare.LedgerName(p.Name, ls[0].Tenant)
+	}
+	return ""
+}
+
+// rateRefusal is the error of a claim beyond an admission rate of policy p: 429 Too Many
+// Requests saying when the next claim can be admitted, in the message only, for the reason
+// refusal gives (client-go would retry inside the caller's Create, every refused client at the
+// same moment).
+func rateRefusal(c *extv1beta1.SandboxClaim, p *tenancyv1alpha1.ClaimPolicy, r *fairshare.RateRefusal) error {
+	path := field.NewPath("metadata", "namespace")
+	if r.Tenant != "" && r.Limit == tenancyv1alpha1.LimitTenantAdmissionRate {
+		path = annotationsPath.Key(agentsv1beta1.AnnotationCreator)
+	}
+	at := fmt.Sprintf("%s are admitted at most %d a minute, %d at once, and the next may be admitted in %.1fs",
+		r.Describe(), r.PerMinute, r.Burst, max(r.Wait.Seconds(), 0.1))
+	name := c.Name
+	if name == "" {
+		name = c.GenerateName + "*"
+	}
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure,
+		Code:   http.StatusTooManyRequests,
+		Reason: metav1.StatusReasonTooManyRequests,
+		Message: fmt.Sprintf("SandboxClaim.%s %q is refused by ClaimPolicy %s/%s: %s (%s); retry then, or ask your platform team to raise the rate",
+			claimGK.Group, name, p.Namespace, p.Name, at, r.Path),
+		Details: &metav1.StatusDetails{Group: claimGK.Group, Kind: claimGK.Kind, Name: c.Name, Causes: []metav1.StatusCause{{
+			Type: metav1.CauseType(field.ErrorTypeForbidden), Field: path.String(), Message: fmt.Sprintf("%s (ClaimPolicy %s, %s)", at, p.Name, r.Path)}}},
+	}}
 }
 
 // generatedName is a name from generateName as the API server makes one (storage/names): the

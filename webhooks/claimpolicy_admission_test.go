@@ -235,3 +235,88 @@ func TestTheClaimStamperChecksClaimPolicies(t *testing.T) {
 		t.Errorf("annotations %v", claim.Annotations)
 	}
 }
+
+func rates() *tenancyv1alpha1.ClaimPolicy {
+	return builders.MakeClaimPolicy("quotas", "ns").
+		Tenant(builders.MakeTenant("team-a").Group("team-a").MaxClaims(2)).
+		Tenant(builders.MakeTenant("team-b").User("bob").PerPool("pool", 1).AdmissionRate(60, 1)).Obj()
+}
+
+// A claim beyond its tenant's admission rate is refused at once, before any reservation, with
+// 429 saying the rate and when the next claim may come (no retryAfterSeconds, as for limits);
+// the refusal is counted in the tenant's ledger. Another tenant's claims are not slowed.
+func TestAClaimBeyondItsTenantsRateIsRefusedWith429(t *testing.T) {
+	c := fakeClient(rates(), countedLedger("quotas.team-b", "team-b", "", 0), countedLedger("quotas.team-a", "team-a", "", 0))
+	a := claimPolicies(c, c)
+	a.Reserver.RefusalFlushDelay = time.Millisecond
+	if err := a.Admit(context.Background(), admissionRequest("bob", nil, false), newClaim("b-1")); err != nil {
+		t.Fatalf("the first claim, within the burst: %v", err)
+	}
+	err := a.Admit(context.Background(), admissionRequest("bob", nil, false), builders.MakeClaim("b-2", "ns", "other").Obj())
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || !apierrors.IsTooManyRequests(err) {
+		t.Fatalf("the second claim: %v, want 429", err)
+	}
+	s := status.Status()
+	if s.Details == nil || s.Details.RetryAfterSeconds != 0 {
+		t.Errorf("status %+v: want details without retryAfterSeconds", s)
+	}
+	for _, want := range []string{`"b-2" is refused by ClaimPolicy ns/quotas`, "tenant team-b's claims are admitted at most 60 a minute, 1 at once, and the next may be admitted in 1.0s",
+		"(spec.tenants[1].admissionRate)", "ask your platform team to raise the rate"} {
+		if !strings.Contains(s.Message, want) {
+			t.Errorf("message %q lacks %q", s.Message, want)
+		}
+	}
+	if len(s.Details.Causes) != 1 || s.Details.Causes[0].Field != "metadata.annotations[sandgate.dev/creator]" {
+		t.Errorf("causes %+v: want one naming the creator", s.Details.Causes)
+	}
+	if err := a.Admit(context.Background(), admissionRequest("alice", []string{"team-a"}, false), newClaim("a-1")); err != nil {
+		t.Errorf("team-a's claim while team-b is beyond its rate: %v", err)
+	}
+	// The refusal reaches the ledger, where the policy's status reads it.
+	l := &tenancyv1alpha1.ClaimLedger{}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "quotas.team-b"}, l); err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Status.Refusals) > 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if diff := cmp.Diff([]tenancyv1alpha1.LedgerRefusals{{Tenant: "team-b", Count: 1}}, l.Status.Refusals); diff != "" {
+		t.Errorf("the ledger's refusals (-want +got):\n%s", diff)
+	}
+}
+
+// A claim refused for a limit after it took its rate's token gives it back: a tenant at its
+// limit does not also use up its rate.
+func TestAClaimRefusedForALimitGivesItsRateTokenBack(t *testing.T) {
+	c := fakeClient(rates(), countedLedger("quotas.team-b", "team-b", "pool", 1))
+	a := claimPolicies(c, c)
+	if err := a.Admit(context.Background(), admissionRequest("bob", nil, false), newClaim("b-1")); !apierrors.IsTooManyRequests(err) ||
+		!strings.Contains(err.Error(), "spec.tenants[1].perPool[0].maxClaims") {
+		t.Fatalf("a claim beyond the tenant's limit of pool: %v, want refused for it", err)
+	}
+	other := newClaim("b-2")
+	other.Spec.WarmPoolRef.Name = "other"
+	if err := a.Admit(context.Background(), admissionRequest("bob", nil, false), other); err != nil {
+		t.Errorf("a claim of another pool next: %v, want admitted with the token the refused claim gave back", err)
+	}
+}
+
+// A dry run beyond the rate is refused as a create would be, and takes no token.
+func TestADryRunTakesNoRateToken(t *testing.T) {
+	c := fakeClient(rates(), countedLedger("quotas.team-b", "team-b", "", 0))
+	a := claimPolicies(c, c)
+	for i := range 3 {
+		if err := a.Admit(context.Background(), admissionRequest("bob", nil, true), newClaim("b")); err != nil {
+			t.Fatalf("dry run %d: %v", i, err)
+		}
+	}
+	if err := a.Admit(context.Background(), admissionRequest("bob", nil, false), newClaim("b-1")); err != nil {
+		t.Fatalf("a create after dry runs: %v, want the burst's token still there", err)
+	}
+	if err := a.Admit(context.Background(), admissionRequest("bob", nil, true), newClaim("b-2")); !apierrors.IsTooManyRequests(err) {
+		t.Errorf("a dry run beyond the rate: %v, want 429", err)
+	}
+}

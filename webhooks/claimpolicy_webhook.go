@@ -92,12 +92,23 @@ func DefaultClaimPolicy(p *tenancyv1alpha1.ClaimPolicy) {
 	if p.Spec.WhenBeyondWarmShare == "" {
 		p.Spec.WhenBeyondWarmShare = tenancyv1alpha1.ServeCold
 	}
+	defaultAdmissionRate(p.Spec.AdmissionRate)
 	for i := range p.Spec.Tenants {
+		defaultAdmissionRate(p.Spec.Tenants[i].AdmissionRate)
 		for j := range p.Spec.Tenants[i].Subjects {
 			if s := &p.Spec.Tenants[i].Subjects[j]; s.Kind == tenancyv1alpha1.SubjectServiceAccount && s.Namespace == "" {
 				s.Namespace = p.Namespace
 			}
 		}
+	}
+}
+
+// defaultAdmissionRate sets a rate's burst to one second's worth of it, at least 1, so that
+// the policy shows the bucket admission keeps.
+func defaultAdmissionRate(r *tenancyv1alpha1.AdmissionRate) {
+	if r != nil && r.Burst == nil && r.ClaimsPerMinute > 0 {
+		b := fairshare.RateBurst(r)
+		r.Burst = &b
 	}
 }
 
@@ -114,7 +125,9 @@ func DefaultClaimPolicy(p *tenancyv1alpha1.ClaimPolicy) {
 //     let it hold (its maxClaims, its perPool of the pool), and the guarantees of a pool add up
 //     to at most the namespace's limits of it (maxClaims, perPool): a guarantee that can never
 //     be met would keep members from the other tenants for ever;
-//   - whenBeyondWarmShare is ServeCold or Wait.
+//   - whenBeyondWarmShare is ServeCold or Wait;
+//   - an admission rate's claimsPerMinute is between 1 and MaxClaimsPerMinute, its burst
+//     between 1 and MaxLimit.
 func ValidateClaimPolicy(p *tenancyv1alpha1.ClaimPolicy) field.ErrorList {
 	var errs field.ErrorList
 	for _, msg := range validation.IsDNS1123Label(p.Name) {
@@ -123,6 +136,7 @@ func ValidateClaimPolicy(p *tenancyv1alpha1.ClaimPolicy) field.ErrorList {
 	spec := field.NewPath("spec")
 	errs = append(errs, validateLimit(p.Spec.MaxClaims, spec.Child("maxClaims"))...)
 	errs = append(errs, validatePoolLimits(p.Spec.PerPool, spec.Child("perPool"))...)
+	errs = append(errs, validateAdmissionRate(p.Spec.AdmissionRate, spec.Child("admissionRate"))...)
 	errs = append(errs, enum(string(p.Spec.WhenBeyondWarmShare), spec.Child("whenBeyondWarmShare"),
 		tenancyv1alpha1.ServeCold, tenancyv1alpha1.Wait)...)
 	tenants := spec.Child("tenants")
@@ -139,6 +153,7 @@ func ValidateClaimPolicy(p *tenancyv1alpha1.ClaimPolicy) field.ErrorList {
 		errs = append(errs, validateSubjects(t, p.Namespace, subjects, tp.Child("subjects"))...)
 		errs = append(errs, validateLimit(t.MaxClaims, tp.Child("maxClaims"))...)
 		errs = append(errs, validatePoolLimits(t.PerPool, tp.Child("perPool"))...)
+		errs = append(errs, validateAdmissionRate(t.AdmissionRate, tp.Child("admissionRate"))...)
 		errs = append(errs, validateWarmShares(t, tp.Child("warmShares"))...)
 		for _, s := range t.WarmShares {
 			guaranteed[s.PoolName] += s.Guaranteed
@@ -168,6 +183,21 @@ func validateLimit(v *int32, fldPath *field.Path) field.ErrorList {
 		return nil
 	}
 	return field.ErrorList{field.Invalid(fldPath, *v, fmt.Sprintf("must be between 0 and %d", tenancyv1alpha1.MaxLimit))}
+}
+
+func validateAdmissionRate(r *tenancyv1alpha1.AdmissionRate, fldPath *field.Path) field.ErrorList {
+	if r == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	if r.ClaimsPerMinute < 1 || r.ClaimsPerMinute > tenancyv1alpha1.MaxClaimsPerMinute {
+		errs = append(errs, field.Invalid(fldPath.Child("claimsPerMinute"), r.ClaimsPerMinute,
+			fmt.Sprintf("must be between 1 and %d", tenancyv1alpha1.MaxClaimsPerMinute)))
+	}
+	if b := r.Burst; b != nil && (*b < 1 || *b > tenancyv1alpha1.MaxLimit) {
+		errs = append(errs, field.Invalid(fldPath.Child("burst"), *b, fmt.Sprintf("must be between 1 and %d", tenancyv1alpha1.MaxLimit)))
+	}
+	return errs
 }
 
 func validatePoolLimits(limits []tenancyv1alpha1.PoolLimit, fldPath *field.Path) field.ErrorList {

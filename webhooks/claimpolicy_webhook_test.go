@@ -66,6 +66,16 @@ func TestValidateClaimPolicy(t *testing.T) {
 			want: []string{"Invalid value spec.perPool[0].maxClaims", "Invalid value spec.maxClaims"}},
 		"an unknown action": {policy: policy().WhenBeyondWarmShare("Queue").Obj(),
 			want: []string{"Unsupported value spec.whenBeyondWarmShare"}},
+		"admission rates": {policy: policy().AdmissionRate(600, 20).Tenant(builders.MakeTenant("a").User("a").AdmissionRate(30, 0)).Obj()},
+		"admission rates out of range": {policy: policy().AdmissionRate(0, 10001).
+			Tenant(builders.MakeTenant("a").User("a").AdmissionRate(600001, -1)).Obj(),
+			want: []string{"Invalid value spec.admissionRate.claimsPerMinute", "Invalid value spec.admissionRate.burst",
+				"Invalid value spec.tenants[0].admissionRate.claimsPerMinute"}},
+		"a burst of 0": {policy: func() *tenancyv1alpha1.ClaimPolicy {
+			p := policy().Tenant(builders.MakeTenant("a").User("a").AdmissionRate(60, 1)).Obj()
+			*p.Spec.Tenants[0].AdmissionRate.Burst = 0
+			return p
+		}(), want: []string{"Invalid value spec.tenants[0].admissionRate.burst"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -106,6 +116,18 @@ func TestDefaultClaimPolicy(t *testing.T) {
 	}
 	if p.Spec.WhenBeyondWarmShare != tenancyv1alpha1.ServeCold {
 		t.Errorf("whenBeyondWarmShare = %q, want ServeCold", p.Spec.WhenBeyondWarmShare)
+	}
+	// An admission rate's burst defaults to a second's worth of the rate, at least 1; a burst
+	// given stays.
+	p = builders.MakeClaimPolicy("rates", "team").AdmissionRate(30, 0).
+		Tenant(builders.MakeTenant("a").User("a").AdmissionRate(150, 0)).Tenant(builders.MakeTenant("b").User("b").AdmissionRate(150, 7)).Obj()
+	webhooks.DefaultClaimPolicy(p)
+	for path, got := range map[string]*int32{"spec.admissionRate": p.Spec.AdmissionRate.Burst,
+		"spec.tenants[0].admissionRate": p.Spec.Tenants[0].AdmissionRate.Burst, "spec.tenants[1].admissionRate": p.Spec.Tenants[1].AdmissionRate.Burst} {
+		want := map[string]int32{"spec.admissionRate": 1, "spec.tenants[0].admissionRate": 3, "spec.tenants[1].admissionRate": 7}[path]
+		if got == nil || *got != want {
+			t.Errorf("%s.burst = %v, want %d", path, got, want)
+		}
 	}
 }
 

@@ -43,7 +43,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sandgate_claimpolicy_refusals_total",
-			Help: "Claims admission refused for a ClaimPolicy's limit, by namespace, policy, tenant and limit (maxClaims, perPool, tenants.maxClaims, tenants.perPool).",
+			Help: "Claims admission refused for a ClaimPolicy's limit, by namespace, policy, tenant and limit (maxClaims, perPool, admissionRate, tenants.maxClaims, tenants.perPool, tenants.admissionRate).",
 		}, append(labels, "limit")),
 		warmHits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sandgate_claimpolicy_warm_hits_total",

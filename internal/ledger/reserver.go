@@ -194,6 +194,15 @@ func beyondReleases(exceeded []fairshare.Exceeded, releases int) []fairshare.Exc
 	return out
 }
 
+// CountRefusal counts a claim of tenant refused without a reservation (for an admission rate)
+// in the ledger, written with its next write, at the latest RefusalFlushDelay from now.
+func (r *Reserver) CountRefusal(ledger types.NamespacedName, tenant string) {
+	r.mu.Lock()
+	q := r.queue(ledger)
+	r.mu.Unlock()
+	r.deferRefusals(ledger, q, map[string]int64{tenant: 1})
+}
+
 // Release drops reservation id from the ledger with the next batch (best effort: the leader
 // drops it after its TTL otherwise).
 func (r *Reserver) Release(ledger types.NamespacedName, id string) {

@@ -9,6 +9,10 @@ import (
 // (one entry per claim being admitted) well inside the API server's object size.
 const MaxLimit = 10000
 
+// MaxClaimsPerMinute bounds an admission rate: ten thousand claims a second is more than any
+// API server admits.
+const MaxClaimsPerMinute = 600000
+
 // Bounds of a policy's lists, so that admission's decision is linear in small numbers.
 const (
 	MaxTenants    = 64
@@ -103,6 +107,23 @@ type WarmShare struct {
 	Max *int32 `json:"max,omitempty"`
 }
 
+// AdmissionRate bounds how fast claims are admitted: a token bucket that holds Burst claims
+// and refills at ClaimsPerMinute. Each replica serving admission keeps its own bucket, so
+// with n replicas behind the webhook Service up to n times the rate may be admitted.
+type AdmissionRate struct {
+	// ClaimsPerMinute is the sustained rate at which claims are admitted.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=600000
+	ClaimsPerMinute int32 `json:"claimsPerMinute"`
+	// Burst is how many claims may be admitted at once after a pause; defaults to one
+	// second's worth of the rate, at least 1.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	Burst *int32 `json:"burst,omitempty"`
+}
+
 // Tenant is a set of identities whose claims count together.
 type Tenant struct {
 	// Name of the tenant, a DNS label, unique in the policy; "unnamed" is the policy's name
@@ -136,6 +157,10 @@ type Tenant struct {
 	// +listMapKey=poolName
 	// +kubebuilder:validation:MaxItems=64
 	WarmShares []WarmShare `json:"warmShares,omitempty"`
+	// AdmissionRate bounds how fast the tenant's claims are admitted: one tenant's burst
+	// beyond it is refused at once instead of taking the API server from the others.
+	// +optional
+	AdmissionRate *AdmissionRate `json:"admissionRate,omitempty"`
 }
 
 // ClaimPolicySpec is what the platform allows the claims of a namespace.
@@ -152,6 +177,10 @@ type ClaimPolicySpec struct {
 	// +listMapKey=poolName
 	// +kubebuilder:validation:MaxItems=64
 	PerPool []PoolLimit `json:"perPool,omitempty"`
+	// AdmissionRate bounds how fast the namespace's claims are admitted, whoever creates
+	// them (a tenant's own rate applies too).
+	// +optional
+	AdmissionRate *AdmissionRate `json:"admissionRate,omitempty"`
 	// Tenants are the sets of creators with limits and warm shares of their own.
 	// +optional
 	// +listType=map

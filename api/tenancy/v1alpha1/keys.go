@@ -32,4 +32,7 @@ const (
 	LimitPerPool         = "perPool"
 	LimitTenantMaxClaims = "tenants.maxClaims"
 	LimitTenantPerPool   = "tenants.perPool"
+	// LimitAdmissionRate and LimitTenantAdmissionRate are spec.admissionRate and a tenant's.
+	LimitAdmissionRate       = "admissionRate"
+	LimitTenantAdmissionRate = "tenants.admissionRate"
 )

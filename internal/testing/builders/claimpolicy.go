@@ -96,3 +96,23 @@ func (w *TenantWrapper) WarmShare(pool string, guaranteed, max int32) *TenantWra
 	w.WarmShares = append(w.WarmShares, s)
 	return w
 }
+
+// AdmissionRate sets the tenant's admission rate; burst 0 leaves it to its default.
+func (w *TenantWrapper) AdmissionRate(perMinute, burst int32) *TenantWrapper {
+	w.Tenant.AdmissionRate = admissionRate(perMinute, burst)
+	return w
+}
+
+// AdmissionRate sets spec.admissionRate; burst 0 leaves it to its default.
+func (w *ClaimPolicyWrapper) AdmissionRate(perMinute, burst int32) *ClaimPolicyWrapper {
+	w.Spec.AdmissionRate = admissionRate(perMinute, burst)
+	return w
+}
+
+func admissionRate(perMinute, burst int32) *tenancyv1alpha1.AdmissionRate {
+	r := &tenancyv1alpha1.AdmissionRate{ClaimsPerMinute: perMinute}
+	if burst > 0 {
+		r.Burst = ptr.To(burst)
+	}
+	return r
+}
