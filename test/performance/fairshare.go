@@ -48,8 +48,11 @@ type fairShareSettings struct {
 	Startup time.Duration
 	// BWarmMax is the most warm members B may hold; negative leaves it unset.
 	BWarmMax int
-	Arms     string
-	Profile  string
+	// BAdmissionRate is B's admission rate in the policy arm, claims a minute (0: none), in
+	// a bucket of BAdmissionBurst (0: the policy's default).
+	BAdmissionRate, BAdmissionBurst int
+	Arms                            string
+	Profile                         string
 }
 
 // fairShareFlags hold the scenario's flags. The defaults keep a run (three clusters) within
@@ -78,6 +81,8 @@ func AddFairShareFlags(fs *flag.FlagSet) {
 	fs.IntVar(&f.AGuaranteed, "fair-share-a-guaranteed", f.AGuaranteed, "fair-share: the policy arm's warm members guaranteed to A (0: A's rate × (hold + the pods' p99 start-up, at least half the hold), within the pool)")
 	fs.IntVar(&f.BMax, "fair-share-b-max", f.BMax, "fair-share: the policy arm's limit on B's claims (0: half the pool)")
 	fs.IntVar(&f.BWarmMax, "fair-share-b-warm-max", f.BWarmMax, "fair-share: the policy arm's warm share of the pool B may hold at most, its claims beyond it served cold (negative: no maximum)")
+	fs.IntVar(&f.BAdmissionRate, "fair-share-b-admission-rate", f.BAdmissionRate, "fair-share: the policy arm's admission rate of B's claims, a minute (0: none)")
+	fs.IntVar(&f.BAdmissionBurst, "fair-share-b-admission-burst", f.BAdmissionBurst, "fair-share: the bucket of B's admission rate (0: a second's worth)")
 	fs.StringVar(&f.Arms, "fair-share-arms", f.Arms, "fair-share: the arms to run, in order, each on a fresh cluster: "+strings.Join(report.FairShareKnownArms, ", ")+" (forbidden: B's creates refused by authorization, before any admission)")
 	fs.StringVar(&f.Profile, "fair-share-profile", f.Profile, "fair-share: pod profile of the clusters ("+profileNames()+")")
 }
@@ -113,8 +118,8 @@ func (s fairShareSettings) validate() error {
 	if s.ARate <= 0 || s.BRate <= 0 {
 		errs = append(errs, fmt.Errorf("--fair-share-a-rate %g, --fair-share-b-rate %g: want both positive", s.ARate, s.BRate))
 	}
-	if s.AHold < 0 || s.BHold < 0 || s.BBursts < 0 || s.BBurst < 0 || s.AGuaranteed < 0 || s.BMax < 0 {
-		errs = append(errs, errors.New("--fair-share-a-hold, -b-hold, -b-bursts, -b-burst, -a-guaranteed and -b-max: want none negative"))
+	if s.AHold < 0 || s.BHold < 0 || s.BBursts < 0 || s.BBurst < 0 || s.AGuaranteed < 0 || s.BMax < 0 || s.BAdmissionRate < 0 || s.BAdmissionBurst < 0 {
+		errs = append(errs, errors.New("--fair-share-a-hold, -b-hold, -b-bursts, -b-burst, -a-guaranteed, -b-max, -b-admission-rate and -b-admission-burst: want none negative"))
 	}
 	if s.AGuaranteed > s.Pool {
 		errs = append(errs, fmt.Errorf("--fair-share-a-guaranteed %d: want at most the pool (%d)", s.AGuaranteed, s.Pool))
@@ -140,7 +145,7 @@ func (s fairShareSettings) policy() load.FairSharePolicy {
 	if m == 0 {
 		m = max(s.Pool/2, 1)
 	}
-	p := load.FairSharePolicy{AGuaranteed: int32(g), BMaxClaims: int32(m)}
+	p := load.FairSharePolicy{AGuaranteed: int32(g), BMaxClaims: int32(m), BRatePerMinute: int32(s.BAdmissionRate), BRateBurst: int32(s.BAdmissionBurst)}
 	if s.BWarmMax >= 0 {
 		p.BWarmMax = ptr.To(int32(s.BWarmMax))
 	}
@@ -154,6 +159,12 @@ func (s fairShareSettings) describe() string {
 		s.Pool, s.ARate, s.Duration, s.AHold, s.BBursts, s.burst(), s.BRate, s.BHold, p.AGuaranteed, p.BMaxClaims)
 	if p.BWarmMax != nil {
 		out += fmt.Sprintf(" and %d warm members (the rest served cold)", *p.BWarmMax)
+	}
+	if p.BRatePerMinute > 0 {
+		out += fmt.Sprintf(", admitted at most %d a minute", p.BRatePerMinute)
+		if p.BRateBurst > 0 {
+			out += fmt.Sprintf(" (%d at once)", p.BRateBurst)
+		}
 	}
 	return out
 }

@@ -4,9 +4,11 @@ package fairshare_test
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -40,6 +42,9 @@ func TestAttackATenantCannotRaiseItsOwnLimits(t *testing.T) {
 	attacks := map[string]func() error{
 		"raise the limit": func() error {
 			return mergePatchAs(e, mallory, p.DeepCopy(), `{"spec":{"tenants":[{"name":"team-a","subjects":[{"kind":"User","name":"mallory"}],"maxClaims":100}]}}`)
+		},
+		"raise its admission rate": func() error {
+			return mergePatchAs(e, mallory, p.DeepCopy(), `{"spec":{"admissionRate":{"claimsPerMinute":600000,"burst":10000}}}`)
 		},
 		"update the policy": func() error {
 			q := p.DeepCopy()
@@ -236,4 +241,56 @@ func TestAttackOneTenantsContentionDoesNotReachAnother(t *testing.T) {
 	e.g.Expect(aliceErrs.Load()).To(BeZero())
 	e.g.Expect(malloryAdmitted.Load()).To(BeZero(), "team-b's claims were admitted without their reservation")
 	e.eventually(func(g Gomega) { g.Expect(tenantStatus(e.status(g, "quotas"), "team-a").Claims).To(Equal(int32(10))) })
+}
+
+// A tenant cannot take the API server from the others by bursting: its claims beyond its
+// admission rate are refused at once with 429, before any reservation, while another
+// tenant's claims at the same moments are all admitted, and the refusals show in the policy's
+// status (counted in the other tenant's ledger: team-b has no limit that keeps one). (The
+// rule: spec.tenants[].admissionRate, a bucket admission takes a token from per claim.)
+func TestAttackATenantsBurstBeyondItsRateIsRefusedAtOnce(t *testing.T) {
+	e := setup(t)
+	e.startManager(nil)
+	e.policy(builders.MakeClaimPolicy("quotas", e.ns).
+		Tenant(builders.MakeTenant("team-a").User("alice").MaxClaims(20)).
+		Tenant(builders.MakeTenant("team-b").User("mallory").AdmissionRate(60, 3)).Obj())
+	alice, mallory := e.tenant("alice"), e.tenant("mallory")
+
+	var wg sync.WaitGroup
+	var malloryAdmitted, malloryRefused atomic.Int64
+	start := time.Now()
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := mallory.Create(e.ctx(), builders.MakeClaim(fmt.Sprintf("b%d", i), e.ns, "pool").Obj())
+			switch {
+			case err == nil:
+				malloryAdmitted.Add(1)
+			case apierrors.IsTooManyRequests(err) && strings.Contains(err.Error(), "spec.tenants[1].admissionRate"):
+				malloryRefused.Add(1)
+			default:
+				t.Errorf("mallory's claim %d: %v, want admitted or refused for team-b's admission rate", i, err)
+			}
+		}()
+		if i%2 == 0 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := alice.Create(e.ctx(), builders.MakeClaim(fmt.Sprintf("a%d", i), e.ns, "pool").Obj()); err != nil {
+					t.Errorf("alice's claim %d: %v", i, err)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	// Three at once, then one a second: what the burst took, plus what the rate refilled.
+	allowed := 3 + int64(time.Since(start).Seconds())
+	e.g.Expect(malloryAdmitted.Load()).To(And(BeNumerically(">=", 3), BeNumerically("<=", allowed)), "team-b admitted beyond its rate")
+	e.g.Expect(malloryAdmitted.Load() + malloryRefused.Load()).To(Equal(int64(20)))
+	e.eventually(func(g Gomega) {
+		st := e.status(g, "quotas")
+		g.Expect(tenantStatus(st, "team-b").Refusals).To(Equal(malloryRefused.Load()))
+		g.Expect(tenantStatus(st, "team-a").Claims).To(Equal(int32(10)))
+	})
 }

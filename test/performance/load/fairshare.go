@@ -77,6 +77,21 @@ type FairSharePolicy struct {
 	// BWarmMax, when set, is B's warm share of the pool at most: B's claims beyond it are
 	// served cold.
 	BWarmMax *int32
+	// BRatePerMinute, when positive, is B's admission rate, in a bucket of BRateBurst (0: the
+	// policy's default, a second's worth).
+	BRatePerMinute, BRateBurst int32
+}
+
+// bAdmissionRate is B's admission rate; none unless BRatePerMinute is positive.
+func (p FairSharePolicy) bAdmissionRate() *tenancyv1alpha1.AdmissionRate {
+	if p.BRatePerMinute <= 0 {
+		return nil
+	}
+	r := &tenancyv1alpha1.AdmissionRate{ClaimsPerMinute: p.BRatePerMinute}
+	if p.BRateBurst > 0 {
+		r.Burst = ptr.To(p.BRateBurst)
+	}
+	return r
 }
 
 // Validate reports the settings that cannot run.
@@ -90,6 +105,9 @@ func (c FairShareConfig) Validate() error {
 	}
 	if p := c.Policy; p != nil && (p.AGuaranteed < 0 || p.AGuaranteed > c.PoolSize || p.BMaxClaims < 0) {
 		errs = append(errs, fmt.Errorf("tenant A's guaranteed warm share (%d) must be within the pool (%d), tenant B's limit not negative", p.AGuaranteed, c.PoolSize))
+	}
+	if p := c.Policy; p != nil && (p.BRatePerMinute < 0 || p.BRateBurst < 0) {
+		errs = append(errs, fmt.Errorf("tenant B's admission rate (%d a minute, burst %d) must not be negative", p.BRatePerMinute, p.BRateBurst))
 	}
 	if p := c.Policy; p != nil && p.BWarmMax != nil && *p.BWarmMax < 0 {
 		errs = append(errs, fmt.Errorf("tenant B's warm share (%d) must not be negative", *p.BWarmMax))
@@ -273,13 +291,17 @@ func createFairSharePolicy(ctx context.Context, r *runner, p FairSharePolicy) er
 			{Name: fairShareTenantA, Subjects: []tenancyv1alpha1.Subject{{Kind: tenancyv1alpha1.SubjectUser, Name: TenantAUser}},
 				WarmShares: []tenancyv1alpha1.WarmShare{{PoolName: poolName, Guaranteed: p.AGuaranteed}}},
 			{Name: fairShareTenantB, Subjects: []tenancyv1alpha1.Subject{{Kind: tenancyv1alpha1.SubjectUser, Name: TenantBUser}},
-				MaxClaims: ptr.To(p.BMaxClaims), WarmShares: bWarmShares(p.BWarmMax)},
+				MaxClaims: ptr.To(p.BMaxClaims), WarmShares: bWarmShares(p.BWarmMax), AdmissionRate: p.bAdmissionRate()},
 		}},
 	}
 	if err := r.c.Create(ctx, policy); err != nil {
 		return fmt.Errorf("creating ClaimPolicy %s: %w", policy.Name, err)
 	}
-	r.progressf("created ClaimPolicy %s: tenant a guaranteed %d warm members of %s, tenant b at most %d claims", policy.Name, p.AGuaranteed, poolName, p.BMaxClaims)
+	rate := ""
+	if p.BRatePerMinute > 0 {
+		rate = fmt.Sprintf(", admitted at most %d a minute", p.BRatePerMinute)
+	}
+	r.progressf("created ClaimPolicy %s: tenant a guaranteed %d warm members of %s, tenant b at most %d claims%s", policy.Name, p.AGuaranteed, poolName, p.BMaxClaims, rate)
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	tick := time.NewTicker(100 * time.Millisecond)
