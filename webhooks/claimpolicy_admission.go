@@ -288,19 +288,8 @@ func rateRefusal(c *extv1beta1.SandboxClaim, p *tenancyv1alpha1.ClaimPolicy, r *
 	}
 	at := fmt.Sprintf("%s are admitted at most %d a minute, %d at once, and the next may be admitted in %.1fs",
 		r.Describe(), r.PerMinute, r.Burst, max(r.Wait.Seconds(), 0.1))
-	name := c.Name
-	if name == "" {
-		name = c.GenerateName + "*"
-	}
-	return &apierrors.StatusError{ErrStatus: metav1.Status{
-		Status: metav1.StatusFailure,
-		Code:   http.StatusTooManyRequests,
-		Reason: metav1.StatusReasonTooManyRequests,
-		Message: fmt.Sprintf("SandboxClaim.%s %q is refused by ClaimPolicy %s/%s: %s (%s); retry then, or ask your platform team to raise the rate",
-			claimGK.Group, name, p.Namespace, p.Name, at, r.Path),
-		Details: &metav1.StatusDetails{Group: claimGK.Group, Kind: claimGK.Kind, Name: c.Name, Causes: []metav1.StatusCause{{
-			Type: metav1.CauseType(field.ErrorTypeForbidden), Field: path.String(), Message: fmt.Sprintf("%s (ClaimPolicy %s, %s)", at, p.Name, r.Path)}}},
-	}}
+	return policyRefusal(c, p, fmt.Sprintf(": %s (%s); retry then, or ask your platform team to raise the rate", at, r.Path),
+		[]metav1.StatusCause{{Type: metav1.CauseType(field.ErrorTypeForbidden), Field: path.String(), Message: fmt.Sprintf("%s (ClaimPolicy %s, %s)", at, p.Name, r.Path)}})
 }
 
 // generatedName is a name from generateName as the API server makes one (storage/names): the
@@ -400,16 +389,22 @@ func refusal(c *extv1beta1.SandboxClaim, p *tenancyv1alpha1.ClaimPolicy, exceede
 			Message: fmt.Sprintf("%s (ClaimPolicy %s, %s)", at, p.Name, e.Path)})
 		msgs = append(msgs, fmt.Sprintf("%s (%s)", at, e.Path))
 	}
+	return policyRefusal(c, p, fmt.Sprintf(" (claims being created count too): %s; delete one of them, or ask your platform team to raise the limit",
+		strings.Join(msgs, "; ")), causes)
+}
+
+// policyRefusal is 429 Too Many Requests for claim c, refused by policy p for what follows
+// the policy's name in the message.
+func policyRefusal(c *extv1beta1.SandboxClaim, p *tenancyv1alpha1.ClaimPolicy, reason string, causes []metav1.StatusCause) error {
 	name := c.Name
 	if name == "" {
 		name = c.GenerateName + "*"
 	}
 	return &apierrors.StatusError{ErrStatus: metav1.Status{
-		Status: metav1.StatusFailure,
-		Code:   http.StatusTooManyRequests,
-		Reason: metav1.StatusReasonTooManyRequests,
-		Message: fmt.Sprintf("SandboxClaim.%s %q is refused by ClaimPolicy %s/%s (claims being created count too): %s; delete one of them, or ask your platform team to raise the limit",
-			claimGK.Group, name, p.Namespace, p.Name, strings.Join(msgs, "; ")),
+		Status:  metav1.StatusFailure,
+		Code:    http.StatusTooManyRequests,
+		Reason:  metav1.StatusReasonTooManyRequests,
+		Message: fmt.Sprintf("SandboxClaim.%s %q is refused by ClaimPolicy %s/%s%s", claimGK.Group, name, p.Namespace, p.Name, reason),
 		Details: &metav1.StatusDetails{Group: claimGK.Group, Kind: claimGK.Kind, Name: c.Name, Causes: causes},
 	}}
 }
