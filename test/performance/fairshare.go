@@ -48,8 +48,9 @@ type fairShareSettings struct {
 	Startup time.Duration
 	// BWarmMax is the most warm members B may hold; negative leaves it unset.
 	BWarmMax int
-	// BAdmissionRate is B's admission rate in the policy arm, claims a minute (0: none), in
-	// a bucket of BAdmissionBurst (0: the policy's default).
+	// BAdmissionRate is B's admission rate in the policy arm, claims a minute (0: none;
+	// negative: A's rate, an equal share of the API server's time), in a bucket of
+	// BAdmissionBurst (0: the policy's default, a second's worth).
 	BAdmissionRate, BAdmissionBurst int
 	Arms                            string
 	Profile                         string
@@ -63,7 +64,7 @@ type fairShareSettings struct {
 // the pool as much as what B does to A.
 var fairShareFlags = fairShareSettings{
 	Pool: 100, Duration: 60 * time.Second, ARate: 5, AHold: 5 * time.Second,
-	BBursts: 2, BRate: 50, BWarmMax: -1, BHold: 15 * time.Second,
+	BBursts: 2, BRate: 50, BWarmMax: -1, BHold: 15 * time.Second, BAdmissionRate: -1,
 	Arms: strings.Join(report.FairShareArms, ","), Profile: string(controlplane.ProfileRealistic),
 }
 
@@ -81,7 +82,7 @@ func AddFairShareFlags(fs *flag.FlagSet) {
 	fs.IntVar(&f.AGuaranteed, "fair-share-a-guaranteed", f.AGuaranteed, "fair-share: the policy arm's warm members guaranteed to A (0: A's rate × (hold + the pods' p99 start-up, at least half the hold), within the pool)")
 	fs.IntVar(&f.BMax, "fair-share-b-max", f.BMax, "fair-share: the policy arm's limit on B's claims (0: half the pool)")
 	fs.IntVar(&f.BWarmMax, "fair-share-b-warm-max", f.BWarmMax, "fair-share: the policy arm's warm share of the pool B may hold at most, its claims beyond it served cold (negative: no maximum)")
-	fs.IntVar(&f.BAdmissionRate, "fair-share-b-admission-rate", f.BAdmissionRate, "fair-share: the policy arm's admission rate of B's claims, a minute (0: none)")
+	fs.IntVar(&f.BAdmissionRate, "fair-share-b-admission-rate", f.BAdmissionRate, "fair-share: the policy arm's admission rate of B's claims, a minute (0: none; negative: A's rate)")
 	fs.IntVar(&f.BAdmissionBurst, "fair-share-b-admission-burst", f.BAdmissionBurst, "fair-share: the bucket of B's admission rate (0: a second's worth)")
 	fs.StringVar(&f.Arms, "fair-share-arms", f.Arms, "fair-share: the arms to run, in order, each on a fresh cluster: "+strings.Join(report.FairShareKnownArms, ", ")+" (forbidden: B's creates refused by authorization, before any admission)")
 	fs.StringVar(&f.Profile, "fair-share-profile", f.Profile, "fair-share: pod profile of the clusters ("+profileNames()+")")
@@ -118,8 +119,8 @@ func (s fairShareSettings) validate() error {
 	if s.ARate <= 0 || s.BRate <= 0 {
 		errs = append(errs, fmt.Errorf("--fair-share-a-rate %g, --fair-share-b-rate %g: want both positive", s.ARate, s.BRate))
 	}
-	if s.AHold < 0 || s.BHold < 0 || s.BBursts < 0 || s.BBurst < 0 || s.AGuaranteed < 0 || s.BMax < 0 || s.BAdmissionRate < 0 || s.BAdmissionBurst < 0 {
-		errs = append(errs, errors.New("--fair-share-a-hold, -b-hold, -b-bursts, -b-burst, -a-guaranteed, -b-max, -b-admission-rate and -b-admission-burst: want none negative"))
+	if s.AHold < 0 || s.BHold < 0 || s.BBursts < 0 || s.BBurst < 0 || s.AGuaranteed < 0 || s.BMax < 0 || s.BAdmissionBurst < 0 {
+		errs = append(errs, errors.New("--fair-share-a-hold, -b-hold, -b-bursts, -b-burst, -a-guaranteed, -b-max and -b-admission-burst: want none negative"))
 	}
 	if s.AGuaranteed > s.Pool {
 		errs = append(errs, fmt.Errorf("--fair-share-a-guaranteed %d: want at most the pool (%d)", s.AGuaranteed, s.Pool))
@@ -145,7 +146,11 @@ func (s fairShareSettings) policy() load.FairSharePolicy {
 	if m == 0 {
 		m = max(s.Pool/2, 1)
 	}
-	p := load.FairSharePolicy{AGuaranteed: int32(g), BMaxClaims: int32(m), BRatePerMinute: int32(s.BAdmissionRate), BRateBurst: int32(s.BAdmissionBurst)}
+	rate := s.BAdmissionRate
+	if rate < 0 {
+		rate = max(int(math.Round(s.ARate*60)), 1)
+	}
+	p := load.FairSharePolicy{AGuaranteed: int32(g), BMaxClaims: int32(m), BRatePerMinute: int32(rate), BRateBurst: int32(s.BAdmissionBurst)}
 	if s.BWarmMax >= 0 {
 		p.BWarmMax = ptr.To(int32(s.BWarmMax))
 	}

@@ -28,13 +28,14 @@ func TestFairShareFlagsValidate(t *testing.T) {
 }
 
 // The policy arm's defaults: A guaranteed what it holds at its rate and what it claims during a
-// pod start-up (at least half again what it holds), within the pool; B limited to half the pool; B's bursts three times the pool. The alone arm has no B,
+// pod start-up (at least half again what it holds), within the pool; B limited to half the
+// pool and admitted at A's rate; B's bursts three times the pool. The alone arm has no B,
 // only the policy arm a policy.
 func TestFairShareArms(t *testing.T) {
 	s := fairShareFlags
 	s.Pool, s.ARate, s.AHold = 100, 5, 5*time.Second
-	if p := s.policy(); p.AGuaranteed != 38 || p.BMaxClaims != 50 {
-		t.Errorf("policy %+v, want A guaranteed 38 (25 held, half again), B at most 50", p)
+	if p := s.policy(); p.AGuaranteed != 38 || p.BMaxClaims != 50 || p.BRatePerMinute != 300 || p.BRateBurst != 0 {
+		t.Errorf("policy %+v, want A guaranteed 38 (25 held, half again), B at most 50, admitted at A's rate (300 a minute)", p)
 	}
 	s.Startup = 8 * time.Second
 	if p := s.policy(); p.AGuaranteed != 65 {
@@ -52,6 +53,14 @@ func TestFairShareArms(t *testing.T) {
 	s.BWarmMax = 0
 	if p := s.policy(); p.BWarmMax == nil || *p.BWarmMax != 0 {
 		t.Errorf("B's warm maximum %v, want the flag's 0", p.BWarmMax)
+	}
+	s.BAdmissionRate, s.BAdmissionBurst = 0, 0
+	if p := s.policy(); p.BRatePerMinute != 0 {
+		t.Errorf("B's admission rate %d with the flag's 0, want none", p.BRatePerMinute)
+	}
+	s.BAdmissionRate, s.BAdmissionBurst = 120, 4
+	if p := s.policy(); p.BRatePerMinute != 120 || p.BRateBurst != 4 {
+		t.Errorf("B's admission rate %d burst %d, want the flags' 120 and 4", p.BRatePerMinute, p.BRateBurst)
 	}
 	o := Options{}
 	for arm, want := range map[string]struct {
