@@ -80,7 +80,7 @@ func (a *ClaimPolicies) Admit(ctx context.Context, req admission.Request, c *ext
 	}
 	id := fairshare.Identity{User: req.UserInfo.Username, Groups: req.UserInfo.Groups}
 	dryRun := req.DryRun != nil && *req.DryRun
-	taken, err := a.takeRates(ctx, req, c, policies, id, dryRun, start)
+	taken, err := a.takeRates(req, c, policies, id, dryRun, start)
 	if err != nil {
 		return err
 	}
@@ -234,7 +234,7 @@ func (a *ClaimPolicies) reserve(ctx context.Context, req admission.Request, c *e
 // checks them): a claim whose bucket is empty is refused at once, before any reservation, and
 // counted in a ledger of the policy when it has one (where the policy's status reads its
 // refusals).
-func (a *ClaimPolicies) takeRates(ctx context.Context, req admission.Request, c *extv1beta1.SandboxClaim,
+func (a *ClaimPolicies) takeRates(req admission.Request, c *extv1beta1.SandboxClaim,
 	policies []tenancyv1alpha1.ClaimPolicy, id fairshare.Identity, dryRun bool, start time.Time) (fairshare.Taken, error) {
 	var charges []fairshare.RateCharge
 	byName := map[string]*tenancyv1alpha1.ClaimPolicy{}

@@ -28,7 +28,7 @@ type RateCharge struct {
 	Policy, Tenant string
 	// PerMinute and Burst are the rate and the bucket's size.
 	PerMinute, Burst int32
-	key               rateKey
+	key              rateKey
 }
 
 // rateKey names a bucket: the policy's UID makes a recreated policy start with a full one.
