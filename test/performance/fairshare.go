@@ -48,6 +48,9 @@ type fairShareSettings struct {
 	Startup time.Duration
 	// BWarmMax is the most warm members B may hold; negative leaves it unset.
 	BWarmMax int
+	// ControlEvery is how many of B's creates the policy arm sends a control create beside
+	// (one in ControlEvery; 0: none).
+	ControlEvery int
 	// BAdmissionRate is B's admission rate in the policy arm, claims a minute (0: none;
 	// negative: A's rate, an equal share of the API server's time), in a bucket of
 	// BAdmissionBurst (0: the policy's default, a second's worth).
@@ -64,7 +67,7 @@ type fairShareSettings struct {
 // the pool as much as what B does to A.
 var fairShareFlags = fairShareSettings{
 	Pool: 100, Duration: 60 * time.Second, ARate: 5, AHold: 5 * time.Second,
-	BBursts: 2, BRate: 50, BWarmMax: -1, BHold: 15 * time.Second, BAdmissionRate: -1,
+	BBursts: 2, BRate: 50, BWarmMax: -1, BHold: 15 * time.Second, BAdmissionRate: -1, ControlEvery: 10,
 	Arms: strings.Join(report.FairShareArms, ","), Profile: string(controlplane.ProfileRealistic),
 }
 
@@ -84,6 +87,7 @@ func AddFairShareFlags(fs *flag.FlagSet) {
 	fs.IntVar(&f.BWarmMax, "fair-share-b-warm-max", f.BWarmMax, "fair-share: the policy arm's warm share of the pool B may hold at most, its claims beyond it served cold (negative: no maximum)")
 	fs.IntVar(&f.BAdmissionRate, "fair-share-b-admission-rate", f.BAdmissionRate, "fair-share: the policy arm's admission rate of B's claims, a minute (0: none; negative: A's rate)")
 	fs.IntVar(&f.BAdmissionBurst, "fair-share-b-admission-burst", f.BAdmissionBurst, "fair-share: the bucket of B's admission rate (0: a second's worth)")
+	fs.IntVar(&f.ControlEvery, "fair-share-control-every", f.ControlEvery, "fair-share: the policy arm sends a control create (refused by authorization) beside one in this many of B's creates, to time the API server's own refusal at the same moments (0: none; 1: beside each, which adds that load to A's)")
 	fs.StringVar(&f.Arms, "fair-share-arms", f.Arms, "fair-share: the arms to run, in order, each on a fresh cluster: "+strings.Join(report.FairShareKnownArms, ", ")+" (forbidden: B's creates refused by authorization, before any admission)")
 	fs.StringVar(&f.Profile, "fair-share-profile", f.Profile, "fair-share: pod profile of the clusters ("+profileNames()+")")
 }
@@ -119,8 +123,8 @@ func (s fairShareSettings) validate() error {
 	if s.ARate <= 0 || s.BRate <= 0 {
 		errs = append(errs, fmt.Errorf("--fair-share-a-rate %g, --fair-share-b-rate %g: want both positive", s.ARate, s.BRate))
 	}
-	if s.AHold < 0 || s.BHold < 0 || s.BBursts < 0 || s.BBurst < 0 || s.AGuaranteed < 0 || s.BMax < 0 || s.BAdmissionBurst < 0 {
-		errs = append(errs, errors.New("--fair-share-a-hold, -b-hold, -b-bursts, -b-burst, -a-guaranteed, -b-max and -b-admission-burst: want none negative"))
+	if s.AHold < 0 || s.BHold < 0 || s.BBursts < 0 || s.BBurst < 0 || s.AGuaranteed < 0 || s.BMax < 0 || s.BAdmissionBurst < 0 || s.ControlEvery < 0 {
+		errs = append(errs, errors.New("--fair-share-a-hold, -b-hold, -b-bursts, -b-burst, -a-guaranteed, -b-max, -b-admission-burst and -control-every: want none negative"))
 	}
 	if s.AGuaranteed > s.Pool {
 		errs = append(errs, fmt.Errorf("--fair-share-a-guaranteed %d: want at most the pool (%d)", s.AGuaranteed, s.Pool))
@@ -180,6 +184,7 @@ func (s fairShareSettings) config(arm string, o Options) load.FairShareConfig {
 		Namespace: "bench", PodSpec: load.DefaultPodSpec(), PoolSize: int32(s.Pool),
 		Duration: s.Duration, ARate: s.ARate, AHold: s.AHold,
 		BBursts: s.BBursts, BBurst: s.burst(), BRate: s.BRate, BHold: s.BHold,
+		ControlEvery:   s.ControlEvery,
 		PoolCreateWait: max(o.PoolCreateWait, time.Duration(s.Pool)*200*time.Millisecond), Timeout: max(o.Timeout, 5*time.Minute),
 	}
 	if arm == report.ArmAlone {

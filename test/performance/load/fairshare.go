@@ -59,8 +59,10 @@ type FairShareConfig struct {
 	BHold           time.Duration
 	// Policy, when set, is the ClaimPolicy of the namespace. The arm then also measures where
 	// the time of B's refusals goes (fairshare_cost.go): the operator's and the API server's
-	// metrics over the load, and a control create by B beside each of B's creates.
-	Policy *FairSharePolicy
+	// metrics over the load, and a control create by B beside every ControlEvery-th of B's
+	// creates (0: none).
+	Policy       *FairSharePolicy
+	ControlEvery int
 	// BForbidden leaves B without a role in the namespace: the API server refuses each of its
 	// creates at authorization (403), before any admission.
 	BForbidden bool
@@ -385,7 +387,7 @@ func (f *fairShareRun) burstB(ctx context.Context, at time.Time, burst int, wg *
 			f.bs = append(f.bs, c)
 			f.mu.Unlock()
 		}()
-		if f.refusals != nil {
+		if f.refusals != nil && f.cfg.ControlEvery > 0 && i%f.cfg.ControlEvery == 0 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
