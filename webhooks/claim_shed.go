@@ -10,13 +10,19 @@ package webhooks
 // (docs/design.md, "Past the sustainable rate").
 //
 // "Too late" is CoDel's test of a standing queue: even the fastest of the claims that became
-// Ready in the last ServedWindow (or, when none did, the last one served, for a while)
-// took longer than MaxWait from admission. A burst that the
-// cluster absorbs still serves some claims fast; a rate beyond it leaves none that is. A claim
-// that never becomes Ready (a pod that never starts, a missing template) is never served, so it
-// never counts: no tenant can hold the gate shut that way. Who is refused first is decided by
-// the claims waiting (admitted, not yet Ready): a creator holding fewer of them than its fair
-// share is still admitted.
+// Ready in the last ServedWindow (or, when none did, the last one served, for a while) spent
+// longer than MaxWait in the control plane. A claim's time in the control plane is its time
+// from admission to Ready less the part of it its pod spent starting on its node (from the pod
+// seen on a node to the pod seen Ready): the operator's queues, its writes, the API server's
+// answers, the scheduler's queue count; an image pull, a slow container or a simulated
+// start-up does not. A backlog waits in the first, never in the second: a pool run dry on a
+// cluster whose pods take 8 s to start serves every claim 8 s late with nothing backed up, and
+// the old rule, which timed the whole way, refused that steady cold load (issue 37's
+// realistic-profile run). A burst the cluster absorbs still serves some claims fast; a rate
+// beyond it leaves none that is. A claim that never becomes Ready (a pod that never starts, a
+// missing template) is never served, so it never counts: no tenant can hold the gate shut that
+// way. Who is refused first is decided by the claims waiting (admitted, not yet Ready): a
+// creator holding fewer of them than its fair share is still admitted.
 
 import (
 	"fmt"
@@ -25,8 +31,10 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 
@@ -35,11 +43,13 @@ import (
 )
 
 // ClaimShed refuses new claims while the claims admitted are served too late (see the file's
-// comment). Its state, the claims waiting and the claims served lately, is fed by the manager's
-// claim informer (Handler); every replica keeps its own from the same informer's view.
+// comment). Its state, the claims waiting, the claims served lately and the start-ups of the
+// Sandboxes' pods, is fed by the manager's claim and pod informers (Handler, PodHandler);
+// every replica keeps its own from the same informers' view.
 type ClaimShed struct {
-	// MaxWait is how long from admission to Ready the fastest claim served lately may take
-	// before new claims are refused; 0 turns shedding off.
+	// MaxWait is how long the fastest claim served lately may spend in the control plane (its
+	// time from admission to Ready less its pod's start-up on its node) before new claims are
+	// refused; 0 turns shedding off.
 	MaxWait time.Duration
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
@@ -49,6 +59,8 @@ type ClaimShed struct {
 	served  []Served
 	// last is the last claim served, whenever.
 	last Served
+	// starts are the start-ups of the Sandboxes' pods, by the Sandbox (namespace and name).
+	starts map[types.NamespacedName]podStart
 }
 
 // ServedWindow is how far back the claims served count: long enough to hold a few claims at
@@ -69,10 +81,22 @@ type WaitingClaim struct {
 	Creator string
 }
 
-// Served is a claim seen becoming Ready at At, Took after its admission.
+// Served is a claim seen becoming Ready at At, Took after its admission, PodStartup of which
+// its pod spent starting on its node.
 type Served struct {
-	At   time.Time
-	Took time.Duration
+	At         time.Time
+	Took       time.Duration
+	PodStartup time.Duration
+}
+
+// Own is the claim's time in the control plane: what a backlog makes longer.
+func (s Served) Own() time.Duration { return max(0, s.Took-s.PodStartup) }
+
+// podStart is a pod's start-up as this process saw it: From its first sight on a node (or
+// Ready) to its first sight Ready (zero while it starts). UID tells a replaced pod's apart.
+type podStart struct {
+	UID      types.UID
+	From, To time.Time
 }
 
 // admittedAt is when c was admitted: its webhook-first-observed-at, else its creation.
@@ -87,6 +111,15 @@ func isReady(c *extv1beta1.SandboxClaim) bool {
 	for _, cond := range c.Status.Conditions {
 		if cond.Type == agentsv1beta1.ConditionReady {
 			return cond.Status == metav1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func podIsReady(p *corev1.Pod) bool {
+	for _, cond := range p.Status.Conditions {
+		if cond.Type == corev1.PodReady {
+			return cond.Status == corev1.ConditionTrue
 		}
 	}
 	return false
@@ -114,6 +147,11 @@ func (s *ClaimShed) Observe(c *extv1beta1.SandboxClaim) {
 		delete(s.waiting, key)
 		if known {
 			s.last = Served{At: now, Took: now.Sub(w.Since)}
+			if c.Status.Sandbox.Name != "" {
+				if st, ok := s.starts[types.NamespacedName{Namespace: c.Namespace, Name: c.Status.Sandbox.Name}]; ok {
+					s.last.PodStartup = st.within(w.Since, now)
+				}
+			}
 			s.served = append(pruneServed(s.served, now), s.last)
 		}
 	case !known:
@@ -121,6 +159,60 @@ func (s *ClaimShed) Observe(c *extv1beta1.SandboxClaim) {
 			s.waiting = map[types.NamespacedName]WaitingClaim{}
 		}
 		s.waiting[key] = WaitingClaim{Since: admittedAt(c), Creator: c.Annotations[agentsv1beta1.AnnotationCreator]}
+	}
+}
+
+// within is how much of the interval from `from` to `to` the pod spent starting: a pod still
+// starting has started until `to`.
+func (st podStart) within(from, to time.Time) time.Duration {
+	end := st.To
+	if end.IsZero() || end.After(to) {
+		end = to
+	}
+	begin := st.From
+	if begin.Before(from) {
+		begin = from
+	}
+	return max(0, end.Sub(begin))
+}
+
+// ObservePod records the start-up of a Sandbox's pod (its controller): from the first sight
+// of it on a node, the scheduler's work done, to the first sight of it Ready. Both ends are
+// seen through the same informer, so its delay cancels out. A pod first seen Ready started
+// before this process watched, or in one step (a pod without a start-up time): nothing of a
+// claim's time is its start-up's.
+func (s *ClaimShed) ObservePod(p *corev1.Pod) {
+	owner := metav1.GetControllerOf(p)
+	if owner == nil || owner.Kind != "Sandbox" {
+		return
+	}
+	if gv, err := schema.ParseGroupVersion(owner.APIVersion); err != nil || gv.Group != agentsv1beta1.GroupVersion.Group {
+		return
+	}
+	key := types.NamespacedName{Namespace: p.Namespace, Name: owner.Name}
+	now := s.now()
+	ready := podIsReady(p)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, known := s.starts[key]
+	switch {
+	case !p.DeletionTimestamp.IsZero():
+		delete(s.starts, key)
+	case !known || st.UID != p.UID:
+		if p.Spec.NodeName == "" && !ready {
+			return // not placed yet: the scheduler's queue is the control plane's
+		}
+		if s.starts == nil {
+			s.starts = map[types.NamespacedName]podStart{}
+		}
+		st = podStart{UID: p.UID, From: now}
+		if ready {
+			st.To = now
+		}
+		s.starts[key] = st
+	case st.To.IsZero() && ready:
+		st.To = now
+		s.starts[key] = st
 	}
 }
 
@@ -161,6 +253,29 @@ func (s *ClaimShed) Handler() toolscache.ResourceEventHandler {
 	}
 }
 
+// PodHandler is the pod informer's event handler that keeps the pods' start-ups current.
+func (s *ClaimShed) PodHandler() toolscache.ResourceEventHandler {
+	observe := func(obj any) {
+		if p, ok := obj.(*corev1.Pod); ok {
+			s.ObservePod(p)
+		}
+	}
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    observe,
+		UpdateFunc: func(_, obj any) { observe(obj) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if p, ok := obj.(*corev1.Pod); ok {
+				p = p.DeepCopy()
+				p.DeletionTimestamp = &metav1.Time{Time: s.now()}
+				s.ObservePod(p)
+			}
+		},
+	}
+}
+
 // Admit refuses a new claim of creator c while the claims admitted are served too late
 // (ShedDecision); nil admits it. A nil ClaimShed, or one with MaxWait 0, admits every claim.
 func (s *ClaimShed) Admit(creator string, c *extv1beta1.SandboxClaim) error {
@@ -189,25 +304,25 @@ func (s *ClaimShed) Admit(creator string, c *extv1beta1.SandboxClaim) error {
 // Shed is what ShedDecision decided, and why.
 type Shed struct {
 	Refuse bool
-	// Served is how many claims were served in the window, Fastest how long the fastest of
-	// them took; Waiting how many claims wait, Mine how many of them are the creator's, Share
-	// the creator's fair share of them.
+	// Served is how many claims were served in the window, Fastest the shortest time one of
+	// them spent in the control plane (Served.Own); Waiting how many claims wait, Mine how
+	// many of them are the creator's, Share the creator's fair share of them.
 	Served               int
 	Fastest              time.Duration
 	Waiting, Mine, Share int
 }
 
 // ShedDecision decides whether a new claim of creator is refused: when even the fastest of
-// the claims served lately took longer than maxWait from admission to Ready (a standing
-// queue), unless creator holds fewer of the waiting claims than its fair share (the waiting
-// claims ÷ the creators holding some, rounded up). Nothing served lately, or nothing waiting,
-// refuses nothing: the gate closes on a backlog that is being served late, and opens once
-// claims are served in time again or the backlog is gone.
+// the claims served lately spent longer than maxWait in the control plane (a standing queue),
+// unless creator holds fewer of the waiting claims than its fair share (the waiting claims ÷
+// the creators holding some, rounded up). Nothing served lately, or nothing waiting, refuses
+// nothing: the gate closes on a backlog that is being served late, and opens once claims are
+// served in time again or the backlog is gone.
 func ShedDecision(maxWait time.Duration, served []Served, waiting []WaitingClaim, creator string) Shed {
 	d := Shed{Served: len(served), Waiting: len(waiting)}
 	for i, sv := range served {
-		if i == 0 || sv.Took < d.Fastest {
-			d.Fastest = sv.Took
+		if i == 0 || sv.Own() < d.Fastest {
+			d.Fastest = sv.Own()
 		}
 	}
 	if len(served) == 0 || d.Fastest <= maxWait || len(waiting) == 0 {
@@ -238,7 +353,7 @@ func shedRefusal(c *extv1beta1.SandboxClaim, maxWait time.Duration, d Shed) erro
 		Status: metav1.StatusFailure,
 		Code:   http.StatusTooManyRequests,
 		Reason: metav1.StatusReasonTooManyRequests,
-		Message: fmt.Sprintf("SandboxClaim.%s %q is refused for now: the cluster is behind, the fastest of the %d claims served in the last %s took %s from admission to Ready (more than %s), and %d of the %d claims waiting are this creator's; retry after %d s",
+		Message: fmt.Sprintf("SandboxClaim.%s %q is refused for now: the cluster is behind, the fastest of the %d claims served in the last %s spent %s from admission to Ready outside its pod's start-up (more than %s), and %d of the %d claims waiting are this creator's; retry after %d s",
 			claimGK.Group, name, d.Served, ServedWindow, d.Fastest.Round(100*time.Millisecond), maxWait, d.Mine, d.Waiting, retry),
 		Details: &metav1.StatusDetails{Group: claimGK.Group, Kind: claimGK.Kind, Name: c.Name, RetryAfterSeconds: retry},
 	}}

@@ -9,8 +9,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -60,6 +62,14 @@ func TestShedDecision(t *testing.T) {
 		{name: "a creator at its fair share is refused", creator: "b",
 			served: took(9 * time.Second), waiting: []webhooks.WaitingClaim{waited("a"), waited("a"), waited("b"), waited("b")},
 			want: webhooks.Shed{Refuse: true, Served: 1, Fastest: 9 * time.Second, Waiting: 4, Mine: 2, Share: 2}},
+		{name: "claims late only by their pods' start-up refuse nothing", creator: "a",
+			served: []webhooks.Served{{Took: 9 * time.Second, PodStartup: 8 * time.Second}, {Took: 7 * time.Second, PodStartup: 6500 * time.Millisecond}},
+			waiting: []webhooks.WaitingClaim{waited("a"), waited("a")},
+			want:    webhooks.Shed{Served: 2, Fastest: 500 * time.Millisecond, Waiting: 2}},
+		{name: "a claim late in the control plane though its pod started at once refuses", creator: "a",
+			served:  []webhooks.Served{{Took: 9 * time.Second, PodStartup: time.Second}},
+			waiting: []webhooks.WaitingClaim{waited("a")},
+			want:    webhooks.Shed{Refuse: true, Served: 1, Fastest: 8 * time.Second, Waiting: 1, Mine: 1, Share: 1}},
 		{name: "the flooding creator is refused", creator: "a",
 			served: took(9 * time.Second), waiting: []webhooks.WaitingClaim{waited("a"), waited("a"), waited("a"), waited("b")},
 			want: webhooks.Shed{Refuse: true, Served: 1, Fastest: 9 * time.Second, Waiting: 4, Mine: 3, Share: 2}},
@@ -106,7 +116,7 @@ func TestClaimShedLearnsFromTheInformer(t *testing.T) {
 	err := shed.Admit(someUser, fresh)
 	var status apierrors.APIStatus
 	if !apierrors.IsTooManyRequests(err) || !errors.As(err, &status) {
-		t.Fatalf("a claim served 7s after admission, past a 5s limit, with another waiting, did not refuse a new claim with 429: %v", err)
+		t.Fatalf("a claim served 7s after admission, past a 5s limit, no pod start-up seen, with another waiting, did not refuse a new claim with 429: %v", err)
 	}
 	if d := status.Status().Details; d == nil || d.RetryAfterSeconds != 5 || d.Kind != "SandboxClaim" {
 		t.Errorf("refusal details = %+v, want kind SandboxClaim and retryAfterSeconds 5", d)
@@ -131,6 +141,104 @@ func TestClaimShedLearnsFromTheInformer(t *testing.T) {
 	shed.Forget("ns", "another")
 	if err := shed.Admit(someUser, fresh); err != nil {
 		t.Fatalf("a deleted claim still waits: %v", err)
+	}
+}
+
+// The shed times a claim's stay in the control plane, not its pod's start-up on its node:
+// claims served late only because their pods took seconds to start (a cold start on a
+// cluster with slow pods, nothing backed up) refuse nothing, a claim bound to a member still
+// starting has only the rest of that start-up taken off, and a pod waiting for the scheduler,
+// not on a node yet, is the control plane's time. (The rule before timed admission to Ready
+// and refused the first case.)
+func TestClaimShedDoesNotCountThePodsStartUp(t *testing.T) {
+	start := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	now := start
+	shed := &webhooks.ClaimShed{MaxWait: 5 * time.Second, Now: func() time.Time { return now }}
+	claim := func(name string) *extv1beta1.SandboxClaim {
+		return builders.MakeClaim(name, "ns", "pool").Annotation(agentsv1beta1.AnnotationCreator, someUser).
+			Annotation(agentsv1beta1.AnnotationWebhookFirstObservedAt, now.Format(time.RFC3339Nano)).Obj()
+	}
+	ready := func(c *extv1beta1.SandboxClaim, sandbox string) *extv1beta1.SandboxClaim {
+		c = c.DeepCopy()
+		c.Status.Sandbox.Name = sandbox
+		c.Status.Conditions = []metav1.Condition{{Type: agentsv1beta1.ConditionReady, Status: metav1.ConditionTrue, Reason: "SandboxReady"}}
+		return c
+	}
+	// pod is the pod of Sandbox sandbox: on a node or not, Ready or not.
+	pod := func(sandbox, node string, isReady bool) *corev1.Pod {
+		p := builders.MakePod(sandbox, "ns").Obj()
+		p.UID = types.UID("uid-" + sandbox)
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "agents.x-k8s.io/v1beta1", Kind: "Sandbox", Name: sandbox, UID: "sb", Controller: ptr.To(true)}}
+		p.Spec.NodeName = node
+		if isReady {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+		}
+		return p
+	}
+	fresh := builders.MakeClaim("new", "ns", "pool").Obj()
+	refused := func() bool {
+		err := shed.Admit(someUser, fresh)
+		if err != nil && !apierrors.IsTooManyRequests(err) {
+			t.Fatalf("Admit: %v, want nil or 429", err)
+		}
+		return err != nil
+	}
+	waiting := claim("waiting") // keeps a claim of someUser waiting throughout
+	shed.Observe(waiting)
+
+	// A cold start: its Sandbox's pod is created, placed on a node after 300 ms, and its
+	// containers take 8 s to start; the claim is Ready 200 ms after its pod: 8.5 s in all.
+	cold := claim("cold")
+	shed.Observe(cold)
+	shed.ObservePod(pod("cold", "", false))
+	now = now.Add(300 * time.Millisecond)
+	shed.ObservePod(pod("cold", "node-1", false))
+	now = now.Add(8 * time.Second)
+	shed.ObservePod(pod("cold", "node-1", true))
+	now = now.Add(200 * time.Millisecond)
+	shed.Observe(ready(cold, "cold"))
+	if refused() {
+		t.Fatal("a claim 8.5 s from admission to Ready, 8 s of it its pod starting on its node, refused a new claim under a 5 s limit")
+	}
+
+	// A claim bound to a member whose pod started 4 s before the claim came and is Ready
+	// 2 s after it: only those 2 s are the pod's; the claim is Ready 6 s after its pod.
+	now = now.Add(time.Minute) // the cold claim's service is long past
+	shed.ObservePod(pod("member", "node-2", false))
+	now = now.Add(4 * time.Second)
+	starting := claim("starting")
+	shed.Observe(starting)
+	now = now.Add(2 * time.Second)
+	shed.ObservePod(pod("member", "node-2", true))
+	now = now.Add(6 * time.Second)
+	shed.Observe(ready(starting, "member"))
+	if !refused() {
+		t.Fatal("a claim 8 s from admission to Ready, 2 s of it its member's pod starting, did not refuse a new claim under a 5 s limit")
+	}
+
+	// A pod that waits 7 s for the scheduler and starts at once: the wait is the control
+	// plane's.
+	now = now.Add(time.Minute)
+	queued := claim("queued")
+	shed.Observe(queued)
+	shed.ObservePod(pod("queued", "", false))
+	now = now.Add(7 * time.Second)
+	shed.ObservePod(pod("queued", "node-3", true))
+	shed.Observe(ready(queued, "queued"))
+	if !refused() {
+		t.Fatal("a claim whose pod waited 7 s to be placed did not refuse a new claim under a 5 s limit")
+	}
+
+	// The pod's start-up of another Sandbox is not this claim's.
+	now = now.Add(time.Minute)
+	other := claim("other")
+	shed.Observe(other)
+	shed.ObservePod(pod("elsewhere", "node-4", false))
+	now = now.Add(7 * time.Second)
+	shed.ObservePod(pod("elsewhere", "node-4", true))
+	shed.Observe(ready(other, "warm"))
+	if !refused() {
+		t.Fatal("another Sandbox's pod start-up was taken off a claim's time")
 	}
 }
 
