@@ -46,8 +46,8 @@ const (
 	DefaultPprofMutexProfileFraction = 10
 )
 
-// DefaultClaimAdmissionMaxWait is how long the fastest claim served lately may spend in the
-// control plane (its time from admission to Ready less its pod's start-up on its node) before
+// DefaultClaimAdmissionMaxWait is how long half the claims served lately may spend in the
+// control plane (their time from admission to Ready less their pods' start-up) before
 // new claims are refused (Options.ClaimAdmissionMaxWait). Pod start-up does not count, so the
 // limit does not depend on the cluster's images or a pool run dry; 5 s is above what a burst
 // the local control plane absorbs costs (burst-300's p99 was 4 s on two cores, all of it the
@@ -167,9 +167,10 @@ type Options struct {
 	// ClaimReservationTTL is how long a ClaimPolicy counts a claim admission let through whose
 	// create never completed; 0 means reconcilers.DefaultClaimReservationTTL.
 	ClaimReservationTTL time.Duration
-	// ClaimAdmissionMaxWait refuses new claims with 429 and a retry delay while even the
-	// fastest claim served lately spent longer in the control plane, its pod's start-up not
-	// counted (webhooks.ClaimShed); 0 turns it off. With Extensions only: without the claim controller no claim is served.
+	// ClaimAdmissionMaxWait refuses new claims with 429 and a retry delay while half the
+	// claims served lately spent longer in the control plane, their pods' start-up not counted
+	// (webhooks.ClaimShed); 0 turns it off. With Extensions only: without the claim
+	// controller no claim is served.
 	ClaimAdmissionMaxWait time.Duration
 	// Refill says when pools replace the members claims took.
 	Refill reconcilers.RefillPolicy
