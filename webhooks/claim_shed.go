@@ -9,20 +9,20 @@ package webhooks
 // are served at the rate the cluster sustains, and the refused ones are told when to come back
 // (docs/design.md, "Past the sustainable rate").
 //
-// "Too late" is a test of a standing queue: half the claims that became Ready in the last
-// ServedWindow (or, when none did, the last one served, for a while) spent longer than MaxWait
-// in the control plane. Half, not CoDel's fastest: a claim that takes a member the pool just
-// refilled is served in a fraction of a second past any backlog of cold starts, and one such
-// claim in the window opened the gate to a flood (measured: twice the sustainable rate
-// admitted at 1.9 times the rate served, p50 15 s). A claim's time in the control plane is its time
-// from admission to Ready less the part of it its pod spent starting on its node (from the pod
-// seen on a node to the pod seen Ready): the operator's queues, its writes, the API server's
-// answers, the scheduler's queue count; an image pull, a slow container or a simulated
+// "Too late" is a test of a standing queue: more than half the claims that became Ready in the
+// last ServedWindow (or, when none did, the last one served, for a while) spent longer than
+// MaxWait in the control plane. Half, not CoDel's fastest: a claim that takes a member the pool
+// just refilled is served in a fraction of a second past any backlog of cold starts, and one
+// such claim in the window opened the gate to a flood (measured: twice the sustainable rate
+// admitted at 1.9 times the rate served, p50 15 s). A claim's time in the control plane is its
+// time from admission to Ready less the part of it its pod spent starting on its node (from the
+// pod seen on a node to the pod seen Ready): the operator's queues, its writes, the API
+// server's answers, the scheduler's queue count; an image pull, a slow container or a simulated
 // start-up does not. A backlog waits in the first, never in the second: a pool run dry on a
 // cluster whose pods take 8 s to start serves every claim 8 s late with nothing backed up, and
 // the old rule, which timed the whole way, refused that steady cold load (issue 37's
-// realistic-profile run). A burst the cluster absorbs still serves most claims in time; a
-// rate beyond it leaves most late. A claim that never becomes Ready (a pod that never starts, a
+// realistic-profile run). A burst the cluster absorbs still serves most claims in time; a rate
+// beyond it leaves most late. A claim that never becomes Ready (a pod that never starts, a
 // missing template) is never served, so it never counts: no tenant can hold the gate shut that
 // way. Who is refused first is decided by the claims waiting (admitted, not yet Ready): a
 // creator holding fewer of them than its fair share is still admitted.
@@ -317,8 +317,8 @@ type Shed struct {
 	Waiting, Mine, Share int
 }
 
-// ShedDecision decides whether a new claim of creator is refused: when half the claims served
-// lately spent longer than maxWait in the control plane (a standing queue),
+// ShedDecision decides whether a new claim of creator is refused: when more than half the
+// claims served lately spent longer than maxWait in the control plane (a standing queue),
 // unless creator holds fewer of the waiting claims than its fair share (the waiting claims ÷
 // the creators holding some, rounded up). Nothing served lately, or nothing waiting, refuses
 // nothing: the gate closes on a backlog that is being served late, and opens once claims are
@@ -361,7 +361,7 @@ func shedRefusal(c *extv1beta1.SandboxClaim, maxWait time.Duration, d Shed) erro
 		Status: metav1.StatusFailure,
 		Code:   http.StatusTooManyRequests,
 		Reason: metav1.StatusReasonTooManyRequests,
-		Message: fmt.Sprintf("SandboxClaim.%s %q is refused for now: the cluster is behind, half the %d claims served in the last %s spent at least %s from admission to Ready outside their pods' start-up (more than %s), and %d of the %d claims waiting are this creator's; retry after %d s",
+		Message: fmt.Sprintf("SandboxClaim.%s %q is refused for now: the cluster is behind, more than half the %d claims served in the last %s spent at least %s from admission to Ready outside their pods' start-up (more than %s), and %d of the %d claims waiting are this creator's; retry after %d s",
 			claimGK.Group, name, d.Served, ServedWindow, d.Median.Round(100*time.Millisecond), maxWait, d.Mine, d.Waiting, retry),
 		Details: &metav1.StatusDetails{Group: claimGK.Group, Kind: claimGK.Kind, Name: c.Name, RetryAfterSeconds: retry},
 	}}

@@ -117,8 +117,8 @@ type Options struct {
 	// Demand receives the arrival of every admitted claim, for the warm pool autoscaler
 	// (ClaimWebhook.Demand); nil records nothing.
 	Demand *demand.Recorder
-	// ClaimMaxWait refuses new claims with 429 while half the claims served lately spent
-	// longer in the control plane, its pod's start-up not counted (ClaimShed); 0
+	// ClaimMaxWait refuses new claims with 429 while more than half the claims served lately
+	// spent longer in the control plane, its pod's start-up not counted (ClaimShed); 0
 	// refuses none. Only where the claim
 	// controller runs (the extensions): without it no claim is served.
 	ClaimMaxWait time.Duration

@@ -167,10 +167,10 @@ type Options struct {
 	// ClaimReservationTTL is how long a ClaimPolicy counts a claim admission let through whose
 	// create never completed; 0 means reconcilers.DefaultClaimReservationTTL.
 	ClaimReservationTTL time.Duration
-	// ClaimAdmissionMaxWait refuses new claims with 429 and a retry delay while half the
-	// claims served lately spent longer in the control plane, their pods' start-up not counted
-	// (webhooks.ClaimShed); 0 turns it off. With Extensions only: without the claim
-	// controller no claim is served.
+	// ClaimAdmissionMaxWait refuses new claims with 429 and a retry delay while more than
+	// half the claims served lately spent longer in the control plane, their pods' start-up
+	// not counted (webhooks.ClaimShed); 0 turns it off. With Extensions only: without the
+	// claim controller no claim is served.
 	ClaimAdmissionMaxWait time.Duration
 	// Refill says when pools replace the members claims took.
 	Refill reconcilers.RefillPolicy
