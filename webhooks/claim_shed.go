@@ -65,6 +65,8 @@ type ClaimShed struct {
 	last Served
 	// starts are the start-ups of the Sandboxes' pods, by the Sandbox (namespace and name).
 	starts map[types.NamespacedName]podStart
+	// sandboxOf names the Sandbox of each claim that has one (its controller), by the claim.
+	sandboxOf map[types.NamespacedName]string
 }
 
 // ServedWindow is how far back the claims served count: long enough to hold a few claims at
@@ -79,10 +81,12 @@ const ServedWindow = 2 * time.Second
 // claims that never become Ready must not hold it shut for ever.
 func servedHorizon(maxWait time.Duration) time.Duration { return max(30*time.Second, 10*maxWait) }
 
-// WaitingClaim is a claim admitted and not Ready yet: since its admission, by its creator.
+// WaitingClaim is a claim admitted and not Ready yet: since its admission, by its creator;
+// Own of that time so far spent in the control plane (its pod's start-up so far not counted).
 type WaitingClaim struct {
 	Since   time.Time
 	Creator string
+	Own     time.Duration
 }
 
 // Served is a claim seen becoming Ready at At, Took after its admission, PodStartup of which
@@ -147,15 +151,16 @@ func (s *ClaimShed) Observe(c *extv1beta1.SandboxClaim) {
 	switch {
 	case !c.DeletionTimestamp.IsZero():
 		delete(s.waiting, key)
+		delete(s.sandboxOf, key)
 	case isReady(c):
 		delete(s.waiting, key)
+		defer delete(s.sandboxOf, key)
 		if known {
-			s.last = Served{At: now, Took: now.Sub(w.Since)}
-			if c.Status.Sandbox.Name != "" {
-				if st, ok := s.starts[types.NamespacedName{Namespace: c.Namespace, Name: c.Status.Sandbox.Name}]; ok {
-					s.last.PodStartup = st.within(w.Since, now)
-				}
+			sandbox := c.Status.Sandbox.Name
+			if sandbox == "" {
+				sandbox = s.sandboxOf[key]
 			}
+			s.last = Served{At: now, Took: now.Sub(w.Since), PodStartup: s.podStartup(c.Namespace, sandbox, w.Since, now)}
 			s.served = append(pruneServed(s.served, now), s.last)
 		}
 	case !known:
@@ -164,6 +169,41 @@ func (s *ClaimShed) Observe(c *extv1beta1.SandboxClaim) {
 		}
 		s.waiting[key] = WaitingClaim{Since: admittedAt(c), Creator: c.Annotations[agentsv1beta1.AnnotationCreator]}
 	}
+}
+
+// podStartup is how much of the time from `from` to `to` the pod of Sandbox ns/sandbox spent
+// starting on its node; 0 without a Sandbox or a pod seen.
+func (s *ClaimShed) podStartup(ns, sandbox string, from, to time.Time) time.Duration {
+	if sandbox == "" {
+		return 0
+	}
+	st, ok := s.starts[types.NamespacedName{Namespace: ns, Name: sandbox}]
+	if !ok {
+		return 0
+	}
+	return st.within(from, to)
+}
+
+// ObserveSandbox records which claim a Sandbox is bound to (its controller), so that a claim
+// waiting for its Sandbox's pod to start is not taken for one waiting in the control plane.
+func (s *ClaimShed) ObserveSandbox(sb *agentsv1beta1.Sandbox) {
+	owner := metav1.GetControllerOf(sb)
+	if owner == nil || owner.Kind != claimGK.Kind {
+		return
+	}
+	if gv, err := schema.ParseGroupVersion(owner.APIVersion); err != nil || gv.Group != claimGK.Group {
+		return
+	}
+	key := types.NamespacedName{Namespace: sb.Namespace, Name: owner.Name}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, waits := s.waiting[key]; !waits || !sb.DeletionTimestamp.IsZero() {
+		return // only a waiting claim's Sandbox is of use; a served claim's is dropped
+	}
+	if s.sandboxOf == nil {
+		s.sandboxOf = map[types.NamespacedName]string{}
+	}
+	s.sandboxOf[key] = sb.Name
 }
 
 // within is how much of the interval from `from` to `to` the pod spent starting: a pod still
@@ -234,6 +274,7 @@ func (s *ClaimShed) Forget(namespace, name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.waiting, types.NamespacedName{Namespace: namespace, Name: name})
+	delete(s.sandboxOf, types.NamespacedName{Namespace: namespace, Name: name})
 }
 
 // Handler is the claim informer's event handler that keeps s current.
@@ -255,6 +296,17 @@ func (s *ClaimShed) Handler() toolscache.ResourceEventHandler {
 			}
 		},
 	}
+}
+
+// SandboxHandler is the Sandbox informer's event handler that keeps the claims' Sandboxes
+// current (a deleted Sandbox leaves its claim's entry until the claim is served or deleted).
+func (s *ClaimShed) SandboxHandler() toolscache.ResourceEventHandler {
+	observe := func(obj any) {
+		if sb, ok := obj.(*agentsv1beta1.Sandbox); ok {
+			s.ObserveSandbox(sb)
+		}
+	}
+	return toolscache.ResourceEventHandlerFuncs{AddFunc: observe, UpdateFunc: func(_, obj any) { observe(obj) }}
 }
 
 // PodHandler is the pod informer's event handler that keeps the pods' start-ups current.
@@ -290,15 +342,17 @@ func (s *ClaimShed) Admit(creator string, c *extv1beta1.SandboxClaim) error {
 	s.mu.Lock()
 	s.served = pruneServed(s.served, now)
 	served := append([]Served(nil), s.served...)
-	if len(served) == 0 && !s.last.At.IsZero() && now.Sub(s.last.At) <= servedHorizon(s.MaxWait) {
+	lull := len(served) == 0 && !s.last.At.IsZero() && now.Sub(s.last.At) <= servedHorizon(s.MaxWait)
+	if lull {
 		served = []Served{s.last}
 	}
 	waiting := make([]WaitingClaim, 0, len(s.waiting))
-	for _, w := range s.waiting {
+	for key, w := range s.waiting {
+		w.Own = max(0, now.Sub(w.Since)-s.podStartup(key.Namespace, s.sandboxOf[key], w.Since, now))
 		waiting = append(waiting, w)
 	}
 	s.mu.Unlock()
-	d := ShedDecision(s.MaxWait, served, waiting, creator)
+	d := ShedDecision(s.MaxWait, served, lull, waiting, creator)
 	if !d.Refuse {
 		return nil
 	}
@@ -315,25 +369,39 @@ type Shed struct {
 	Served               int
 	Median               time.Duration
 	Waiting, Mine, Share int
+	// Lull says no claim was served in the window (Served holds the last one served), and
+	// WaitingMedian the time the faster half of the waiting claims spent in the control plane
+	// so far, at most; Stalled that it decided.
+	Lull          bool
+	WaitingMedian time.Duration
+	Stalled       bool
 }
 
 // ShedDecision decides whether a new claim of creator is refused: when more than half the
-// claims served lately spent longer than maxWait in the control plane (a standing queue),
-// unless creator holds fewer of the waiting claims than its fair share (the waiting claims ÷
-// the creators holding some, rounded up). Nothing served lately, or nothing waiting, refuses
-// nothing: the gate closes on a backlog that is being served late, and opens once claims are
-// served in time again or the backlog is gone.
-func ShedDecision(maxWait time.Duration, served []Served, waiting []WaitingClaim, creator string) Shed {
-	d := Shed{Served: len(served), Waiting: len(waiting)}
-	if len(served) > 0 {
-		own := make([]time.Duration, len(served))
-		for i, sv := range served {
-			own[i] = sv.Own()
-		}
-		slices.Sort(own)
-		d.Median = own[(len(own)-1)/2]
+// claims served lately spent longer than maxWait in the control plane (a standing queue), or,
+// in a lull (none served in the window: served holds the last one served, for a while), when
+// more than half the claims waiting have spent longer than maxWait there so far (a backlog
+// that stalled the cluster: its first claims were served fast, its later ones are not served
+// at all); unless creator holds fewer of the waiting claims than its fair share (the waiting
+// claims ÷ the creators holding some, rounded up). Nothing served lately, or nothing waiting,
+// refuses nothing: the gate closes on a backlog that is being served late, and opens once
+// claims are served in time again or the backlog is gone.
+func ShedDecision(maxWait time.Duration, served []Served, lull bool, waiting []WaitingClaim, creator string) Shed {
+	d := Shed{Served: len(served), Waiting: len(waiting), Lull: lull}
+	own := make([]time.Duration, len(served))
+	for i, sv := range served {
+		own[i] = sv.Own()
 	}
-	if len(served) == 0 || d.Median <= maxWait || len(waiting) == 0 {
+	d.Median = lowerMedian(own)
+	if lull {
+		ages := make([]time.Duration, len(waiting))
+		for i, w := range waiting {
+			ages[i] = w.Own
+		}
+		d.WaitingMedian = lowerMedian(ages)
+		d.Stalled = d.Median <= maxWait && d.WaitingMedian > maxWait
+	}
+	if len(served) == 0 || (d.Median <= maxWait && !d.Stalled) || len(waiting) == 0 {
 		return d
 	}
 	creators := map[string]int{}
@@ -344,6 +412,15 @@ func ShedDecision(maxWait time.Duration, served []Served, waiting []WaitingClaim
 	d.Share = (len(waiting) + len(creators) - 1) / len(creators)
 	d.Refuse = d.Mine >= d.Share
 	return d
+}
+
+// lowerMedian is the middle of ds, the lower one of an even count; 0 of none. ds is sorted.
+func lowerMedian(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	return ds[(len(ds)-1)/2]
 }
 
 // shedRefusal is the 429 of a claim refused while the cluster is behind: the shape of a
@@ -357,12 +434,18 @@ func shedRefusal(c *extv1beta1.SandboxClaim, maxWait time.Duration, d Shed) erro
 		name = c.GenerateName + "*"
 	}
 	retry := RetryAfter(maxWait)
+	behind := fmt.Sprintf("more than half the %d claims served in the last %s spent at least %s from admission to Ready outside their pods' start-up (more than %s)",
+		d.Served, ServedWindow, d.Median.Round(100*time.Millisecond), maxWait)
+	if d.Stalled {
+		behind = fmt.Sprintf("no claim was served in the last %s and more than half the %d claims waiting have spent at least %s since admission outside their pods' start-up (more than %s)",
+			ServedWindow, d.Waiting, d.WaitingMedian.Round(100*time.Millisecond), maxWait)
+	}
 	return &apierrors.StatusError{ErrStatus: metav1.Status{
 		Status: metav1.StatusFailure,
 		Code:   http.StatusTooManyRequests,
 		Reason: metav1.StatusReasonTooManyRequests,
-		Message: fmt.Sprintf("SandboxClaim.%s %q is refused for now: the cluster is behind, more than half the %d claims served in the last %s spent at least %s from admission to Ready outside their pods' start-up (more than %s), and %d of the %d claims waiting are this creator's; retry after %d s",
-			claimGK.Group, name, d.Served, ServedWindow, d.Median.Round(100*time.Millisecond), maxWait, d.Mine, d.Waiting, retry),
+		Message: fmt.Sprintf("SandboxClaim.%s %q is refused for now: the cluster is behind, %s, and %d of the %d claims waiting are this creator's; retry after %d s",
+			claimGK.Group, name, behind, d.Mine, d.Waiting, retry),
 		Details: &metav1.StatusDetails{Group: claimGK.Group, Kind: claimGK.Kind, Name: c.Name, RetryAfterSeconds: retry},
 	}}
 }

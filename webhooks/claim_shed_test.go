@@ -3,6 +3,7 @@ package webhooks_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -81,7 +82,7 @@ func TestShedDecision(t *testing.T) {
 			want: webhooks.Shed{Refuse: true, Served: 1, Median: 9 * time.Second, Waiting: 4, Mine: 3, Share: 2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := webhooks.ShedDecision(maxWait, tc.served, tc.waiting, tc.creator)
+			got := webhooks.ShedDecision(maxWait, tc.served, false, tc.waiting, tc.creator)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("decision (-want +got):\n%s", diff)
 			}
@@ -245,6 +246,96 @@ func TestClaimShedDoesNotCountThePodsStartUp(t *testing.T) {
 	shed.Observe(ready(other, "warm"))
 	if !refused() {
 		t.Fatal("another Sandbox's pod start-up was taken off a claim's time")
+	}
+}
+
+// In a lull, no claim served within the window, the claims waiting decide along with the
+// last one served: a flood whose first claims were served fast (warm) and whose later ones
+// are not served at all is a standing queue, where the rule before opened the gate on the
+// fast claim served last. Not while claims are served, and not past the lull's horizon.
+func TestShedDecisionInALull(t *testing.T) {
+	const maxWait = 5 * time.Second
+	aged := func(creator string, ds ...time.Duration) []webhooks.WaitingClaim {
+		var out []webhooks.WaitingClaim
+		for _, d := range ds {
+			out = append(out, webhooks.WaitingClaim{Creator: creator, Own: d})
+		}
+		return out
+	}
+	fast := []webhooks.Served{{Took: 300 * time.Millisecond}}
+	for _, tc := range []struct {
+		name    string
+		served  []webhooks.Served
+		lull    bool
+		waiting []webhooks.WaitingClaim
+		creator string
+		want    webhooks.Shed
+	}{
+		{name: "a stalled backlog behind a fast claim served last is refused", served: fast, lull: true, creator: "a",
+			waiting: aged("a", time.Second, 6*time.Second, 7*time.Second),
+			want:    webhooks.Shed{Refuse: true, Served: 1, Median: 300 * time.Millisecond, Waiting: 3, Mine: 3, Share: 3, Lull: true, WaitingMedian: 6 * time.Second, Stalled: true}},
+		{name: "a lull with young claims waiting refuses nothing", served: fast, lull: true, creator: "a",
+			waiting: aged("a", time.Second, 2*time.Second, 7*time.Second),
+			want:    webhooks.Shed{Served: 1, Median: 300 * time.Millisecond, Waiting: 3, Lull: true, WaitingMedian: 2 * time.Second}},
+		{name: "a stalled backlog refuses only creators at their fair share", served: fast, lull: true, creator: "b",
+			waiting: append(aged("a", 6*time.Second, 7*time.Second, 8*time.Second), aged("b", 9*time.Second)...),
+			want:    webhooks.Shed{Served: 1, Median: 300 * time.Millisecond, Waiting: 4, Mine: 1, Share: 2, Lull: true, WaitingMedian: 7 * time.Second, Stalled: true}},
+		{name: "claims served in the window decide, however old the claims waiting", served: fast, creator: "a",
+			waiting: aged("a", 6*time.Second, 7*time.Second),
+			want:    webhooks.Shed{Served: 1, Median: 300 * time.Millisecond, Waiting: 2}},
+		{name: "past the lull's horizon nothing refuses", creator: "a",
+			waiting: aged("a", time.Minute, time.Minute),
+			want:    webhooks.Shed{Waiting: 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := webhooks.ShedDecision(maxWait, tc.served, tc.lull, tc.waiting, tc.creator)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("decision (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// The claims waiting are timed as the claims served are: since admission, less their
+// Sandbox's pod's start-up so far, the Sandbox found through its controller reference before
+// the claim reports it. A flood that stalls after its first claims were served fast is
+// refused; the same claims waiting for their pods to start on their nodes are not.
+func TestClaimShedTimesTheClaimsWaitingInALull(t *testing.T) {
+	for _, podsStarting := range []bool{false, true} {
+		now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+		shed := &webhooks.ClaimShed{MaxWait: 5 * time.Second, Now: func() time.Time { return now }}
+		claim := func(name string) *extv1beta1.SandboxClaim {
+			return builders.MakeClaim(name, "ns", "pool").Annotation(agentsv1beta1.AnnotationCreator, someUser).
+				Annotation(agentsv1beta1.AnnotationWebhookFirstObservedAt, now.Format(time.RFC3339Nano)).Obj()
+		}
+		warm := claim("warm")
+		shed.Observe(warm)
+		now = now.Add(200 * time.Millisecond)
+		served := warm.DeepCopy()
+		served.Status.Conditions = []metav1.Condition{{Type: agentsv1beta1.ConditionReady, Status: metav1.ConditionTrue, Reason: "SandboxReady"}}
+		shed.Observe(served) // served fast: the claim served last
+		for i := range 5 {
+			name := fmt.Sprintf("cold-%d", i)
+			shed.Observe(claim(name))
+			sb := builders.MakeSandbox(name, "ns").Obj()
+			sb.OwnerReferences = []metav1.OwnerReference{{APIVersion: "extensions.agents.x-k8s.io/v1beta1", Kind: "SandboxClaim", Name: name, UID: "c", Controller: ptr.To(true)}}
+			shed.ObserveSandbox(sb)
+			if podsStarting {
+				pod := builders.MakePod(name, "ns").Obj()
+				pod.UID = types.UID("uid-" + name)
+				pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "agents.x-k8s.io/v1beta1", Kind: "Sandbox", Name: name, UID: "sb", Controller: ptr.To(true)}}
+				pod.Spec.NodeName = "node-1"
+				shed.ObservePod(pod)
+			}
+		}
+		now = now.Add(6 * time.Second) // nothing served since the warm claim
+		err := shed.Admit(someUser, builders.MakeClaim("new", "ns", "pool").Obj())
+		switch {
+		case !podsStarting && !apierrors.IsTooManyRequests(err):
+			t.Errorf("five claims waiting 6 s in the control plane, none served since a fast one, did not refuse a new claim with 429: %v", err)
+		case podsStarting && err != nil:
+			t.Errorf("five claims waiting 6 s for their pods to start on their nodes refused a new claim: %v", err)
+		}
 	}
 }
 

@@ -154,6 +154,13 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		if _, err := pods.AddEventHandler(claims.Shed.PodHandler()); err != nil {
 			return fmt.Errorf("watching Pods for load shedding: %w", err)
 		}
+		sandboxes, err := mgr.GetCache().GetInformer(context.Background(), &agentsv1beta1.Sandbox{}, cache.BlockUntilSynced(false))
+		if err != nil {
+			return fmt.Errorf("watching Sandboxes for load shedding: %w", err)
+		}
+		if _, err := sandboxes.AddEventHandler(claims.Shed.SandboxHandler()); err != nil {
+			return fmt.Errorf("watching Sandboxes for load shedding: %w", err)
+		}
 	}
 	guard := &BindingGuard{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), OperatorUser: opts.OperatorUser,
 		Authority: authority, Authorizer: mgr.GetClient(), Tracer: opts.Tracer}
