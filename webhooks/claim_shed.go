@@ -22,10 +22,15 @@ package webhooks
 // cluster whose pods take 8 s to start serves every claim 8 s late with nothing backed up, and
 // the old rule, which timed the whole way, refused that steady cold load (issue 37's
 // realistic-profile run). A burst the cluster absorbs still serves most claims in time; a rate
-// beyond it leaves most late. A claim that never becomes Ready (a pod that never starts, a
-// missing template) is never served, so it never counts: no tenant can hold the gate shut that
-// way. Who is refused first is decided by the claims waiting (admitted, not yet Ready): a
-// creator holding fewer of them than its fair share is still admitted.
+// beyond it leaves most late. In a lull (none served in the window) the claims waiting are
+// timed too, the same way: a flood whose first claims took the pool's warm members and whose
+// cold rest is not served at all is behind, however fast the last claim served was. A claim
+// that never becomes Ready (a pod that never starts, a missing template) is never served: it
+// moves nothing while others are served, in a lull it can refuse only creators holding at
+// least their fair share of the claims waiting (mostly its own), and past the lull's horizon
+// the gate opens whatever waits: no tenant can hold the gate shut for others that way. Who is
+// refused first is decided by the claims waiting (admitted, not yet Ready): a creator holding
+// fewer of them than its fair share is still admitted.
 
 import (
 	"fmt"
