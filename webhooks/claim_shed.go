@@ -72,6 +72,9 @@ type ClaimShed struct {
 	starts map[types.NamespacedName]podStart
 	// sandboxOf names the Sandbox of each claim that has one (its controller), by the claim.
 	sandboxOf map[types.NamespacedName]string
+	// wasReady are the claims seen Ready once: one that is not Ready any more (expired with
+	// its claim retained, its pod lost) was served, and waits for nothing admission gave it.
+	wasReady map[types.NamespacedName]struct{}
 }
 
 // ServedWindow is how far back the claims served count: long enough to hold a few claims at
@@ -87,11 +90,31 @@ const ServedWindow = 2 * time.Second
 func servedHorizon(maxWait time.Duration) time.Duration { return max(30*time.Second, 10*maxWait) }
 
 // WaitingClaim is a claim admitted and not Ready yet: since its admission, by its creator;
-// Own of that time so far spent in the control plane (its pod's start-up so far not counted).
+// Own of that time so far spent in the control plane (its pod's start-up so far not counted);
+// Stuck when the claim's Ready condition gives a reason it will not be served without a
+// change (a missing template or pool, refused metadata): no queue holds it.
 type WaitingClaim struct {
 	Since   time.Time
 	Creator string
 	Own     time.Duration
+	Stuck   bool
+}
+
+// inFlight are the reasons of a claim's Ready=False on its way to Ready.
+var inFlight = map[string]bool{
+	extv1beta1.ReasonSandboxCreatePending: true, extv1beta1.ReasonSandboxNotReady: true,
+	agentsv1beta1.ReasonDependenciesNotReady: true,
+}
+
+// stuck says whether the claim's Ready condition is False for a reason other than being on
+// its way.
+func stuck(c *extv1beta1.SandboxClaim) bool {
+	for _, cond := range c.Status.Conditions {
+		if cond.Type == agentsv1beta1.ConditionReady {
+			return cond.Status == metav1.ConditionFalse && !inFlight[cond.Reason]
+		}
+	}
+	return false
 }
 
 // Served is a claim seen becoming Ready at At, Took after its admission, PodStartup of which
@@ -153,13 +176,19 @@ func (s *ClaimShed) Observe(c *extv1beta1.SandboxClaim) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w, known := s.waiting[key]
+	_, served := s.wasReady[key]
 	switch {
 	case !c.DeletionTimestamp.IsZero():
 		delete(s.waiting, key)
 		delete(s.sandboxOf, key)
+		delete(s.wasReady, key)
 	case isReady(c):
 		delete(s.waiting, key)
 		defer delete(s.sandboxOf, key)
+		if s.wasReady == nil {
+			s.wasReady = map[types.NamespacedName]struct{}{}
+		}
+		s.wasReady[key] = struct{}{}
 		if known {
 			sandbox := c.Status.Sandbox.Name
 			if sandbox == "" {
@@ -168,11 +197,16 @@ func (s *ClaimShed) Observe(c *extv1beta1.SandboxClaim) {
 			s.last = Served{At: now, Took: now.Sub(w.Since), PodStartup: s.podStartup(c.Namespace, sandbox, w.Since, now)}
 			s.served = append(pruneServed(s.served, now), s.last)
 		}
+	case served:
+		// Served once, not Ready now: nothing in admission's queue.
 	case !known:
 		if s.waiting == nil {
 			s.waiting = map[types.NamespacedName]WaitingClaim{}
 		}
-		s.waiting[key] = WaitingClaim{Since: admittedAt(c), Creator: c.Annotations[agentsv1beta1.AnnotationCreator]}
+		s.waiting[key] = WaitingClaim{Since: admittedAt(c), Creator: c.Annotations[agentsv1beta1.AnnotationCreator], Stuck: stuck(c)}
+	default:
+		w.Stuck = stuck(c)
+		s.waiting[key] = w
 	}
 }
 
@@ -280,6 +314,7 @@ func (s *ClaimShed) Forget(namespace, name string) {
 	defer s.mu.Unlock()
 	delete(s.waiting, types.NamespacedName{Namespace: namespace, Name: name})
 	delete(s.sandboxOf, types.NamespacedName{Namespace: namespace, Name: name})
+	delete(s.wasReady, types.NamespacedName{Namespace: namespace, Name: name})
 }
 
 // Handler is the claim informer's event handler that keeps s current.
@@ -385,7 +420,8 @@ type Shed struct {
 // ShedDecision decides whether a new claim of creator is refused: when more than half the
 // claims served lately spent longer than maxWait in the control plane (a standing queue), or,
 // in a lull (none served in the window: served holds the last one served, for a while), when
-// more than half the claims waiting have spent longer than maxWait there so far (a backlog
+// more than half the claims waiting on their way (not Stuck) have spent longer than maxWait
+// there so far (a backlog
 // that stalled the cluster: its first claims were served fast, its later ones are not served
 // at all); unless creator holds fewer of the waiting claims than its fair share (the waiting
 // claims ÷ the creators holding some, rounded up). Nothing served lately, or nothing waiting,
@@ -399,9 +435,11 @@ func ShedDecision(maxWait time.Duration, served []Served, lull bool, waiting []W
 	}
 	d.Median = lowerMedian(own)
 	if lull {
-		ages := make([]time.Duration, len(waiting))
-		for i, w := range waiting {
-			ages[i] = w.Own
+		var ages []time.Duration
+		for _, w := range waiting {
+			if !w.Stuck {
+				ages = append(ages, w.Own)
+			}
 		}
 		d.WaitingMedian = lowerMedian(ages)
 		d.Stalled = d.Median <= maxWait && d.WaitingMedian > maxWait

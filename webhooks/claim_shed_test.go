@@ -280,6 +280,9 @@ func TestShedDecisionInALull(t *testing.T) {
 		{name: "a stalled backlog refuses only creators at their fair share", served: fast, lull: true, creator: "b",
 			waiting: append(aged("a", 6*time.Second, 7*time.Second, 8*time.Second), aged("b", 9*time.Second)...),
 			want:    webhooks.Shed{Served: 1, Median: 300 * time.Millisecond, Waiting: 4, Mine: 1, Share: 2, Lull: true, WaitingMedian: 7 * time.Second, Stalled: true}},
+		{name: "claims that will not be served without a change are no queue", served: fast, lull: true, creator: "a",
+			waiting: append(aged("a", time.Second), webhooks.WaitingClaim{Creator: "a", Own: time.Minute, Stuck: true}, webhooks.WaitingClaim{Creator: "a", Own: time.Minute, Stuck: true}),
+			want:    webhooks.Shed{Served: 1, Median: 300 * time.Millisecond, Waiting: 3, Lull: true, WaitingMedian: time.Second}},
 		{name: "claims served in the window decide, however old the claims waiting", served: fast, creator: "a",
 			waiting: aged("a", 6*time.Second, 7*time.Second),
 			want:    webhooks.Shed{Served: 1, Median: 300 * time.Millisecond, Waiting: 2}},
@@ -336,6 +339,27 @@ func TestClaimShedTimesTheClaimsWaitingInALull(t *testing.T) {
 		case podsStarting && err != nil:
 			t.Errorf("five claims waiting 6 s for their pods to start on their nodes refused a new claim: %v", err)
 		}
+	}
+}
+
+// A claim served once and not Ready any more (expired with the claim retained, its pod lost)
+// waits for nothing admission gave it: in the lull after it, it refuses nothing. (The rule
+// before took it for a claim waiting since its admission, and refused the next claim.)
+func TestClaimShedForgetsTheClaimsItServed(t *testing.T) {
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	shed := &webhooks.ClaimShed{MaxWait: 5 * time.Second, Now: func() time.Time { return now }}
+	c := builders.MakeClaim("retained", "ns", "pool").Annotation(agentsv1beta1.AnnotationCreator, someUser).
+		Annotation(agentsv1beta1.AnnotationWebhookFirstObservedAt, now.Format(time.RFC3339Nano)).Obj()
+	shed.Observe(c)
+	now = now.Add(300 * time.Millisecond)
+	c.Status.Conditions = []metav1.Condition{{Type: agentsv1beta1.ConditionReady, Status: metav1.ConditionTrue, Reason: "SandboxReady"}}
+	shed.Observe(c)
+	now = now.Add(4 * time.Second)
+	c.Status.Conditions = []metav1.Condition{{Type: agentsv1beta1.ConditionReady, Status: metav1.ConditionFalse, Reason: extv1beta1.ReasonClaimExpired}}
+	shed.Observe(c)
+	now = now.Add(3 * time.Second)
+	if err := shed.Admit(someUser, builders.MakeClaim("new", "ns", "pool").Obj()); err != nil {
+		t.Fatalf("a claim served and since expired refused a new claim: %v", err)
 	}
 }
 
