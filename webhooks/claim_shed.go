@@ -9,24 +9,41 @@ package webhooks
 // are served at the rate the cluster sustains, and the refused ones are told when to come back
 // (docs/design.md, "Past the sustainable rate").
 //
-// "Too late" is CoDel's test of a standing queue: even the fastest of the claims that became
-// Ready in the last ServedWindow (or, when none did, the last one served, for a while)
-// took longer than MaxWait from admission. A burst that the
-// cluster absorbs still serves some claims fast; a rate beyond it leaves none that is. A claim
-// that never becomes Ready (a pod that never starts, a missing template) is never served, so it
-// never counts: no tenant can hold the gate shut that way. Who is refused first is decided by
-// the claims waiting (admitted, not yet Ready): a creator holding fewer of them than its fair
-// share is still admitted.
+// "Too late" is a test of a standing queue: more than half the claims that became Ready in the
+// last ServedWindow (or, when none did, the last one served, for a while) spent longer than
+// MaxWait in the control plane. Half, not CoDel's fastest: a claim that takes a member the pool
+// just refilled is served in a fraction of a second past any backlog of cold starts, and one
+// such claim in the window opened the gate to a flood (measured: twice the sustainable rate
+// admitted at 1.9 times the rate served, p50 15 s). A claim's time in the control plane is its
+// time from admission to Ready less the part of it its pod spent starting on its node (from the
+// pod seen on a node to the pod seen Ready): the operator's queues, its writes, the API
+// server's answers, the scheduler's queue count; an image pull, a slow container or a simulated
+// start-up does not. A backlog waits in the first, never in the second: a pool run dry on a
+// cluster whose pods take 8 s to start serves every claim 8 s late with nothing backed up, and
+// the old rule, which timed the whole way, refused that steady cold load (issue 37's
+// realistic-profile run). A burst the cluster absorbs still serves most claims in time; a rate
+// beyond it leaves most late. In a lull (none served in the window) the claims waiting are
+// timed too, the same way: a flood whose first claims took the pool's warm members and whose
+// cold rest is not served at all is behind, however fast the last claim served was. A claim
+// that never becomes Ready (a pod that never starts, a missing template) is never served: it
+// moves nothing while others are served, in a lull it can refuse only creators holding at
+// least their fair share of the claims waiting (mostly its own), and past the lull's horizon
+// the gate opens whatever waits: no tenant can hold the gate shut for others that way. Who is
+// refused first is decided by the claims waiting (admitted, not yet Ready): a creator holding
+// fewer of them than its fair share is still admitted.
 
 import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 
@@ -35,11 +52,13 @@ import (
 )
 
 // ClaimShed refuses new claims while the claims admitted are served too late (see the file's
-// comment). Its state, the claims waiting and the claims served lately, is fed by the manager's
-// claim informer (Handler); every replica keeps its own from the same informer's view.
+// comment). Its state, the claims waiting, the claims served lately and the start-ups of the
+// Sandboxes' pods, is fed by the manager's claim and pod informers (Handler, PodHandler);
+// every replica keeps its own from the same informers' view.
 type ClaimShed struct {
-	// MaxWait is how long from admission to Ready the fastest claim served lately may take
-	// before new claims are refused; 0 turns shedding off.
+	// MaxWait is how long half the claims served lately may spend in the control plane (their
+	// time from admission to Ready less their pods' start-up on their nodes) before new claims
+	// are refused; 0 turns shedding off.
 	MaxWait time.Duration
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
@@ -49,6 +68,13 @@ type ClaimShed struct {
 	served  []Served
 	// last is the last claim served, whenever.
 	last Served
+	// starts are the start-ups of the Sandboxes' pods, by the Sandbox (namespace and name).
+	starts map[types.NamespacedName]podStart
+	// sandboxOf names the Sandbox of each claim that has one (its controller), by the claim.
+	sandboxOf map[types.NamespacedName]string
+	// wasReady are the claims seen Ready once: one that is not Ready any more (expired with
+	// its claim retained, its pod lost) was served, and waits for nothing admission gave it.
+	wasReady map[types.NamespacedName]struct{}
 }
 
 // ServedWindow is how far back the claims served count: long enough to hold a few claims at
@@ -63,16 +89,50 @@ const ServedWindow = 2 * time.Second
 // claims that never become Ready must not hold it shut for ever.
 func servedHorizon(maxWait time.Duration) time.Duration { return max(30*time.Second, 10*maxWait) }
 
-// WaitingClaim is a claim admitted and not Ready yet: since its admission, by its creator.
+// WaitingClaim is a claim admitted and not Ready yet: since its admission, by its creator;
+// Own of that time so far spent in the control plane (its pod's start-up so far not counted);
+// Stuck when the claim's Ready condition gives a reason it will not be served without a
+// change (a missing template or pool, refused metadata): no queue holds it.
 type WaitingClaim struct {
 	Since   time.Time
 	Creator string
+	Own     time.Duration
+	Stuck   bool
 }
 
-// Served is a claim seen becoming Ready at At, Took after its admission.
+// inFlight are the reasons of a claim's Ready=False on its way to Ready.
+var inFlight = map[string]bool{
+	extv1beta1.ReasonSandboxCreatePending: true, extv1beta1.ReasonSandboxNotReady: true,
+	agentsv1beta1.ReasonDependenciesNotReady: true,
+}
+
+// stuck says whether the claim's Ready condition is False for a reason other than being on
+// its way.
+func stuck(c *extv1beta1.SandboxClaim) bool {
+	for _, cond := range c.Status.Conditions {
+		if cond.Type == agentsv1beta1.ConditionReady {
+			return cond.Status == metav1.ConditionFalse && !inFlight[cond.Reason]
+		}
+	}
+	return false
+}
+
+// Served is a claim seen becoming Ready at At, Took after its admission, PodStartup of which
+// its pod spent starting on its node.
 type Served struct {
-	At   time.Time
-	Took time.Duration
+	At         time.Time
+	Took       time.Duration
+	PodStartup time.Duration
+}
+
+// Own is the claim's time in the control plane: what a backlog makes longer.
+func (s Served) Own() time.Duration { return max(0, s.Took-s.PodStartup) }
+
+// podStart is a pod's start-up as this process saw it: From its first sight on a node (or
+// Ready) to its first sight Ready (zero while it starts). UID tells a replaced pod's apart.
+type podStart struct {
+	UID      types.UID
+	From, To time.Time
 }
 
 // admittedAt is when c was admitted: its webhook-first-observed-at, else its creation.
@@ -87,6 +147,15 @@ func isReady(c *extv1beta1.SandboxClaim) bool {
 	for _, cond := range c.Status.Conditions {
 		if cond.Type == agentsv1beta1.ConditionReady {
 			return cond.Status == metav1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func podIsReady(p *corev1.Pod) bool {
+	for _, cond := range p.Status.Conditions {
+		if cond.Type == corev1.PodReady {
+			return cond.Status == corev1.ConditionTrue
 		}
 	}
 	return false
@@ -107,20 +176,126 @@ func (s *ClaimShed) Observe(c *extv1beta1.SandboxClaim) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w, known := s.waiting[key]
+	_, served := s.wasReady[key]
 	switch {
 	case !c.DeletionTimestamp.IsZero():
 		delete(s.waiting, key)
+		delete(s.sandboxOf, key)
+		delete(s.wasReady, key)
 	case isReady(c):
 		delete(s.waiting, key)
+		defer delete(s.sandboxOf, key)
+		if s.wasReady == nil {
+			s.wasReady = map[types.NamespacedName]struct{}{}
+		}
+		s.wasReady[key] = struct{}{}
 		if known {
-			s.last = Served{At: now, Took: now.Sub(w.Since)}
+			sandbox := c.Status.Sandbox.Name
+			if sandbox == "" {
+				sandbox = s.sandboxOf[key]
+			}
+			s.last = Served{At: now, Took: now.Sub(w.Since), PodStartup: s.podStartup(c.Namespace, sandbox, w.Since, now)}
 			s.served = append(pruneServed(s.served, now), s.last)
 		}
+	case served:
+		// Served once, not Ready now: nothing in admission's queue.
 	case !known:
 		if s.waiting == nil {
 			s.waiting = map[types.NamespacedName]WaitingClaim{}
 		}
-		s.waiting[key] = WaitingClaim{Since: admittedAt(c), Creator: c.Annotations[agentsv1beta1.AnnotationCreator]}
+		s.waiting[key] = WaitingClaim{Since: admittedAt(c), Creator: c.Annotations[agentsv1beta1.AnnotationCreator], Stuck: stuck(c)}
+	default:
+		w.Stuck = stuck(c)
+		s.waiting[key] = w
+	}
+}
+
+// podStartup is how much of the time from `from` to `to` the pod of Sandbox ns/sandbox spent
+// starting on its node; 0 without a Sandbox or a pod seen.
+func (s *ClaimShed) podStartup(ns, sandbox string, from, to time.Time) time.Duration {
+	if sandbox == "" {
+		return 0
+	}
+	st, ok := s.starts[types.NamespacedName{Namespace: ns, Name: sandbox}]
+	if !ok {
+		return 0
+	}
+	return st.within(from, to)
+}
+
+// ObserveSandbox records which claim a Sandbox is bound to (its controller), so that a claim
+// waiting for its Sandbox's pod to start is not taken for one waiting in the control plane.
+func (s *ClaimShed) ObserveSandbox(sb *agentsv1beta1.Sandbox) {
+	owner := metav1.GetControllerOf(sb)
+	if owner == nil || owner.Kind != claimGK.Kind {
+		return
+	}
+	if gv, err := schema.ParseGroupVersion(owner.APIVersion); err != nil || gv.Group != claimGK.Group {
+		return
+	}
+	key := types.NamespacedName{Namespace: sb.Namespace, Name: owner.Name}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, waits := s.waiting[key]; !waits || !sb.DeletionTimestamp.IsZero() {
+		return // only a waiting claim's Sandbox is of use; a served claim's is dropped
+	}
+	if s.sandboxOf == nil {
+		s.sandboxOf = map[types.NamespacedName]string{}
+	}
+	s.sandboxOf[key] = sb.Name
+}
+
+// within is how much of the interval from `from` to `to` the pod spent starting: a pod still
+// starting has started until `to`.
+func (st podStart) within(from, to time.Time) time.Duration {
+	end := st.To
+	if end.IsZero() || end.After(to) {
+		end = to
+	}
+	begin := st.From
+	if begin.Before(from) {
+		begin = from
+	}
+	return max(0, end.Sub(begin))
+}
+
+// ObservePod records the start-up of a Sandbox's pod (its controller): from the first sight
+// of it on a node, the scheduler's work done, to the first sight of it Ready. Both ends are
+// seen through the same informer, so its delay cancels out. A pod first seen Ready started
+// before this process watched, or in one step (a pod without a start-up time): nothing of a
+// claim's time is its start-up's.
+func (s *ClaimShed) ObservePod(p *corev1.Pod) {
+	owner := metav1.GetControllerOf(p)
+	if owner == nil || owner.Kind != "Sandbox" {
+		return
+	}
+	if gv, err := schema.ParseGroupVersion(owner.APIVersion); err != nil || gv.Group != agentsv1beta1.GroupVersion.Group {
+		return
+	}
+	key := types.NamespacedName{Namespace: p.Namespace, Name: owner.Name}
+	now := s.now()
+	ready := podIsReady(p)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, known := s.starts[key]
+	switch {
+	case !p.DeletionTimestamp.IsZero():
+		delete(s.starts, key)
+	case !known || st.UID != p.UID:
+		if p.Spec.NodeName == "" && !ready {
+			return // not placed yet: the scheduler's queue is the control plane's
+		}
+		if s.starts == nil {
+			s.starts = map[types.NamespacedName]podStart{}
+		}
+		st = podStart{UID: p.UID, From: now}
+		if ready {
+			st.To = now
+		}
+		s.starts[key] = st
+	case st.To.IsZero() && ready:
+		st.To = now
+		s.starts[key] = st
 	}
 }
 
@@ -138,6 +313,8 @@ func (s *ClaimShed) Forget(namespace, name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.waiting, types.NamespacedName{Namespace: namespace, Name: name})
+	delete(s.sandboxOf, types.NamespacedName{Namespace: namespace, Name: name})
+	delete(s.wasReady, types.NamespacedName{Namespace: namespace, Name: name})
 }
 
 // Handler is the claim informer's event handler that keeps s current.
@@ -161,6 +338,40 @@ func (s *ClaimShed) Handler() toolscache.ResourceEventHandler {
 	}
 }
 
+// SandboxHandler is the Sandbox informer's event handler that keeps the claims' Sandboxes
+// current (a deleted Sandbox leaves its claim's entry until the claim is served or deleted).
+func (s *ClaimShed) SandboxHandler() toolscache.ResourceEventHandler {
+	observe := func(obj any) {
+		if sb, ok := obj.(*agentsv1beta1.Sandbox); ok {
+			s.ObserveSandbox(sb)
+		}
+	}
+	return toolscache.ResourceEventHandlerFuncs{AddFunc: observe, UpdateFunc: func(_, obj any) { observe(obj) }}
+}
+
+// PodHandler is the pod informer's event handler that keeps the pods' start-ups current.
+func (s *ClaimShed) PodHandler() toolscache.ResourceEventHandler {
+	observe := func(obj any) {
+		if p, ok := obj.(*corev1.Pod); ok {
+			s.ObservePod(p)
+		}
+	}
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    observe,
+		UpdateFunc: func(_, obj any) { observe(obj) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if p, ok := obj.(*corev1.Pod); ok {
+				p = p.DeepCopy()
+				p.DeletionTimestamp = &metav1.Time{Time: s.now()}
+				s.ObservePod(p)
+			}
+		},
+	}
+}
+
 // Admit refuses a new claim of creator c while the claims admitted are served too late
 // (ShedDecision); nil admits it. A nil ClaimShed, or one with MaxWait 0, admits every claim.
 func (s *ClaimShed) Admit(creator string, c *extv1beta1.SandboxClaim) error {
@@ -171,15 +382,17 @@ func (s *ClaimShed) Admit(creator string, c *extv1beta1.SandboxClaim) error {
 	s.mu.Lock()
 	s.served = pruneServed(s.served, now)
 	served := append([]Served(nil), s.served...)
-	if len(served) == 0 && !s.last.At.IsZero() && now.Sub(s.last.At) <= servedHorizon(s.MaxWait) {
+	lull := len(served) == 0 && !s.last.At.IsZero() && now.Sub(s.last.At) <= servedHorizon(s.MaxWait)
+	if lull {
 		served = []Served{s.last}
 	}
 	waiting := make([]WaitingClaim, 0, len(s.waiting))
-	for _, w := range s.waiting {
+	for key, w := range s.waiting {
+		w.Own = max(0, now.Sub(w.Since)-s.podStartup(key.Namespace, s.sandboxOf[key], w.Since, now))
 		waiting = append(waiting, w)
 	}
 	s.mu.Unlock()
-	d := ShedDecision(s.MaxWait, served, waiting, creator)
+	d := ShedDecision(s.MaxWait, served, lull, waiting, creator)
 	if !d.Refuse {
 		return nil
 	}
@@ -189,28 +402,49 @@ func (s *ClaimShed) Admit(creator string, c *extv1beta1.SandboxClaim) error {
 // Shed is what ShedDecision decided, and why.
 type Shed struct {
 	Refuse bool
-	// Served is how many claims were served in the window, Fastest how long the fastest of
-	// them took; Waiting how many claims wait, Mine how many of them are the creator's, Share
+	// Served is how many claims were served in the window, Median the time the faster half
+	// of them spent in the control plane at most (Served.Own; of an even count, the lower
+	// middle); Waiting how many claims wait, Mine how many of them are the creator's, Share
 	// the creator's fair share of them.
 	Served               int
-	Fastest              time.Duration
+	Median               time.Duration
 	Waiting, Mine, Share int
+	// Lull says no claim was served in the window (Served holds the last one served), and
+	// WaitingMedian the time the faster half of the waiting claims spent in the control plane
+	// so far, at most; Stalled that it decided.
+	Lull          bool
+	WaitingMedian time.Duration
+	Stalled       bool
 }
 
-// ShedDecision decides whether a new claim of creator is refused: when even the fastest of
-// the claims served lately took longer than maxWait from admission to Ready (a standing
-// queue), unless creator holds fewer of the waiting claims than its fair share (the waiting
+// ShedDecision decides whether a new claim of creator is refused: when more than half the
+// claims served lately spent longer than maxWait in the control plane (a standing queue), or,
+// in a lull (none served in the window: served holds the last one served, for a while), when
+// more than half the claims waiting on their way (not Stuck) have spent longer than maxWait
+// there so far (a backlog
+// that stalled the cluster: its first claims were served fast, its later ones are not served
+// at all); unless creator holds fewer of the waiting claims than its fair share (the waiting
 // claims ÷ the creators holding some, rounded up). Nothing served lately, or nothing waiting,
 // refuses nothing: the gate closes on a backlog that is being served late, and opens once
 // claims are served in time again or the backlog is gone.
-func ShedDecision(maxWait time.Duration, served []Served, waiting []WaitingClaim, creator string) Shed {
-	d := Shed{Served: len(served), Waiting: len(waiting)}
+func ShedDecision(maxWait time.Duration, served []Served, lull bool, waiting []WaitingClaim, creator string) Shed {
+	d := Shed{Served: len(served), Waiting: len(waiting), Lull: lull}
+	own := make([]time.Duration, len(served))
 	for i, sv := range served {
-		if i == 0 || sv.Took < d.Fastest {
-			d.Fastest = sv.Took
-		}
+		own[i] = sv.Own()
 	}
-	if len(served) == 0 || d.Fastest <= maxWait || len(waiting) == 0 {
+	d.Median = lowerMedian(own)
+	if lull {
+		var ages []time.Duration
+		for _, w := range waiting {
+			if !w.Stuck {
+				ages = append(ages, w.Own)
+			}
+		}
+		d.WaitingMedian = lowerMedian(ages)
+		d.Stalled = d.Median <= maxWait && d.WaitingMedian > maxWait
+	}
+	if len(served) == 0 || (d.Median <= maxWait && !d.Stalled) || len(waiting) == 0 {
 		return d
 	}
 	creators := map[string]int{}
@@ -221,6 +455,15 @@ func ShedDecision(maxWait time.Duration, served []Served, waiting []WaitingClaim
 	d.Share = (len(waiting) + len(creators) - 1) / len(creators)
 	d.Refuse = d.Mine >= d.Share
 	return d
+}
+
+// lowerMedian is the middle of ds, the lower one of an even count; 0 of none. ds is sorted.
+func lowerMedian(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	return ds[(len(ds)-1)/2]
 }
 
 // shedRefusal is the 429 of a claim refused while the cluster is behind: the shape of a
@@ -234,12 +477,18 @@ func shedRefusal(c *extv1beta1.SandboxClaim, maxWait time.Duration, d Shed) erro
 		name = c.GenerateName + "*"
 	}
 	retry := RetryAfter(maxWait)
+	behind := fmt.Sprintf("more than half the %d claims served in the last %s spent at least %s from admission to Ready outside their pods' start-up (more than %s)",
+		d.Served, ServedWindow, d.Median.Round(100*time.Millisecond), maxWait)
+	if d.Stalled {
+		behind = fmt.Sprintf("no claim was served in the last %s and more than half the %d claims waiting have spent at least %s since admission outside their pods' start-up (more than %s)",
+			ServedWindow, d.Waiting, d.WaitingMedian.Round(100*time.Millisecond), maxWait)
+	}
 	return &apierrors.StatusError{ErrStatus: metav1.Status{
 		Status: metav1.StatusFailure,
 		Code:   http.StatusTooManyRequests,
 		Reason: metav1.StatusReasonTooManyRequests,
-		Message: fmt.Sprintf("SandboxClaim.%s %q is refused for now: the cluster is behind, the fastest of the %d claims served in the last %s took %s from admission to Ready (more than %s), and %d of the %d claims waiting are this creator's; retry after %d s",
-			claimGK.Group, name, d.Served, ServedWindow, d.Fastest.Round(100*time.Millisecond), maxWait, d.Mine, d.Waiting, retry),
+		Message: fmt.Sprintf("SandboxClaim.%s %q is refused for now: the cluster is behind, %s, and %d of the %d claims waiting are this creator's; retry after %d s",
+			claimGK.Group, name, behind, d.Mine, d.Waiting, retry),
 		Details: &metav1.StatusDetails{Group: claimGK.Group, Kind: claimGK.Kind, Name: c.Name, RetryAfterSeconds: retry},
 	}}
 }

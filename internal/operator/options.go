@@ -46,15 +46,14 @@ const (
 	DefaultPprofMutexProfileFraction = 10
 )
 
-// DefaultClaimAdmissionMaxWait is how long the fastest claim served lately may take from
-// admission to Ready before new claims are refused (Options.ClaimAdmissionMaxWait): 0, off.
-// The rule times a claim's whole way to Ready, its pod's start-up included, so on a cluster
-// whose pods take longer than the limit to start (images pulled, a pool run dry) every claim
-// is "late" whether or not anything is backed up, and a single tenant's steady cold claims
-// would be refused while any of them waits. Until the rule tells a backlog from slow pods,
-// shedding is for an operator who knows its cluster's start-up times: 5 s suits the local
-// control plane's pods (burst-300's p99 was 4 s on two cores: docs/performance.md).
-const DefaultClaimAdmissionMaxWait = time.Duration(0)
+// DefaultClaimAdmissionMaxWait is how long half the claims served lately may spend in the
+// control plane (their time from admission to Ready less their pods' start-up) before
+// new claims are refused (Options.ClaimAdmissionMaxWait). Pod start-up does not count, so the
+// limit does not depend on the cluster's images or a pool run dry; 5 s is above what a burst
+// the local control plane absorbs costs (burst-300's p99 was 4 s on two cores, all of it the
+// control plane's: docs/performance.md) and above a claim's wait for a member on its way
+// (reconcilers.DefaultColdStartGrace) plus a cold start's writes.
+const DefaultClaimAdmissionMaxWait = 5 * time.Second
 
 // LeaderElectionID names the leader election Lease of every sandgate manager.
 const LeaderElectionID = "sandgate.agents.x-k8s.io"
@@ -168,9 +167,10 @@ type Options struct {
 	// ClaimReservationTTL is how long a ClaimPolicy counts a claim admission let through whose
 	// create never completed; 0 means reconcilers.DefaultClaimReservationTTL.
 	ClaimReservationTTL time.Duration
-	// ClaimAdmissionMaxWait refuses new claims with 429 and a retry delay while even the
-	// fastest claim served lately took longer from admission to Ready (webhooks.ClaimShed); 0
-	// turns it off. With Extensions only: without the claim controller no claim is served.
+	// ClaimAdmissionMaxWait refuses new claims with 429 and a retry delay while more than
+	// half the claims served lately spent longer in the control plane, their pods' start-up
+	// not counted (webhooks.ClaimShed); 0 turns it off. With Extensions only: without the
+	// claim controller no claim is served.
 	ClaimAdmissionMaxWait time.Duration
 	// Refill says when pools replace the members claims took.
 	Refill reconcilers.RefillPolicy

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandgate-dev/sandgate/test/env/controlplane"
 	"github.com/sandgate-dev/sandgate/test/performance/load"
 	"github.com/sandgate-dev/sandgate/test/performance/report"
 )
@@ -31,12 +32,16 @@ type overloadSettings struct {
 	Rate     float64
 	Pool     int
 	Lifetime string
+	// Profile is how the clusters' pods become Ready (the floor's too): the shedding must
+	// not take a slow pod's start-up for a backlog.
+	Profile string
 }
 
 // overloadFlags hold the scenario's flags. The defaults keep a run (four clusters) within
 // about eight minutes on two cores: 45 s of arrivals per cluster, claims held 2–10 s so that
 // a run at four times the rate does not hold thousands of pods.
-var overloadFlags = overloadSettings{Multipliers: "2,4", Duration: 45 * time.Second, ProbeRate: 40, Pool: 50, Lifetime: "2s-10s"}
+var overloadFlags = overloadSettings{Multipliers: "2,4", Duration: 45 * time.Second, ProbeRate: 40, Pool: 50, Lifetime: "2s-10s",
+	Profile: string(controlplane.ProfileFast)}
 
 // AddOverloadFlags registers the flags of the overload scenario on fs.
 func AddOverloadFlags(fs *flag.FlagSet) {
@@ -47,6 +52,7 @@ func AddOverloadFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&f.Rate, "overload-rate", f.Rate, "overload: take this as the sustainable rate instead of measuring the floor's (0 measures it)")
 	fs.IntVar(&f.Pool, "overload-pool", f.Pool, "overload: the pool's size")
 	fs.StringVar(&f.Lifetime, "overload-lifetime", f.Lifetime, "overload: range of a claim's lifetime from Ready to its deletion (min-max)")
+	fs.StringVar(&f.Profile, "overload-profile", f.Profile, "overload: pod profile of the clusters, the floor's too ("+profileNames()+"; realistic draws start-ups from --pod-startup-*)")
 }
 
 // multipliers parses --overload-multipliers.
@@ -83,6 +89,9 @@ func (s overloadSettings) validate() error {
 	if s.Pool < 1 {
 		errs = append(errs, fmt.Errorf("--overload-pool %d: want at least 1", s.Pool))
 	}
+	if !slices.Contains(controlplane.Profiles, controlplane.Profile(s.Profile)) {
+		errs = append(errs, fmt.Errorf("--overload-profile %q: want one of %s", s.Profile, profileNames()))
+	}
 	if _, _, err := load.ParseLifetime(s.Lifetime); err != nil {
 		errs = append(errs, fmt.Errorf("--overload-lifetime: %w", err))
 	}
@@ -91,8 +100,8 @@ func (s overloadSettings) validate() error {
 
 // describe says the run's shape, for the report.
 func (s overloadSettings) describe() string {
-	return fmt.Sprintf("a pool of %d; %s of arrivals per cluster, each claim held %s once Ready; the floor offered %g claims/s; sandgate at 1× and %s× the sustainable rate",
-		s.Pool, s.Duration, s.Lifetime, s.ProbeRate, strings.ReplaceAll(s.Multipliers, ",", "×, "))
+	return fmt.Sprintf("pods %s; a pool of %d; %s of arrivals per cluster, each claim held %s once Ready; the floor offered %g claims/s; sandgate at 1× and %s× the sustainable rate",
+		s.Profile, s.Pool, s.Duration, s.Lifetime, s.ProbeRate, strings.ReplaceAll(s.Multipliers, ",", "×, "))
 }
 
 // config is one arm's load at rate; floor runs the floor.
@@ -120,6 +129,10 @@ func runOverload(ctx context.Context, o Options, sc scenario, stdout, stderr io.
 		return nil, []string{fmt.Sprintf("%s: %v", sc.name, err)}, nil
 	}
 	mults, _ := s.multipliers() // validated
+	o.Profile = controlplane.Profile(s.Profile)
+	if o.Profile != controlplane.ProfileRealistic {
+		o.PodStartup = controlplane.PodStartup{}
+	}
 	res := &report.Result{Scenario: sc.name, Description: sc.description, StartedAt: time.Now(), RefillSeconds: -1,
 		Overload: &report.Overload{Settings: s.describe(), SustainableRate: s.Rate}}
 	warmUp, arrivals := s.Duration.Seconds()/4, s.Duration.Seconds()
