@@ -319,57 +319,43 @@ func (s *ClaimShed) Forget(namespace, name string) {
 
 // Handler is the claim informer's event handler that keeps s current.
 func (s *ClaimShed) Handler() toolscache.ResourceEventHandler {
-	observe := func(obj any) {
-		if c, ok := obj.(*extv1beta1.SandboxClaim); ok {
-			s.Observe(c)
-		}
-	}
-	return toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    observe,
-		UpdateFunc: func(_, obj any) { observe(obj) },
-		DeleteFunc: func(obj any) {
-			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			if c, ok := obj.(*extv1beta1.SandboxClaim); ok {
-				s.Forget(c.Namespace, c.Name)
-			}
-		},
-	}
+	return eventHandler(s.Observe, func(c *extv1beta1.SandboxClaim) { s.Forget(c.Namespace, c.Name) })
 }
 
 // SandboxHandler is the Sandbox informer's event handler that keeps the claims' Sandboxes
 // current (a deleted Sandbox leaves its claim's entry until the claim is served or deleted).
 func (s *ClaimShed) SandboxHandler() toolscache.ResourceEventHandler {
-	observe := func(obj any) {
-		if sb, ok := obj.(*agentsv1beta1.Sandbox); ok {
-			s.ObserveSandbox(sb)
-		}
-	}
-	return toolscache.ResourceEventHandlerFuncs{AddFunc: observe, UpdateFunc: func(_, obj any) { observe(obj) }}
+	return eventHandler(s.ObserveSandbox, nil)
 }
 
 // PodHandler is the pod informer's event handler that keeps the pods' start-ups current.
 func (s *ClaimShed) PodHandler() toolscache.ResourceEventHandler {
-	observe := func(obj any) {
-		if p, ok := obj.(*corev1.Pod); ok {
-			s.ObservePod(p)
+	return eventHandler(s.ObservePod, func(p *corev1.Pod) {
+		p = p.DeepCopy()
+		p.DeletionTimestamp = &metav1.Time{Time: s.now()}
+		s.ObservePod(p)
+	})
+}
+
+// eventHandler calls observe with each object of type T an informer adds or updates, and gone
+// with each it deletes (the last state known for a delete it missed); gone nil ignores deletes.
+func eventHandler[T any](observe, gone func(T)) toolscache.ResourceEventHandler {
+	call := func(obj any, f func(T)) {
+		if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		if t, ok := obj.(T); ok {
+			f(t)
 		}
 	}
-	return toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    observe,
-		UpdateFunc: func(_, obj any) { observe(obj) },
-		DeleteFunc: func(obj any) {
-			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			if p, ok := obj.(*corev1.Pod); ok {
-				p = p.DeepCopy()
-				p.DeletionTimestamp = &metav1.Time{Time: s.now()}
-				s.ObservePod(p)
-			}
-		},
+	h := toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { call(obj, observe) },
+		UpdateFunc: func(_, obj any) { call(obj, observe) },
 	}
+	if gone != nil {
+		h.DeleteFunc = func(obj any) { call(obj, gone) }
+	}
+	return h
 }
 
 // Admit refuses a new claim of creator c while the claims admitted are served too late
