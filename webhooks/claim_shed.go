@@ -42,12 +42,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
 
@@ -109,12 +110,8 @@ var inFlight = map[string]bool{
 // stuck says whether the claim's Ready condition is False for a reason other than being on
 // its way.
 func stuck(c *extv1beta1.SandboxClaim) bool {
-	for _, cond := range c.Status.Conditions {
-		if cond.Type == agentsv1beta1.ConditionReady {
-			return cond.Status == metav1.ConditionFalse && !inFlight[cond.Reason]
-		}
-	}
-	return false
+	cond := meta.FindStatusCondition(c.Status.Conditions, agentsv1beta1.ConditionReady)
+	return cond != nil && cond.Status == metav1.ConditionFalse && !inFlight[cond.Reason]
 }
 
 // Served is a claim seen becoming Ready at At, Took after its admission, PodStartup of which
@@ -141,15 +138,6 @@ func admittedAt(c *extv1beta1.SandboxClaim) time.Time {
 		return at
 	}
 	return c.CreationTimestamp.Time
-}
-
-func isReady(c *extv1beta1.SandboxClaim) bool {
-	for _, cond := range c.Status.Conditions {
-		if cond.Type == agentsv1beta1.ConditionReady {
-			return cond.Status == metav1.ConditionTrue
-		}
-	}
-	return false
 }
 
 func podIsReady(p *corev1.Pod) bool {
@@ -182,7 +170,7 @@ func (s *ClaimShed) Observe(c *extv1beta1.SandboxClaim) {
 		delete(s.waiting, key)
 		delete(s.sandboxOf, key)
 		delete(s.wasReady, key)
-	case isReady(c):
+	case meta.IsStatusConditionTrue(c.Status.Conditions, agentsv1beta1.ConditionReady):
 		delete(s.waiting, key)
 		defer delete(s.sandboxOf, key)
 		if s.wasReady == nil {
@@ -226,11 +214,8 @@ func (s *ClaimShed) podStartup(ns, sandbox string, from, to time.Time) time.Dura
 // ObserveSandbox records which claim a Sandbox is bound to (its controller), so that a claim
 // waiting for its Sandbox's pod to start is not taken for one waiting in the control plane.
 func (s *ClaimShed) ObserveSandbox(sb *agentsv1beta1.Sandbox) {
-	owner := metav1.GetControllerOf(sb)
-	if owner == nil || owner.Kind != claimGK.Kind {
-		return
-	}
-	if gv, err := schema.ParseGroupVersion(owner.APIVersion); err != nil || gv.Group != claimGK.Group {
+	owner := policy.ControllerOf(sb, policy.ClaimKind)
+	if owner == nil {
 		return
 	}
 	key := types.NamespacedName{Namespace: sb.Namespace, Name: owner.Name}
@@ -265,11 +250,8 @@ func (st podStart) within(from, to time.Time) time.Duration {
 // before this process watched, or in one step (a pod without a start-up time): nothing of a
 // claim's time is its start-up's.
 func (s *ClaimShed) ObservePod(p *corev1.Pod) {
-	owner := metav1.GetControllerOf(p)
-	if owner == nil || owner.Kind != "Sandbox" {
-		return
-	}
-	if gv, err := schema.ParseGroupVersion(owner.APIVersion); err != nil || gv.Group != agentsv1beta1.GroupVersion.Group {
+	owner := policy.ControllerOf(p, policy.SandboxKind)
+	if owner == nil {
 		return
 	}
 	key := types.NamespacedName{Namespace: p.Namespace, Name: owner.Name}
