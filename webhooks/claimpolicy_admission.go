@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -237,17 +238,19 @@ func (a *ClaimPolicies) reserve(ctx context.Context, req admission.Request, c *e
 func (a *ClaimPolicies) takeRates(req admission.Request, c *extv1beta1.SandboxClaim,
 	policies []tenancyv1alpha1.ClaimPolicy, id fairshare.Identity, dryRun bool, start time.Time) (fairshare.Taken, error) {
 	var charges []fairshare.RateCharge
-	byName := map[string]*tenancyv1alpha1.ClaimPolicy{}
 	for i := range policies {
 		charges = append(charges, fairshare.RateChargesOf(&policies[i], id)...)
-		byName[policies[i].Name] = &policies[i]
 	}
 	if len(charges) == 0 {
 		return nil, nil
 	}
+	// The refused charge's policy, found only for a refusal: admitted claims need none.
+	policyOf := func(r *fairshare.RateRefusal) *tenancyv1alpha1.ClaimPolicy {
+		return &policies[slices.IndexFunc(policies, func(p tenancyv1alpha1.ClaimPolicy) bool { return p.Name == r.Policy })]
+	}
 	if dryRun {
 		if refused := a.Rates.Check(charges); refused != nil {
-			return nil, rateRefusal(c, byName[refused.Policy], refused)
+			return nil, rateRefusal(c, policyOf(refused), refused)
 		}
 		return nil, nil
 	}
@@ -255,7 +258,7 @@ func (a *ClaimPolicies) takeRates(req admission.Request, c *extv1beta1.SandboxCl
 	if refused == nil {
 		return taken, nil
 	}
-	p := byName[refused.Policy]
+	p := policyOf(refused)
 	a.Metrics.Refused(req.Namespace, p.Name, refused.Tenant, refused.Limit)
 	if l := refusalLedger(p, id, c.Spec.WarmPoolRef.Name); l != "" && a.Reserver != nil {
 		a.Reserver.CountRefusal(types.NamespacedName{Namespace: req.Namespace, Name: l}, refused.Tenant)
@@ -283,7 +286,7 @@ func refusalLedger(p *tenancyv1alpha1.ClaimPolicy, id fairshare.Identity, pool s
 // same moment).
 func rateRefusal(c *extv1beta1.SandboxClaim, p *tenancyv1alpha1.ClaimPolicy, r *fairshare.RateRefusal) error {
 	path := field.NewPath("metadata", "namespace")
-	if r.Tenant != "" && r.Limit == tenancyv1alpha1.LimitTenantAdmissionRate {
+	if r.Limit == tenancyv1alpha1.LimitTenantAdmissionRate {
 		path = annotationsPath.Key(agentsv1beta1.AnnotationCreator)
 	}
 	at := fmt.Sprintf("%s are admitted at most %d a minute, %d at once, and the next may be admitted in %.1fs",
