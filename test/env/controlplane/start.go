@@ -18,6 +18,9 @@ import (
 	"github.com/sandgate-dev/sandgate/api"
 )
 
+// crdInstallWait bounds the wait for the installed CRDs to be served.
+const crdInstallWait = time.Minute
+
 // startAPIServer starts etcd and kube-apiserver through envtest and installs the CRDs and
 // webhook configurations.
 func (c *Cluster) startAPIServer(opts Options) error {
@@ -36,6 +39,9 @@ func (c *Cluster) startAPIServer(opts Options) error {
 		BinaryAssetsDirectory: opts.BinaryDir,
 		CRDDirectoryPaths:     opts.CRDDirectoryPaths,
 		ErrorIfCRDPathMissing: true,
+		// envtest waits 10 s for the CRDs to be served; the API server takes longer on a
+		// machine busy with other suites (CI failed there at 10 s).
+		CRDInstallOptions: envtest.CRDInstallOptions{MaxTime: crdInstallWait},
 		WebhookInstallOptions: opts.WebhookInstallOptions,
 		UseExistingCluster:    ptr.To(false),
 		// The sandgate kinds convert between their versions: envtest points their CRDs'
