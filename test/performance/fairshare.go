@@ -187,14 +187,22 @@ func (s fairShareSettings) config(arm string, o Options) load.FairShareConfig {
 		ControlEvery:   s.ControlEvery,
 		PoolCreateWait: max(o.PoolCreateWait, time.Duration(s.Pool)*200*time.Millisecond), Timeout: max(o.Timeout, 5*time.Minute),
 	}
-	if arm == report.ArmAlone {
+	if arm == report.ArmAlone || arm == report.ArmFloorAlone {
 		cfg.BBursts = 0
 	}
-	if arm == report.ArmPolicy {
+	if arm == report.ArmPolicy || arm == report.ArmFloorPolicy {
 		p := s.policy()
 		cfg.Policy = &p
 	}
 	cfg.BForbidden = arm == report.ArmForbidden
+	if report.IsFloorArm(arm) {
+		// Both floor arms get the pool the floor-policy arm needs, so that they differ only
+		// in B.
+		p, withB := s.policy(), cfg
+		withB.BBursts, withB.Policy = s.BBursts, &p
+		cfg.Floor, cfg.PoolSize = true, max(cfg.PoolSize, load.FloorPoolSize(withB))
+		cfg.PoolCreateWait = max(cfg.PoolCreateWait, time.Duration(cfg.PoolSize)*200*time.Millisecond)
+	}
 	return cfg
 }
 
@@ -239,6 +247,7 @@ func runFairShare(ctx context.Context, o Options, sc scenario, stdout, stderr io
 // runs cfg and stops the cluster; params gets where it ran.
 func runFairShareArm(ctx context.Context, o Options, cfg load.FairShareConfig, arm string, params *report.Parameters, progress io.Writer) (_ *report.ShareArm, retErr error) {
 	o.Profile = controlplane.Profile(fairShareFlags.Profile)
+	o.Floor, o.FloorAdmission = cfg.Floor, cfg.Floor
 	if o.Profile != controlplane.ProfileRealistic {
 		o.PodStartup = controlplane.PodStartup{}
 	}
@@ -255,7 +264,11 @@ func runFairShareArm(ctx context.Context, o Options, cfg load.FairShareConfig, a
 	describeCluster(&p, env, o)
 	*params = p
 	var probes load.Probes
-	if env.Operator.MetricsURL != "" {
+	switch {
+	case cfg.Floor:
+		probes.DetachOperator = env.DetachOperator
+		standInProbes(env, &probes)
+	case env.Operator.MetricsURL != "":
 		probes.OperatorMetrics = env.Operator.Metrics
 	}
 	fig, err := load.RunFairShare(ctx, env.Config, cfg, probes, arm)

@@ -64,17 +64,27 @@ func TestFairShareArms(t *testing.T) {
 	}
 	o := Options{}
 	for arm, want := range map[string]struct {
-		bursts            int
-		policy, forbidden bool
-	}{report.ArmAlone: {0, false, false}, report.ArmNoPolicy: {s.BBursts, false, false}, report.ArmPolicy: {s.BBursts, true, false},
-		report.ArmForbidden: {s.BBursts, false, true}} {
+		bursts                   int
+		policy, forbidden, floor bool
+	}{report.ArmAlone: {0, false, false, false}, report.ArmNoPolicy: {s.BBursts, false, false, false}, report.ArmPolicy: {s.BBursts, true, false, false},
+		report.ArmForbidden: {s.BBursts, false, true, false},
+		report.ArmFloorAlone: {0, false, false, true}, report.ArmFloorPolicy: {s.BBursts, true, false, true}} {
 		cfg := s.config(arm, o)
-		if cfg.BBursts != want.bursts || (cfg.Policy != nil) != want.policy || cfg.BBurst != 150 || cfg.BForbidden != want.forbidden {
-			t.Errorf("%s: %d bursts of %d, policy %v, B forbidden %t; want %d bursts of 150, policy %t, forbidden %t",
-				arm, cfg.BBursts, cfg.BBurst, cfg.Policy, cfg.BForbidden, want.bursts, want.policy, want.forbidden)
+		if cfg.BBursts != want.bursts || (cfg.Policy != nil) != want.policy || cfg.BBurst != 150 || cfg.BForbidden != want.forbidden || cfg.Floor != want.floor {
+			t.Errorf("%s: %d bursts of %d, policy %v, B forbidden %t, floor %t; want %d bursts of 150, policy %t, forbidden %t, floor %t",
+				arm, cfg.BBursts, cfg.BBurst, cfg.Policy, cfg.BForbidden, cfg.Floor, want.bursts, want.policy, want.forbidden, want.floor)
 		}
 		if err := cfg.Validate(); err != nil {
 			t.Errorf("%s: %v", arm, err)
 		}
+	}
+	// The floor binds a member per claim and refills nothing: both floor arms get a pool that
+	// holds A's claims and all of B's the policy can admit.
+	alone, policy := s.config(report.ArmFloorAlone, o), s.config(report.ArmFloorPolicy, o)
+	if alone.PoolSize != policy.PoolSize {
+		t.Errorf("floor arms' pools %d and %d, want the same", alone.PoolSize, policy.PoolSize)
+	}
+	if least := int32(alone.AClaims()) + s.policy().BRateBurst; policy.PoolSize < least {
+		t.Errorf("floor pool %d, want at least A's %d claims and B's bucket", policy.PoolSize, alone.AClaims())
 	}
 }

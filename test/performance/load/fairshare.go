@@ -66,6 +66,11 @@ type FairShareConfig struct {
 	// BForbidden leaves B without a role in the namespace: the API server refuses each of its
 	// creates at authorization (403), before any admission.
 	BForbidden bool
+	// Floor runs the arm on the contract floor (fairshare_floor.go): the operator fills the
+	// pool and is detached (Probes.DetachOperator), and the load generator serves the claims;
+	// with Policy, it admits B's claims as the policy would and sends the others as dry runs.
+	// PoolSize must then hold a member for every claim served (FloorPoolSize).
+	Floor bool
 	// PoolCreateWait bounds the wait for the pool to be full; Timeout how long a claim may
 	// take to be Ready.
 	PoolCreateWait, Timeout time.Duration
@@ -124,8 +129,10 @@ type fairShareRun struct {
 	w    *ClaimWatcher
 	a, b client.Client
 
-	// refusals measures where B's refusals' time goes; nil without a policy.
+	// refusals measures where B's refusals' time goes; nil without a policy or on the floor.
 	refusals *refusalProbe
+	// gate admits B's claims on the floor with a policy; nil otherwise.
+	gate *floorGate
 
 	mu sync.Mutex
 	as []report.AClaim
@@ -155,12 +162,21 @@ func RunFairShare(ctx context.Context, restCfg *rest.Config, cfg FairShareConfig
 	if err := grantTenants(ctx, admin, cfg.Namespace, cfg.BForbidden); err != nil {
 		return nil, err
 	}
-	if cfg.Policy != nil {
+	run := &fairShareRun{r: r, cfg: cfg}
+	switch {
+	case cfg.Floor:
+		r.cfg.Floor, r.cfg.FloorRoute = true, true
+		if err := r.detach(ctx); err != nil {
+			return nil, err
+		}
+		if cfg.Policy != nil {
+			run.gate = newFloorGate(cfg.Namespace, *cfg.Policy)
+		}
+	case cfg.Policy != nil:
 		if err := createFairSharePolicy(ctx, r, *cfg.Policy); err != nil {
 			return nil, err
 		}
 	}
-	run := &fairShareRun{r: r, cfg: cfg}
 	if run.a, err = NewClient(impersonate(restCfg, TenantAUser), cfg.ARate); err != nil {
 		return nil, err
 	}
@@ -171,7 +187,7 @@ func RunFairShare(ctx context.Context, restCfg *rest.Config, cfg FairShareConfig
 		return nil, err
 	}
 	defer run.w.Stop()
-	if cfg.Policy != nil && cfg.BBursts > 0 {
+	if cfg.Policy != nil && cfg.BBursts > 0 && !cfg.Floor {
 		// The control's client is B's identity with a connection pool and rate limit of its
 		// own (NewClient's), so that it never queues behind B's creates in the client.
 		control, err := NewClient(impersonate(restCfg, TenantBUser), cfg.BRate)
@@ -284,11 +300,10 @@ func bWarmShares(max *int32) []tenancyv1alpha1.WarmShare {
 	return []tenancyv1alpha1.WarmShare{{PoolName: poolName, Max: ptr.To(*max)}}
 }
 
-// createFairSharePolicy creates the arm's ClaimPolicy and waits until the operator counted
-// it (its ledgers exist, counted): before that, admission would wait for them.
-func createFairSharePolicy(ctx context.Context, r *runner, p FairSharePolicy) error {
-	policy := &tenancyv1alpha1.ClaimPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: fairSharePolicy, Namespace: r.cfg.Namespace},
+// object is the arm's ClaimPolicy in ns.
+func (p FairSharePolicy) object(ns string) *tenancyv1alpha1.ClaimPolicy {
+	return &tenancyv1alpha1.ClaimPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: fairSharePolicy, Namespace: ns},
 		Spec: tenancyv1alpha1.ClaimPolicySpec{Tenants: []tenancyv1alpha1.Tenant{
 			{Name: fairShareTenantA, Subjects: []tenancyv1alpha1.Subject{{Kind: tenancyv1alpha1.SubjectUser, Name: TenantAUser}},
 				WarmShares: []tenancyv1alpha1.WarmShare{{PoolName: poolName, Guaranteed: p.AGuaranteed}}},
@@ -296,6 +311,12 @@ func createFairSharePolicy(ctx context.Context, r *runner, p FairSharePolicy) er
 				MaxClaims: ptr.To(p.BMaxClaims), WarmShares: bWarmShares(p.BWarmMax), AdmissionRate: p.bAdmissionRate()},
 		}},
 	}
+}
+
+// createFairSharePolicy creates the arm's ClaimPolicy and waits until the operator counted
+// it (its ledgers exist, counted): before that, admission would wait for them.
+func createFairSharePolicy(ctx context.Context, r *runner, p FairSharePolicy) error {
+	policy := p.object(r.cfg.Namespace)
 	if err := r.c.Create(ctx, policy); err != nil {
 		return fmt.Errorf("creating ClaimPolicy %s: %w", policy.Name, err)
 	}
@@ -326,10 +347,18 @@ func createFairSharePolicy(ctx context.Context, r *runner, p FairSharePolicy) er
 	}
 }
 
+// aInterval is the time between two of A's creates.
+func (c FairShareConfig) aInterval() time.Duration {
+	return time.Duration(float64(time.Second) / c.ARate)
+}
+
+// AClaims is how many claims A creates.
+func (c FairShareConfig) AClaims() int { return int(c.Duration / c.aInterval()) }
+
 // steadyA creates A's claims at ARate for Duration, each in a goroutine of wg's.
 func (f *fairShareRun) steadyA(ctx context.Context, start time.Time, wg *sync.WaitGroup) {
-	interval := time.Duration(float64(time.Second) / f.cfg.ARate)
-	for i := range int(f.cfg.Duration / interval) {
+	interval := f.cfg.aInterval()
+	for i := range f.cfg.AClaims() {
 		hold(ctx, time.Until(start.Add(time.Duration(i)*interval)))
 		if ctx.Err() != nil {
 			return
@@ -356,6 +385,12 @@ func (f *fairShareRun) claimA(ctx context.Context, name string) report.AClaim {
 	}
 	called := time.Since(sent)
 	defer f.release(claim, f.a)
+	if f.cfg.Floor {
+		if err := f.serveFloorClaim(ctx, claim); err != nil {
+			f.r.progressf("tenant A's claim %s: %v", name, err)
+			return report.AClaim{}
+		}
+	}
 	obs, ok := f.waitReady(ctx, name)
 	if !ok {
 		return report.AClaim{}
@@ -401,6 +436,11 @@ func (f *fairShareRun) burstB(ctx context.Context, at time.Time, burst int, wg *
 // BHold once Ready and deleted.
 func (f *fairShareRun) claimB(ctx context.Context, name string) report.BCreate {
 	claim := f.newClaim(name)
+	if f.gate != nil && !f.gate.admit() {
+		sent := time.Now()
+		err := f.refuseFloorClaim(ctx, claim)
+		return report.BCreate{Call: time.Since(sent), Refused: err == nil, Err: err != nil}
+	}
 	sent := time.Now()
 	err := f.b.Create(ctx, claim)
 	out := report.BCreate{Call: time.Since(sent)}
@@ -410,9 +450,21 @@ func (f *fairShareRun) claimB(ctx context.Context, name string) report.BCreate {
 		return out
 	case err != nil:
 		out.Err = true
+		if f.gate != nil {
+			f.gate.release()
+		}
 		return out
 	}
+	if f.gate != nil {
+		defer f.gate.release()
+	}
 	defer f.release(claim, f.b)
+	if f.cfg.Floor {
+		if err := f.serveFloorClaim(ctx, claim); err != nil {
+			f.r.progressf("tenant B's claim %s: %v", name, err)
+			return out
+		}
+	}
 	if _, ok := f.waitReady(ctx, name); ok {
 		out.Served = true
 		hold(ctx, f.cfg.BHold)

@@ -141,37 +141,41 @@ func (r *runner) floorClaim(ctx context.Context, s *sent, pool *floorPool) {
 	if s.createErr != nil {
 		return
 	}
+	s.floor, s.floorBindErrs, s.floorErr = r.serveFloor(ctx, claim, pool)
+}
+
+// serveFloor makes the floor's writes of a created claim: the bind of a member of pool (the
+// next one while a bind fails, as the operator would), the route write with FloorRoute, and
+// the Ready status. It returns their times, the binds that failed on the way, and why the
+// claim could not be served, if it could not.
+func (r *runner) serveFloor(ctx context.Context, claim *extv1beta1.SandboxClaim, pool *floorPool) (*floorTimes, []error, error) {
 	t := &floorTimes{}
+	var bindErrs []error
 	for {
 		member, ok := pool.pop()
 		if !ok {
-			s.floorErr = errors.New("no ready pool member left to bind")
-			return
+			return nil, bindErrs, errors.New("no ready pool member left to bind")
 		}
 		bound, err := r.bindFloor(ctx, claim, member, t)
 		if err != nil {
 			// Nothing else writes the members during a floor run: any failure is worth
-			// reporting, and the claim tries the next member as the operator would.
-			s.floorBindErrs = append(s.floorBindErrs, err)
+			// reporting.
+			bindErrs = append(bindErrs, err)
 			continue
 		}
 		if r.cfg.FloorRoute {
 			pod, ok := pool.pod(member)
 			if !ok {
-				s.floorErr = fmt.Errorf("no pod of member %s listed for the route write", member.Name)
-				return
+				return nil, bindErrs, fmt.Errorf("no pod of member %s listed for the route write", member.Name)
 			}
 			if err := r.routeFloor(ctx, claim, bound, pod, t); err != nil {
-				s.floorErr = err
-				return
+				return nil, bindErrs, err
 			}
 		}
 		if err := r.reportFloorReady(ctx, claim, bound, &t.statusStart, &t.statusEnd); err != nil {
-			s.floorErr = err
-			return
+			return nil, bindErrs, err
 		}
-		s.floor = t
-		return
+		return t, bindErrs, nil
 	}
 }
 

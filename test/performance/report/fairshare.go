@@ -23,13 +23,23 @@ const (
 	// ArmForbidden is B's bursts refused by authorization before any admission (B holds no
 	// role in the namespace): the least any refusal of them can cost A. Not run by default.
 	ArmForbidden = "forbidden"
+	// ArmFloorAlone and ArmFloorPolicy are A alone, and A and B under the policy, on the
+	// contract floor: no operator, the load generator serving the claims, deciding B's
+	// admission as the policy would and sending B's refused creates as dry runs. Their ratio
+	// is what B's admitted work and refusals cost A on the API server alone. Not run by
+	// default.
+	ArmFloorAlone  = "floor-alone"
+	ArmFloorPolicy = "floor-policy"
 )
 
 // FairShareArms are the arms the scenario runs by default, in order.
 var FairShareArms = []string{ArmAlone, ArmNoPolicy, ArmPolicy}
 
 // FairShareKnownArms are every arm the scenario knows.
-var FairShareKnownArms = []string{ArmAlone, ArmNoPolicy, ArmPolicy, ArmForbidden}
+var FairShareKnownArms = []string{ArmAlone, ArmNoPolicy, ArmPolicy, ArmForbidden, ArmFloorAlone, ArmFloorPolicy}
+
+// IsFloorArm reports an arm run on the contract floor.
+func IsFloorArm(arm string) bool { return arm == ArmFloorAlone || arm == ArmFloorPolicy }
 
 // FairShare is the fair-share scenario's run: its settings and each arm's figures.
 type FairShare struct {
@@ -58,7 +68,8 @@ type ShareArm struct {
 	// ASlowest are A's slowest Ready claims, slowest first, for reading beside the
 	// operator's log.
 	ASlowest []SlowClaim `json:"aSlowest,omitempty"`
-	// AP99Ratio is A's p99 ÷ A's p99 in the alone arm of the same run; 0 when unknown.
+	// AP99Ratio is A's p99 ÷ A's p99 in the alone arm of the same run (a floor arm's: in the
+	// floor-alone arm); 0 when unknown.
 	AP99Ratio float64 `json:"aP99Ratio,omitempty"`
 	// B is tenant B's creates: refused with 429 (and how long the create call took to say
 	// so), admitted, served (Ready), failed otherwise.
@@ -230,19 +241,28 @@ func ShareFigures(arm string, a []AClaim, b []BCreate) ShareArm {
 	return out
 }
 
-// SetRatios sets each arm's AP99Ratio against the alone arm's p99, when there is one.
+// SetRatios sets each arm's AP99Ratio against the p99 of its alone arm (the floor arms': the
+// floor-alone arm), when there is one.
 func (f *FairShare) SetRatios() {
-	var alone float64
+	var alone, floorAlone float64
 	for _, a := range f.Arms {
-		if a.Arm == ArmAlone && a.Error == "" {
+		switch {
+		case a.Error != "":
+		case a.Arm == ArmAlone:
 			alone = a.ALatency.P99
+		case a.Arm == ArmFloorAlone:
+			floorAlone = a.ALatency.P99
 		}
 	}
 	for i := range f.Arms {
 		a := &f.Arms[i]
+		base := alone
+		if IsFloorArm(a.Arm) {
+			base = floorAlone
+		}
 		a.AP99Ratio = 0
-		if alone > 0 && a.Error == "" && a.ALatency.Count > 0 {
-			a.AP99Ratio = a.ALatency.P99 / alone
+		if base > 0 && a.Error == "" && a.ALatency.Count > 0 {
+			a.AP99Ratio = a.ALatency.P99 / base
 		}
 	}
 }
@@ -394,6 +414,12 @@ func writeFairShares(p func(string, ...any), results []*Result) {
 	p("ClaimPolicy; A and B with one, reserving A a warm share of the pool and limiting B's claims.")
 	p("A's latency: from its create call to the watch's Ready event; warm: its Sandbox carries")
 	p("launch-type warm. A refusal's latency: B's create call, from its start to the 429.")
+	p("The floor arms, where run, are A alone and A and B under the policy on the contract floor:")
+	p("the operator stopped once the pool is full (one member per claim to serve, nothing refills")
+	p("it), a stand-in answering its webhooks at once, the load generator binding, routing and")
+	p("reporting each claim Ready itself, admitting B's claims as the policy would and sending the")
+	p("others as dry-run creates (decoded, admitted and validated, then dropped); their ratio is")
+	p("against floor-alone: what B's work costs A on the API server alone.")
 	p("")
 	for _, r := range results {
 		f := r.FairShare
