@@ -187,6 +187,12 @@ func (s fairShareSettings) config(arm string, o Options) load.FairShareConfig {
 		ControlEvery:   s.ControlEvery,
 		PoolCreateWait: max(o.PoolCreateWait, time.Duration(s.Pool)*200*time.Millisecond), Timeout: max(o.Timeout, 5*time.Minute),
 	}
+	if o.CPUProfile != "" {
+		cfg.APIServerProfile, cfg.ProfileSeconds = o.CPUProfile+"."+arm, o.ProfileSeconds
+		if o.WebhookProfile != "" {
+			cfg.WebhookServerProfile = o.WebhookProfile + "." + arm
+		}
+	}
 	if arm == report.ArmAlone || arm == report.ArmFloorAlone {
 		cfg.BBursts = 0
 	}
@@ -271,6 +277,7 @@ func runFairShareArm(ctx context.Context, o Options, cfg load.FairShareConfig, a
 	case env.Operator.MetricsURL != "":
 		probes.OperatorMetrics = env.Operator.Metrics
 	}
+	probes.ProfileWebhookServer = env.ProfileWebhookServer
 	fig, err := load.RunFairShare(ctx, env.Config, cfg, probes, arm)
 	switch {
 	case meta.IsNoMatchError(err):

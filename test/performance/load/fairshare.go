@@ -75,6 +75,11 @@ type FairShareConfig struct {
 	// take to be Ready.
 	PoolCreateWait, Timeout time.Duration
 	Progress                io.Writer
+	// APIServerProfile and WebhookServerProfile, when set, receive CPU profiles of
+	// kube-apiserver and of the process answering the webhooks over the first ProfileSeconds
+	// of the load (Config's fields of the same names).
+	APIServerProfile, WebhookServerProfile string
+	ProfileSeconds                         int
 }
 
 // FairSharePolicy is the arm's ClaimPolicy: A's guaranteed warm members of the pool, and the
@@ -152,7 +157,10 @@ func RunFairShare(ctx context.Context, restCfg *rest.Config, cfg FairShareConfig
 		return nil, err
 	}
 	r := &runner{cfg: Config{Namespace: cfg.Namespace, PodSpec: cfg.PodSpec, WarmPoolSize: cfg.PoolSize, Timeout: cfg.Timeout,
-		Progress: cfg.Progress}, probes: Probes{OperatorMetrics: probes.OperatorMetrics}, c: admin, rest: restCfg, start: time.Now()}
+		Progress: cfg.Progress, APIServerProfile: cfg.APIServerProfile, WebhookServerProfile: cfg.WebhookServerProfile,
+		ProfileSeconds: cfg.ProfileSeconds}, probes: Probes{OperatorMetrics: probes.OperatorMetrics, DetachOperator: probes.DetachOperator,
+		StandInMetrics: probes.StandInMetrics, StandInUsage: probes.StandInUsage, ProfileWebhookServer: probes.ProfileWebhookServer},
+		c: admin, rest: restCfg, start: time.Now()}
 	if err := r.createObjects(ctx); err != nil {
 		return nil, err
 	}
@@ -206,6 +214,7 @@ func RunFairShare(ctx context.Context, restCfg *rest.Config, cfg FairShareConfig
 	start := time.Now()
 	loadAvg := loadAverage()
 	r.progressf("%s: load average %.1f at the start of the load", arm, loadAvg)
+	profiled := r.profileAPIServer(ctx)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -223,6 +232,9 @@ func RunFairShare(ctx context.Context, restCfg *rest.Config, cfg FairShareConfig
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if err := <-profiled; err != nil {
+		r.progressf("%s: %v", arm, err)
 	}
 	run.mu.Lock()
 	defer run.mu.Unlock()
