@@ -136,8 +136,10 @@ type fairShareRun struct {
 
 	// refusals measures where B's refusals' time goes; nil without a policy or on the floor.
 	refusals *refusalProbe
-	// gate admits B's claims on the floor with a policy; nil otherwise.
-	gate *floorGate
+	// gate admits B's claims on the floor with a policy; nil otherwise. refill replaces
+	// the members the floor's claims take; nil off the floor.
+	gate   *floorGate
+	refill *floorRefill
 
 	mu sync.Mutex
 	as []report.AClaim
@@ -175,6 +177,9 @@ func RunFairShare(ctx context.Context, restCfg *rest.Config, cfg FairShareConfig
 	case cfg.Floor:
 		r.cfg.Floor, r.cfg.FloorRoute = true, true
 		if err := r.detach(ctx); err != nil {
+			return nil, err
+		}
+		if err := run.startFloorRefill(ctx); err != nil {
 			return nil, err
 		}
 		if cfg.Policy != nil {
@@ -235,6 +240,9 @@ func RunFairShare(ctx context.Context, restCfg *rest.Config, cfg FairShareConfig
 	}
 	if err := <-profiled; err != nil {
 		r.progressf("%s: %v", arm, err)
+	}
+	if run.refill != nil {
+		run.finishFloorRefill(time.Minute)
 	}
 	run.mu.Lock()
 	defer run.mu.Unlock()

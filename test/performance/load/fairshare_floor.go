@@ -4,7 +4,12 @@ package load
 // where no operator runs. Once the operator has filled the pool, it is stopped and a stand-in
 // answers its admission webhooks at once; the load generator then serves each admitted claim
 // itself with the writes sandgate's API asks of a warm claim (the bind, the route write, the
-// Ready status), and nothing refills the pool (it is made large enough for the whole run).
+// Ready status). The pool is made large enough for the whole run, so no claim waits for a
+// member; but as a pool's replicas ask, each member a claim takes is replaced at once, with
+// the writes sandgate's pool makes for it (refillFloor): the replacement Sandbox, its pod,
+// and the Sandbox's Ready status once the scheduler and kwok have made the pod Ready. Under
+// steady claims sandgate replaces each member as it leaves too (reconcilers'
+// sandboxwarmpool_refill.go), so both arms carry their tenants' replacements.
 //
 // In the floor-policy arm the load generator decides B's admission as the arm's ClaimPolicy
 // would, with the operator's own token buckets (fairshare.RateLimits) and B's limit on claims
@@ -17,14 +22,19 @@ package load
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"sync"
+	"sync/atomic"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/internal/fairshare"
 )
 
@@ -88,7 +98,97 @@ func FloorPoolSize(cfg FairShareConfig) int32 {
 	return int32(aClaims + b + max(10, (aClaims+b)/20))
 }
 
-// serveFloorClaim makes the floor's writes of a claim its tenant created.
+// floorRefill replaces the members the floor's claims take.
+type floorRefill struct {
+	// member is a member of the pool as sandgate made it, the model of its replacements.
+	member *agentsv1beta1.Sandbox
+	pods   *podWatcher
+	next   atomic.Int64
+	wg     sync.WaitGroup
+
+	mu   sync.Mutex
+	errs []error
+}
+
+// startFloorRefill opens the pod watch the replacements wait on, with a member of pool as
+// their model.
+func (f *fairShareRun) startFloorRefill(ctx context.Context) error {
+	f.r.floor.mu.Lock()
+	var member *agentsv1beta1.Sandbox
+	if len(f.r.floor.members) > 0 {
+		member = f.r.floor.members[len(f.r.floor.members)-1].DeepCopy()
+	}
+	f.r.floor.mu.Unlock()
+	if member == nil {
+		return errors.New("floor: no pool member to model the replacements on")
+	}
+	pods, err := startPodWatch(ctx, f.r.c, f.cfg.Namespace)
+	if err != nil {
+		return fmt.Errorf("floor: %w", err)
+	}
+	f.refill = &floorRefill{member: member, pods: pods}
+	return nil
+}
+
+// finishFloorRefill waits for the replacements started, up to timeout, and reports those
+// that failed.
+func (f *fairShareRun) finishFloorRefill(timeout time.Duration) {
+	rf := f.refill
+	done := make(chan struct{})
+	go func() {
+		rf.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		f.r.progressf("floor: replacements still starting after %s", timeout)
+	}
+	rf.pods.stop()
+	rf.mu.Lock()
+	defer rf.mu.Unlock()
+	if n := len(rf.errs); n > 0 {
+		f.r.progressf("floor: %d of %d replacements failed, the first: %v", n, rf.next.Load(), rf.errs[0])
+	}
+}
+
+// refillFloor replaces a member a claim took, as sandgate's pool does: a Sandbox made like
+// the pool's members, its pod (coldPod: as sandgate makes a Sandbox's pod), and once the pod
+// is Ready the Sandbox's Ready status.
+func (rf *floorRefill) refillFloor(ctx context.Context, c client.Client) error {
+	m := rf.member
+	sb := &agentsv1beta1.Sandbox{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: fmt.Sprintf("%s-floor-%05d", poolName, rf.next.Add(1)), Namespace: m.Namespace,
+			Labels: maps.Clone(m.Labels), Annotations: maps.Clone(m.Annotations), OwnerReferences: m.OwnerReferences,
+		},
+		Spec: *m.Spec.DeepCopy(),
+	}
+	if _, ok := sb.Annotations[agentsv1beta1.AnnotationPodName]; ok {
+		sb.Annotations[agentsv1beta1.AnnotationPodName] = sb.Name
+	}
+	if err := c.Create(ctx, sb); err != nil {
+		return fmt.Errorf("creating replacement %s: %w", sb.Name, err)
+	}
+	if err := c.Create(ctx, coldPod(sb)); err != nil {
+		return fmt.Errorf("creating the pod of replacement %s: %w", sb.Name, err)
+	}
+	pod, err := rf.pods.wait(ctx, sb.Name)
+	if err != nil {
+		return err
+	}
+	patch, err := mergePatch(map[string]any{"status": coldSandboxStatus(sb, pod, time.Now())})
+	if err == nil {
+		err = c.Status().Patch(ctx, sb, patch)
+	}
+	if err != nil {
+		return fmt.Errorf("reporting replacement %s Ready: %w", sb.Name, err)
+	}
+	return nil
+}
+
+// serveFloorClaim makes the floor's writes of a claim its tenant created, and starts the
+// replacement of the member it took.
 func (f *fairShareRun) serveFloorClaim(ctx context.Context, claim *extv1beta1.SandboxClaim) error {
 	_, bindErrs, err := f.r.serveFloor(ctx, claim, f.r.floor)
 	for _, e := range bindErrs {
@@ -97,6 +197,16 @@ func (f *fairShareRun) serveFloorClaim(ctx context.Context, claim *extv1beta1.Sa
 	if err != nil {
 		return fmt.Errorf("floor: serving claim %s: %w", claim.Name, err)
 	}
+	rf := f.refill
+	rf.wg.Add(1)
+	go func() {
+		defer rf.wg.Done()
+		if err := rf.refillFloor(ctx, f.r.c); err != nil {
+			rf.mu.Lock()
+			rf.errs = append(rf.errs, err)
+			rf.mu.Unlock()
+		}
+	}()
 	return nil
 }
 

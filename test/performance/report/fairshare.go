@@ -369,6 +369,9 @@ func WriteFairShareText(w io.Writer, r *Result) error {
 			fmt.Fprintf(&b, " %s at %.1fs call %.0f total %.0f ms;", c.Name, c.AtMs/1000, c.CallMs, c.LatencyMs)
 		}
 		b.WriteString("\n")
+		if a.WarmStarting < 0 {
+			continue // no operator's metrics read (a floor arm)
+		}
 		fmt.Fprintf(&b, "  %s: served warm from starting members %d, cold %.0f; operator phases p50/p99 (ms):", a.Arm, a.WarmStarting, a.ColdStarts)
 		for _, ph := range a.Phases {
 			fmt.Fprintf(&b, " %s %.1f/%.1f (%.0f);", ph.Name, ph.P50Ms, ph.P99Ms, ph.Count)
@@ -415,11 +418,12 @@ func writeFairShares(p func(string, ...any), results []*Result) {
 	p("A's latency: from its create call to the watch's Ready event; warm: its Sandbox carries")
 	p("launch-type warm. A refusal's latency: B's create call, from its start to the 429.")
 	p("The floor arms, where run, are A alone and A and B under the policy on the contract floor:")
-	p("the operator stopped once the pool is full (one member per claim to serve, nothing refills")
-	p("it), a stand-in answering its webhooks at once, the load generator binding, routing and")
-	p("reporting each claim Ready itself, admitting B's claims as the policy would and sending the")
-	p("others as dry-run creates (decoded, admitted and validated, then dropped); their ratio is")
-	p("against floor-alone: what B's work costs A on the API server alone.")
+	p("the operator stopped once the pool is full (one member per claim to serve), a stand-in")
+	p("answering its webhooks at once, the load generator binding, routing and reporting each claim")
+	p("Ready itself and replacing the member it took (Sandbox, pod, Ready status), admitting B's")
+	p("claims as the policy would and sending the others as dry-run creates (decoded, admitted and")
+	p("validated, then dropped); their ratio is against floor-alone: what B's work costs A with no")
+	p("operator.")
 	p("")
 	for _, r := range results {
 		f := r.FairShare
