@@ -67,7 +67,7 @@ func TestFairShareArms(t *testing.T) {
 		bursts                   int
 		policy, forbidden, floor bool
 	}{report.ArmAlone: {0, false, false, false}, report.ArmNoPolicy: {s.BBursts, false, false, false}, report.ArmPolicy: {s.BBursts, true, false, false},
-		report.ArmForbidden: {s.BBursts, false, true, false},
+		report.ArmForbidden:  {s.BBursts, false, true, false},
 		report.ArmFloorAlone: {0, false, false, true}, report.ArmFloorPolicy: {s.BBursts, true, false, true}} {
 		cfg := s.config(arm, o)
 		if cfg.BBursts != want.bursts || (cfg.Policy != nil) != want.policy || cfg.BBurst != 150 || cfg.BForbidden != want.forbidden || cfg.Floor != want.floor {

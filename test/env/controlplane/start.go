@@ -41,7 +41,7 @@ func (c *Cluster) startAPIServer(opts Options) error {
 		ErrorIfCRDPathMissing: true,
 		// envtest waits 10 s for the CRDs to be served; the API server takes longer on a
 		// machine busy with other suites (CI failed there at 10 s).
-		CRDInstallOptions: envtest.CRDInstallOptions{MaxTime: crdInstallWait},
+		CRDInstallOptions:     envtest.CRDInstallOptions{MaxTime: crdInstallWait},
 		WebhookInstallOptions: opts.WebhookInstallOptions,
 		UseExistingCluster:    ptr.To(false),
 		// The sandgate kinds convert between their versions: envtest points their CRDs'

@@ -8,8 +8,10 @@ import (
 func TestFloorGateAdmitsAsThePolicy(t *testing.T) {
 	t.Run("limit on claims at once", func(t *testing.T) {
 		g := newFloorGate("ns", FairSharePolicy{BMaxClaims: 2})
-		if !g.admit() || !g.admit() {
-			t.Fatal("refused a claim within B's limit")
+		for i := range 2 {
+			if !g.admit() {
+				t.Fatalf("refused claim %d within B's limit of 2", i+1)
+			}
 		}
 		if g.admit() {
 			t.Fatal("admitted a third claim beyond B's limit of 2")
