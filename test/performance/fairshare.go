@@ -41,7 +41,7 @@ type fairShareSettings struct {
 	// AGuaranteed 0 is what A holds at its rate (ARate × AHold) and what it claims while the
 	// pool starts a replacement (ARate × a member's start-up, Startup; at least half as much
 	// again as it holds), within the pool: the sizing docs/fair-share.md gives. BMax 0 is half
-	// the pool.
+	// the pool, negative none (B limited by its admission rate only: no ledger).
 	AGuaranteed, BMax int
 	// Startup is the pods' start-up time to plan A's guarantee with: the profile's p99 (0 on
 	// a profile whose pods start at once).
@@ -83,7 +83,7 @@ func AddFairShareFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&f.BRate, "fair-share-b-rate", f.BRate, "fair-share: tenant B's claims a second within a burst")
 	fs.DurationVar(&f.BHold, "fair-share-b-hold", f.BHold, "fair-share: how long tenant B holds an admitted claim once Ready before deleting it")
 	fs.IntVar(&f.AGuaranteed, "fair-share-a-guaranteed", f.AGuaranteed, "fair-share: the policy arm's warm members guaranteed to A (0: A's rate × (hold + the pods' p99 start-up, at least half the hold), within the pool)")
-	fs.IntVar(&f.BMax, "fair-share-b-max", f.BMax, "fair-share: the policy arm's limit on B's claims (0: half the pool)")
+	fs.IntVar(&f.BMax, "fair-share-b-max", f.BMax, "fair-share: the policy arm's limit on B's claims (0: half the pool; negative: none, B limited by its admission rate only, which keeps no ledger)")
 	fs.IntVar(&f.BWarmMax, "fair-share-b-warm-max", f.BWarmMax, "fair-share: the policy arm's warm share of the pool B may hold at most, its claims beyond it served cold (negative: no maximum)")
 	fs.IntVar(&f.BAdmissionRate, "fair-share-b-admission-rate", f.BAdmissionRate, "fair-share: the policy arm's admission rate of B's claims, a minute (0: none; negative: A's rate)")
 	fs.IntVar(&f.BAdmissionBurst, "fair-share-b-admission-burst", f.BAdmissionBurst, "fair-share: the bucket of B's admission rate (0: a second's worth)")
@@ -123,8 +123,8 @@ func (s fairShareSettings) validate() error {
 	if s.ARate <= 0 || s.BRate <= 0 {
 		errs = append(errs, fmt.Errorf("--fair-share-a-rate %g, --fair-share-b-rate %g: want both positive", s.ARate, s.BRate))
 	}
-	if s.AHold < 0 || s.BHold < 0 || s.BBursts < 0 || s.BBurst < 0 || s.AGuaranteed < 0 || s.BMax < 0 || s.BAdmissionBurst < 0 || s.ControlEvery < 0 {
-		errs = append(errs, errors.New("--fair-share-a-hold, -b-hold, -b-bursts, -b-burst, -a-guaranteed, -b-max, -b-admission-burst and -control-every: want none negative"))
+	if s.AHold < 0 || s.BHold < 0 || s.BBursts < 0 || s.BBurst < 0 || s.AGuaranteed < 0 || s.BAdmissionBurst < 0 || s.ControlEvery < 0 {
+		errs = append(errs, errors.New("--fair-share-a-hold, -b-hold, -b-bursts, -b-burst, -a-guaranteed, -b-admission-burst and -control-every: want none negative"))
 	}
 	if s.AGuaranteed > s.Pool {
 		errs = append(errs, fmt.Errorf("--fair-share-a-guaranteed %d: want at most the pool (%d)", s.AGuaranteed, s.Pool))
@@ -147,8 +147,11 @@ func (s fairShareSettings) policy() load.FairSharePolicy {
 		runway := max(s.Startup, s.AHold/2)
 		g = min(int(math.Ceil(s.ARate*(s.AHold+runway).Seconds())), s.Pool)
 	}
-	if m == 0 {
+	switch {
+	case m == 0:
 		m = max(s.Pool/2, 1)
+	case m < 0:
+		m = 0
 	}
 	rate := s.BAdmissionRate
 	if rate < 0 {
@@ -164,8 +167,13 @@ func (s fairShareSettings) policy() load.FairSharePolicy {
 // describe says the run's load and policy, for the report.
 func (s fairShareSettings) describe() string {
 	p := s.policy()
-	out := fmt.Sprintf("a pool of %d; A %g claims/s for %s, each held %s; B %d bursts of %d at %g/s, each held %s; policy: A guaranteed %d warm members, B at most %d claims",
-		s.Pool, s.ARate, s.Duration, s.AHold, s.BBursts, s.burst(), s.BRate, s.BHold, p.AGuaranteed, p.BMaxClaims)
+	out := fmt.Sprintf("a pool of %d; A %g claims/s for %s, each held %s; B %d bursts of %d at %g/s, each held %s; policy: A guaranteed %d warm members",
+		s.Pool, s.ARate, s.Duration, s.AHold, s.BBursts, s.burst(), s.BRate, s.BHold, p.AGuaranteed)
+	if p.BMaxClaims > 0 {
+		out += fmt.Sprintf(", B at most %d claims", p.BMaxClaims)
+	} else {
+		out += ", B no limit on claims"
+	}
 	if p.BWarmMax != nil {
 		out += fmt.Sprintf(" and %d warm members (the rest served cold)", *p.BWarmMax)
 	}

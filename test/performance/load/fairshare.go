@@ -85,6 +85,7 @@ type FairShareConfig struct {
 // FairSharePolicy is the arm's ClaimPolicy: A's guaranteed warm members of the pool, and the
 // most claims B may have at once.
 type FairSharePolicy struct {
+	// BMaxClaims 0 is no limit on B's claims.
 	AGuaranteed, BMaxClaims int32
 	// BWarmMax, when set, is B's warm share of the pool at most: B's claims beyond it are
 	// served cold.
@@ -92,6 +93,14 @@ type FairSharePolicy struct {
 	// BRatePerMinute, when positive, is B's admission rate, in a bucket of BRateBurst (0: the
 	// policy's default, a second's worth).
 	BRatePerMinute, BRateBurst int32
+}
+
+// bMaxClaims is B's limit on claims; none unless BMaxClaims is positive.
+func (p FairSharePolicy) bMaxClaims() *int32 {
+	if p.BMaxClaims <= 0 {
+		return nil
+	}
+	return ptr.To(p.BMaxClaims)
 }
 
 // bAdmissionRate is B's admission rate; none unless BRatePerMinute is positive.
@@ -328,13 +337,14 @@ func (p FairSharePolicy) object(ns string) *tenancyv1alpha1.ClaimPolicy {
 			{Name: fairShareTenantA, Subjects: []tenancyv1alpha1.Subject{{Kind: tenancyv1alpha1.SubjectUser, Name: TenantAUser}},
 				WarmShares: []tenancyv1alpha1.WarmShare{{PoolName: poolName, Guaranteed: p.AGuaranteed}}},
 			{Name: fairShareTenantB, Subjects: []tenancyv1alpha1.Subject{{Kind: tenancyv1alpha1.SubjectUser, Name: TenantBUser}},
-				MaxClaims: ptr.To(p.BMaxClaims), WarmShares: bWarmShares(p.BWarmMax), AdmissionRate: p.bAdmissionRate()},
+				MaxClaims: p.bMaxClaims(), WarmShares: bWarmShares(p.BWarmMax), AdmissionRate: p.bAdmissionRate()},
 		}},
 	}
 }
 
-// createFairSharePolicy creates the arm's ClaimPolicy and waits until the operator counted
-// it (its ledgers exist, counted): before that, admission would wait for them.
+// createFairSharePolicy creates the arm's ClaimPolicy and, when it limits B's claims, waits
+// until the operator counted it (its ledgers exist, counted): before that, admission would
+// wait for them.
 func createFairSharePolicy(ctx context.Context, r *runner, p FairSharePolicy) error {
 	policy := p.object(r.cfg.Namespace)
 	if err := r.c.Create(ctx, policy); err != nil {
@@ -344,7 +354,14 @@ func createFairSharePolicy(ctx context.Context, r *runner, p FairSharePolicy) er
 	if p.BRatePerMinute > 0 {
 		rate = fmt.Sprintf(", admitted at most %d a minute", p.BRatePerMinute)
 	}
-	r.progressf("created ClaimPolicy %s: tenant a guaranteed %d warm members of %s, tenant b at most %d claims%s", policy.Name, p.AGuaranteed, poolName, p.BMaxClaims, rate)
+	limit := "no limit on claims"
+	if p.BMaxClaims > 0 {
+		limit = fmt.Sprintf("at most %d claims", p.BMaxClaims)
+	}
+	r.progressf("created ClaimPolicy %s: tenant a guaranteed %d warm members of %s, tenant b %s%s", policy.Name, p.AGuaranteed, poolName, limit, rate)
+	if p.BMaxClaims <= 0 {
+		return nil // warm shares and rates keep no ledger
+	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	tick := time.NewTicker(100 * time.Millisecond)

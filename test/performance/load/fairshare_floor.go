@@ -39,7 +39,8 @@ import (
 )
 
 // floorGate admits B's claims in a floor-policy arm as the arm's ClaimPolicy does at
-// admission: a token of B's admission rate, and a slot under B's limit on claims at once.
+// admission: a token of B's admission rate, and a slot under B's limit on claims at once
+// (max; 0 for none).
 type floorGate struct {
 	rates   fairshare.RateLimits
 	charges []fairshare.RateCharge
@@ -63,7 +64,7 @@ func newFloorGate(ns string, p FairSharePolicy) *floorGate {
 func (g *floorGate) admit() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.held >= g.max {
+	if g.max > 0 && g.held >= g.max {
 		return false
 	}
 	if _, refused := g.rates.Take(g.charges); refused != nil {
