@@ -35,6 +35,9 @@ type poolActivity struct {
 	// not Ready yet, with when they were served; inFlightPool is the pool of each.
 	inFlight     map[types.NamespacedName]map[types.NamespacedName]time.Time
 	inFlightPool map[types.NamespacedName]types.NamespacedName
+	// unmet are the claims of inFlight that found no member of their pool to take and were
+	// given a Sandbox of their own (unmetClaims).
+	unmet map[types.NamespacedName]struct{}
 }
 
 // Claims still starting count as claims arriving. A claim asks for a member once (or a few
@@ -58,11 +61,13 @@ func newPoolActivity() *poolActivity {
 		wakePool:     make(chan event.GenericEvent, wakePoolBuffer),
 		inFlight:     map[types.NamespacedName]map[types.NamespacedName]time.Time{},
 		inFlightPool: map[types.NamespacedName]types.NamespacedName{},
+		unmet:        map[types.NamespacedName]struct{}{},
 	}
 }
 
-// claimServed records that claim of pool was served at now and is not Ready yet.
-func (a *poolActivity) claimServed(pool, claim types.NamespacedName, now time.Time) {
+// claimServed records that claim of pool was served at now and is not Ready yet; unmet says
+// it found no member of the pool's current version to take and was cold-started (unmetClaims).
+func (a *poolActivity) claimServed(pool, claim types.NamespacedName, now time.Time, unmet bool) {
 	if a == nil {
 		return
 	}
@@ -74,6 +79,31 @@ func (a *poolActivity) claimServed(pool, claim types.NamespacedName, now time.Ti
 	}
 	a.inFlight[pool][claim] = now
 	a.inFlightPool[claim] = pool
+	if unmet {
+		a.unmet[claim] = struct{}{}
+	}
+}
+
+// unmetClaims is how many claims of pool found no member to take, were cold-started, and are
+// not Ready yet (served within maxInFlight of now): the pool's shortfall under the traffic now,
+// in claims. Under steady traffic a refill that starts fewer members at a time than that falls
+// behind the claims for good: each claim it misses costs a cold start, the same create and pod
+// as a member, on the claim's own path and in the claim path's priority, ahead of the members
+// the pool starts, so the members start later still and the next claims miss them too
+// (startingRoom).
+func (a *poolActivity) unmetClaims(pool types.NamespacedName, now time.Time) int {
+	if a == nil {
+		return 0
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for claim, at := range a.inFlight[pool] {
+		if _, ok := a.unmet[claim]; ok && now.Sub(at) < maxInFlight {
+			n++
+		}
+	}
+	return n
 }
 
 // claimReady records that claim is no longer starting: Ready, or gone.
@@ -93,6 +123,7 @@ func (a *poolActivity) claimReadyLocked(claim types.NamespacedName) {
 	}
 	delete(a.inFlightPool, claim)
 	delete(a.inFlight[pool], claim)
+	delete(a.unmet, claim)
 	if len(a.inFlight[pool]) == 0 {
 		delete(a.inFlight, pool)
 	}
@@ -220,6 +251,7 @@ func (a *poolActivity) forget(pool types.NamespacedName) {
 	delete(a.unserved, pool)
 	for claim := range a.inFlight[pool] {
 		delete(a.inFlightPool, claim)
+		delete(a.unmet, claim)
 	}
 	delete(a.inFlight, pool)
 	a.mu.Unlock()

@@ -407,6 +407,11 @@ func TestClaimReconcileColdStart(t *testing.T) {
 			if st := getClaim(t, a).Status; st.Sandbox.Name != "" || len(st.Conditions) != 0 {
 				t.Errorf("within interimReportDelay the claim's status is %+v, want nothing written", st)
 			}
+			// A claim cold-started for its spec, beside a ready member, is no shortfall of
+			// its pool's: its refill is not told of it (poolActivity.unmetClaims).
+			if n := r.activity.unmetClaims(client.ObjectKeyFromObject(pool), clk.Now()); tc.withMember && n != 0 {
+				t.Errorf("the pool's unmet claims: %d, want 0 (the claim's spec asked for a cold start)", n)
+			}
 			clk.Step(interimReportDelay)
 			reconcileClaim(t, r)
 
@@ -825,6 +830,11 @@ func TestClaimAmidOthersDoesNotWaitForMembersToBeCreated(t *testing.T) {
 			sbs := claimSandboxes(t, a, "claim-uid")
 			if cold := len(sbs) == 1; cold != tc.wantCold {
 				t.Fatalf("cold-started: %v, want %v (%v)", cold, tc.wantCold, a.Journal())
+			}
+			// A claim cold-started because its pool had nothing to give tells the pool's
+			// refill it fell short by one (poolActivity.unmetClaims).
+			if n, want := r.activity.unmetClaims(types.NamespacedName{Namespace: "ns", Name: "pool"}, planNow), map[bool]int{true: 1}[tc.wantCold]; n != want {
+				t.Errorf("the pool's unmet claims: %d, want %d", n, want)
 			}
 			if tc.wantReason != "" {
 				ready := meta.FindStatusCondition(getClaim(t, a).Status.Conditions, agentsv1beta1.ConditionReady)
