@@ -35,8 +35,8 @@ type poolActivity struct {
 	// not Ready yet, with when they were served; inFlightPool is the pool of each.
 	inFlight     map[types.NamespacedName]map[types.NamespacedName]time.Time
 	inFlightPool map[types.NamespacedName]types.NamespacedName
-	// unmet are the claims of inFlight that found no member of their pool to take and were
-	// given a Sandbox of their own (unmetClaims).
+	// unmet are the claims of inFlight that found no ready member of their pool to take
+	// (unmetClaims).
 	unmet map[types.NamespacedName]struct{}
 }
 
@@ -66,7 +66,8 @@ func newPoolActivity() *poolActivity {
 }
 
 // claimServed records that claim of pool was served at now and is not Ready yet; unmet says
-// it found no member of the pool's current version to take and was cold-started (unmetClaims).
+// it found no ready member to take: it took one still starting, or was cold-started for want
+// of one (unmetClaims).
 func (a *poolActivity) claimServed(pool, claim types.NamespacedName, now time.Time, unmet bool) {
 	if a == nil {
 		return
@@ -84,13 +85,9 @@ func (a *poolActivity) claimServed(pool, claim types.NamespacedName, now time.Ti
 	}
 }
 
-// unmetClaims is how many claims of pool found no member to take, were cold-started, and are
-// not Ready yet (served within maxInFlight of now): the pool's shortfall under the traffic now,
-// in claims. Under steady traffic a refill that starts fewer members at a time than that falls
-// behind the claims for good: each claim it misses costs a cold start, the same create and pod
-// as a member, on the claim's own path and in the claim path's priority, ahead of the members
-// the pool starts, so the members start later still and the next claims miss them too
-// (startingRoom).
+// unmetClaims is how many claims of pool found no ready member to take (took one starting, or
+// were cold-started for want of one) and are not Ready yet (served within maxInFlight of now):
+// the pool's shortfall under the traffic now, in claims (startingRoom).
 func (a *poolActivity) unmetClaims(pool types.NamespacedName, now time.Time) int {
 	if a == nil {
 		return 0

@@ -772,6 +772,11 @@ func TestClaimTakesAStartingMember(t *testing.T) {
 	if got := testutil.ToFloat64(r.Metrics.public.claimCreations.WithLabelValues("ns", "tmpl", agentsv1beta1.LaunchTypeWarm, "pool", PodConditionNotReady, agentsv1beta1.CreatedByUnknown)); got != 1 {
 		t.Errorf("claims created warm from a member not ready: %v, want 1", got)
 	}
+	// The pool had no ready member for it: its refill is told it fell short by one
+	// (poolActivity.unmetClaims), until the claim is Ready.
+	if n := r.activity.unmetClaims(client.ObjectKeyFromObject(pool), clk.Now()); n != 1 {
+		t.Errorf("the pool's unmet claims: %d, want 1", n)
+	}
 
 	// The Sandbox controller makes the pod, the claim's Sandbox's now (its labels are the
 	// binding's: no route write to make), and reports the member Ready.
@@ -797,6 +802,9 @@ func TestClaimTakesAStartingMember(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"patch SandboxClaim/c/status"}, a.Journal()); diff != "" {
 		t.Errorf("second reconcile's writes (-want +got):\n%s", diff)
+	}
+	if n := r.activity.unmetClaims(client.ObjectKeyFromObject(pool), clk.Now()); n != 0 {
+		t.Errorf("the claim Ready: the pool's unmet claims: %d, want 0", n)
 	}
 	bound := claimSandboxes(t, a, "claim-uid")
 	if len(bound) != 1 || bound[0].Labels[agentsv1beta1.LabelLaunchType] != agentsv1beta1.LaunchTypeWarm {
