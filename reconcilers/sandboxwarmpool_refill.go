@@ -42,14 +42,15 @@ import (
 // at most RefillPolicy.MaxStartingPercent of replicas are being placed (members not Ready
 // whose pod is not on a node yet, startingRoom) at a time, or, if more, as many as claims wait
 // for a member or found no ready one (took one starting, or were cold-started) and are not
-// Ready yet; as members become Ready, or claims take them starting, the pool starts more. Bursts that come back to back never pause:
-// the public project's rapid-burst recipe (bursts of 300 claims at 300/s into a pool of 600,
-// each waited on until Ready) drained the pool in its second burst, which sent the whole
-// backlog at once, 600 creates, then 300 more for the members the third burst's claims took
-// while starting: 893 Sandbox creates in that burst's window against 334 pods the Sandbox
-// controller could start in it, every create an admission call and a write taken from the
-// claims. Bounded, the pool starts members about as fast as they come up and claims take
-// them; once claims pause it refills at full speed again.
+// Ready yet; as members become Ready, or claims take them starting, the pool starts more.
+// Bursts that come back to back never pause: the public project's rapid-burst recipe (bursts
+// of 300 claims at 300/s into a pool of 600, each waited on until Ready) drained the pool in
+// its second burst, which sent the whole backlog at once, 600 creates, then 300 more for the
+// members the third burst's claims took while starting: 893 Sandbox creates in that burst's
+// window against 334 pods the Sandbox controller could start in it, every create an
+// admission call and a write taken from the claims. Bounded, the pool starts members about as
+// fast as they come up and claims take them; once claims pause it refills at full speed
+// again.
 
 // Defaults of RefillPolicy, chosen for bursts: a burst's claims arrive milliseconds apart,
 // and a pool keeps a quarter of its members for claims that arrive late in it.
@@ -209,9 +210,9 @@ func (r *warmPoolReconciler) paceCreates(pool types.NamespacedName, plan poolPla
 // cold-started claims alone held the pool at about half of them: as many members placed as
 // claims cold-starting, so about as many claims warm as cold (54% warm, p99 4.8 s); counting
 // the claims that took a member starting too lets the refill follow all the claims it did not
-// have ready (56% warm, every one of them from the pool's members, p99 1.2 s, none shed; the
-// bound off: 84% warm, p99 2.5 s). Once members are ready for the claims again, short falls
-// as those claims become Ready, and the bound is back.
+// have ready (56% warm, p99 1.2 s, none shed; the bound off: 84% warm, p99 2.5 s). Once
+// members are ready for the claims again, short falls as those claims become Ready, and the
+// bound is back.
 //
 // Being placed is the part of a start that is the API server's work, and so competes with the
 // claims: the Sandbox, its pod, the pod's binding, until the Sandbox's status names the node.
