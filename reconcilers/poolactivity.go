@@ -35,6 +35,9 @@ type poolActivity struct {
 	// not Ready yet, with when they were served; inFlightPool is the pool of each.
 	inFlight     map[types.NamespacedName]map[types.NamespacedName]time.Time
 	inFlightPool map[types.NamespacedName]types.NamespacedName
+	// unmet are the claims of inFlight that found no ready member of their pool to take
+	// (unmetClaims).
+	unmet map[types.NamespacedName]struct{}
 }
 
 // Claims still starting count as claims arriving. A claim asks for a member once (or a few
@@ -58,11 +61,14 @@ func newPoolActivity() *poolActivity {
 		wakePool:     make(chan event.GenericEvent, wakePoolBuffer),
 		inFlight:     map[types.NamespacedName]map[types.NamespacedName]time.Time{},
 		inFlightPool: map[types.NamespacedName]types.NamespacedName{},
+		unmet:        map[types.NamespacedName]struct{}{},
 	}
 }
 
-// claimServed records that claim of pool was served at now and is not Ready yet.
-func (a *poolActivity) claimServed(pool, claim types.NamespacedName, now time.Time) {
+// claimServed records that claim of pool was served at now and is not Ready yet; unmet says
+// it found no ready member to take: it took one still starting, or was cold-started for want
+// of one (unmetClaims).
+func (a *poolActivity) claimServed(pool, claim types.NamespacedName, now time.Time, unmet bool) {
 	if a == nil {
 		return
 	}
@@ -74,6 +80,27 @@ func (a *poolActivity) claimServed(pool, claim types.NamespacedName, now time.Ti
 	}
 	a.inFlight[pool][claim] = now
 	a.inFlightPool[claim] = pool
+	if unmet {
+		a.unmet[claim] = struct{}{}
+	}
+}
+
+// unmetClaims is how many claims of pool found no ready member to take (took one starting, or
+// were cold-started for want of one) and are not Ready yet (served within maxInFlight of now):
+// the pool's shortfall under the traffic now, in claims (startingRoom).
+func (a *poolActivity) unmetClaims(pool types.NamespacedName, now time.Time) int {
+	if a == nil {
+		return 0
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for claim, at := range a.inFlight[pool] {
+		if _, ok := a.unmet[claim]; ok && now.Sub(at) < maxInFlight {
+			n++
+		}
+	}
+	return n
 }
 
 // claimReady records that claim is no longer starting: Ready, or gone.
@@ -93,6 +120,7 @@ func (a *poolActivity) claimReadyLocked(claim types.NamespacedName) {
 	}
 	delete(a.inFlightPool, claim)
 	delete(a.inFlight[pool], claim)
+	delete(a.unmet, claim)
 	if len(a.inFlight[pool]) == 0 {
 		delete(a.inFlight, pool)
 	}
@@ -220,6 +248,7 @@ func (a *poolActivity) forget(pool types.NamespacedName) {
 	delete(a.unserved, pool)
 	for claim := range a.inFlight[pool] {
 		delete(a.inFlightPool, claim)
+		delete(a.unmet, claim)
 	}
 	delete(a.inFlight, pool)
 	a.mu.Unlock()

@@ -113,7 +113,7 @@ func TestClaimsStillStartingAreNoPause(t *testing.T) {
 	asked := planNow.Add(-5 * time.Second)
 	a.touch(p1, asked)
 	a.touch(p2, asked)
-	a.claimServed(p1, c1, asked)
+	a.claimServed(p1, c1, asked, false)
 
 	if last, _ := a.lastClaim(p1, planNow); !last.Equal(planNow) {
 		t.Errorf("p1 with a claim starting: last claim at %s, want now", last)
@@ -133,5 +133,38 @@ func TestClaimsStillStartingAreNoPause(t *testing.T) {
 	}
 	if quiet, _ := a.quietFor(planNow); quiet != 5*time.Second {
 		t.Errorf("no claim starting: quiet for %s, want 5s", quiet)
+	}
+}
+
+// The claims a pool fell short of count while they start: not once Ready, not once served
+// longer ago than maxInFlight, not in another pool, not once the pool is gone.
+func TestUnmetClaimsCountWhileTheyStart(t *testing.T) {
+	p1, p2 := types.NamespacedName{Namespace: "ns", Name: "p1"}, types.NamespacedName{Namespace: "ns", Name: "p2"}
+	c1, c2, c3 := types.NamespacedName{Namespace: "ns", Name: "c1"}, types.NamespacedName{Namespace: "ns", Name: "c2"}, types.NamespacedName{Namespace: "ns", Name: "c3"}
+	a := newPoolActivity()
+	a.claimServed(p1, c1, planNow, true)
+	a.claimServed(p1, c2, planNow, true)
+	a.claimServed(p2, c3, planNow, true)
+	if n := a.unmetClaims(p1, planNow); n != 2 {
+		t.Errorf("p1: %d unmet claims, want 2", n)
+	}
+	a.claimReady(c1)
+	if n := a.unmetClaims(p1, planNow); n != 1 {
+		t.Errorf("p1, c1 Ready: %d unmet claims, want 1", n)
+	}
+	if n := a.unmetClaims(p1, planNow.Add(maxInFlight)); n != 0 {
+		t.Errorf("p1, c2 served maxInFlight ago: %d unmet claims, want 0", n)
+	}
+	a.claimServed(p1, c2, planNow, false) // served again, from a member
+	if n := a.unmetClaims(p1, planNow); n != 0 {
+		t.Errorf("p1, c2 served from a member: %d unmet claims, want 0", n)
+	}
+	a.forget(p2)
+	if n := a.unmetClaims(p2, planNow); n != 0 || len(a.unmet) != 0 {
+		t.Errorf("p2 gone: %d unmet claims (%d recorded), want 0", n, len(a.unmet))
+	}
+	var nilActivity *poolActivity
+	if n := nilActivity.unmetClaims(p1, planNow); n != 0 {
+		t.Errorf("without a claim controller, %d unmet claims", n)
 	}
 }

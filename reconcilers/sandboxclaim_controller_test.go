@@ -407,6 +407,11 @@ func TestClaimReconcileColdStart(t *testing.T) {
 			if st := getClaim(t, a).Status; st.Sandbox.Name != "" || len(st.Conditions) != 0 {
 				t.Errorf("within interimReportDelay the claim's status is %+v, want nothing written", st)
 			}
+			// A claim cold-started for its spec, beside a ready member, is no shortfall of
+			// its pool's: its refill is not told of it (poolActivity.unmetClaims).
+			if n := r.activity.unmetClaims(client.ObjectKeyFromObject(pool), clk.Now()); tc.withMember && n != 0 {
+				t.Errorf("the pool's unmet claims: %d, want 0 (the claim's spec asked for a cold start)", n)
+			}
 			clk.Step(interimReportDelay)
 			reconcileClaim(t, r)
 
@@ -767,6 +772,11 @@ func TestClaimTakesAStartingMember(t *testing.T) {
 	if got := testutil.ToFloat64(r.Metrics.public.claimCreations.WithLabelValues("ns", "tmpl", agentsv1beta1.LaunchTypeWarm, "pool", PodConditionNotReady, agentsv1beta1.CreatedByUnknown)); got != 1 {
 		t.Errorf("claims created warm from a member not ready: %v, want 1", got)
 	}
+	// The pool had no ready member for it: its refill is told it fell short by one
+	// (poolActivity.unmetClaims), until the claim is Ready.
+	if n := r.activity.unmetClaims(client.ObjectKeyFromObject(pool), clk.Now()); n != 1 {
+		t.Errorf("the pool's unmet claims: %d, want 1", n)
+	}
 
 	// The Sandbox controller makes the pod, the claim's Sandbox's now (its labels are the
 	// binding's: no route write to make), and reports the member Ready.
@@ -792,6 +802,9 @@ func TestClaimTakesAStartingMember(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"patch SandboxClaim/c/status"}, a.Journal()); diff != "" {
 		t.Errorf("second reconcile's writes (-want +got):\n%s", diff)
+	}
+	if n := r.activity.unmetClaims(client.ObjectKeyFromObject(pool), clk.Now()); n != 0 {
+		t.Errorf("the claim Ready: the pool's unmet claims: %d, want 0", n)
 	}
 	bound := claimSandboxes(t, a, "claim-uid")
 	if len(bound) != 1 || bound[0].Labels[agentsv1beta1.LabelLaunchType] != agentsv1beta1.LaunchTypeWarm {
@@ -825,6 +838,11 @@ func TestClaimAmidOthersDoesNotWaitForMembersToBeCreated(t *testing.T) {
 			sbs := claimSandboxes(t, a, "claim-uid")
 			if cold := len(sbs) == 1; cold != tc.wantCold {
 				t.Fatalf("cold-started: %v, want %v (%v)", cold, tc.wantCold, a.Journal())
+			}
+			// A claim cold-started because its pool had nothing to give tells the pool's
+			// refill it fell short by one (poolActivity.unmetClaims).
+			if n, want := r.activity.unmetClaims(types.NamespacedName{Namespace: "ns", Name: "pool"}, planNow), map[bool]int{true: 1}[tc.wantCold]; n != want {
+				t.Errorf("the pool's unmet claims: %d, want %d", n, want)
 			}
 			if tc.wantReason != "" {
 				ready := meta.FindStatusCondition(getClaim(t, a).Status.Conditions, agentsv1beta1.ConditionReady)

@@ -40,15 +40,17 @@ import (
 // Once the deferral is over and claims still come (it reached its bound, or the low-water
 // mark, or a claim waits for a member), the refill is bounded rather than sent all at once:
 // at most RefillPolicy.MaxStartingPercent of replicas are being placed (members not Ready
-// whose pod is not on a node yet, startingRoom) at a time, or as many as claims wait for a member if more; as members become Ready, or
-// claims take them starting, the pool starts more. Bursts that come back to back never pause:
-// the public project's rapid-burst recipe (bursts of 300 claims at 300/s into a pool of 600,
-// each waited on until Ready) drained the pool in its second burst, which sent the whole
-// backlog at once, 600 creates, then 300 more for the members the third burst's claims took
-// while starting: 893 Sandbox creates in that burst's window against 334 pods the Sandbox
-// controller could start in it, every create an admission call and a write taken from the
-// claims. Bounded, the pool starts members about as fast as they come up and claims take
-// them; once claims pause it refills at full speed again.
+// whose pod is not on a node yet, startingRoom) at a time, or, if more, as many as claims wait
+// for a member or found no ready one (took one starting, or were cold-started) and are not
+// Ready yet; as members become Ready, or claims take them starting, the pool starts more.
+// Bursts that come back to back never pause: the public project's rapid-burst recipe (bursts
+// of 300 claims at 300/s into a pool of 600, each waited on until Ready) drained the pool in
+// its second burst, which sent the whole backlog at once, 600 creates, then 300 more for the
+// members the third burst's claims took while starting: 893 Sandbox creates in that burst's
+// window against 334 pods the Sandbox controller could start in it, every create an
+// admission call and a write taken from the claims. Bounded, the pool starts members about as
+// fast as they come up and claims take them; once claims pause it refills at full speed
+// again.
 
 // Defaults of RefillPolicy, chosen for bursts: a burst's claims arrive milliseconds apart,
 // and a pool keeps a quarter of its members for claims that arrive late in it.
@@ -76,9 +78,9 @@ type RefillPolicy struct {
 	// bookkeeping (their sandbox-name annotation) the same way, from the claim's Ready.
 	MaxDeferral time.Duration
 	// MaxStartingPercent bounds a refill while claims keep coming: at most this percentage
-	// of replicas (at least one, and at least as many as claims wait for a member) are being
-	// placed (created, their pod not on a node yet) at a time; 0 leaves it unbounded. Once
-	// claims pause, nothing bounds it.
+	// of replicas (at least one, and at least as many as claims wait for a member or found no
+	// ready one and are not Ready yet) are being placed (created, their pod not on a node
+	// yet) at a time; 0 leaves it unbounded. Once claims pause, nothing bounds it.
 	MaxStartingPercent int
 }
 
@@ -178,7 +180,8 @@ func (r *warmPoolReconciler) paceCreates(pool types.NamespacedName, plan poolPla
 	}
 	want := min(plan.create, r.WarmPool.MaxBatchSize)
 	if claimed && now.Sub(last) < r.Refill.QuietPeriod {
-		room := startingRoom(r.Refill.MaxStartingPercent, replicas, members, r.activity.waitingClaims(pool))
+		short := r.activity.waitingClaims(pool) + r.activity.unmetClaims(pool, now)
+		room := startingRoom(r.Refill.MaxStartingPercent, replicas, members, short)
 		if room <= 0 {
 			// The members being started bring the pool back as they become Ready or are
 			// taken; this is in case claims pause first.
@@ -191,8 +194,25 @@ func (r *warmPoolReconciler) paceCreates(pool types.NamespacedName, plan poolPla
 }
 
 // startingRoom is how many more members a pool may start while claims keep coming:
-// percent of replicas (at least one, at least the claims waiting for a member) less the
-// members being placed now. percent 0 bounds nothing.
+// percent of replicas (at least one, at least short: the claims waiting for a member, and
+// those that found no ready one, took one starting or were cold-started, and are not Ready
+// yet) less the members being placed now. percent 0 bounds nothing.
+//
+// The bound is for members no claim may need; short counts claims that needed one and found
+// none ready. A tenth of the replicas per placement time is a rate, and steady traffic above
+// it drained the pool for good: every claim it missed was cold-started, the same create and
+// pod as a member but on the claim path, whose priority puts it ahead of the members being
+// placed in the Sandbox controller's queue, so they were placed later still and the next
+// claims missed them too (overload scenario, 30 claims/s into a pool of 50, fast pods: the
+// pool 0 ready of 0–3 members from its 7th second, 38.5% of the claims warm, p99 8.2 s, 87
+// creates shed). A cold start a member would have spared is no work the bound saves: the
+// member goes to a claim after it, which then starts no Sandbox of its own. Counting the
+// cold-started claims alone held the pool at about half of them: as many members placed as
+// claims cold-starting, so about as many claims warm as cold (54% warm, p99 4.8 s); counting
+// the claims that took a member starting too lets the refill follow all the claims it did not
+// have ready (56% warm, p99 1.2 s, none shed; the bound off: 84% warm, p99 2.5 s). Once
+// members are ready for the claims again, short falls as those claims become Ready, and the
+// bound is back.
 //
 // Being placed is the part of a start that is the API server's work, and so competes with the
 // claims: the Sandbox, its pod, the pod's binding, until the Sandbox's status names the node.
@@ -202,11 +222,11 @@ func (r *warmPoolReconciler) paceCreates(pool types.NamespacedName, plan poolPla
 // on the realistic profile (2 s median, 8 s tail) a pool of 108 an autoscaler sized under a
 // day's steady claims kept 11 starting at a time and 15 of its 108 members, and served 86%
 // of its claims warm.
-func startingRoom(percent, replicas int, members []*agentsv1beta1.Sandbox, waiting int) int {
+func startingRoom(percent, replicas int, members []*agentsv1beta1.Sandbox, short int) int {
 	if percent <= 0 {
 		return math.MaxInt
 	}
-	limit := max(1, waiting, (percent*replicas+99)/100)
+	limit := max(1, short, (percent*replicas+99)/100)
 	for _, m := range members {
 		if beingPlaced(m) {
 			limit--

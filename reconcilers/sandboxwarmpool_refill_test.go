@@ -274,17 +274,28 @@ func TestRefillIsBoundedWhileClaimsKeepComing(t *testing.T) {
 	}
 	for name, tc := range map[string]struct {
 		ready, starting, onNode, waiting int
-		quietFor                         time.Duration
-		maxStarting                      int
-		wantCreate                       int
+		// unmet claims were cold-started for want of a member and are not Ready; unmetReady
+		// ones were and are Ready now, unmetOld were served longer ago than maxInFlight;
+		// coldOwn were cold-started for another reason (their spec, their warm share).
+		unmet, unmetReady, unmetOld, coldOwn int
+		quietFor                             time.Duration
+		maxStarting                          int
+		wantCreate                           int
 	}{
 		"claims coming, starting members on nodes: not counted": {ready: 10, starting: 6, onNode: 30, wantCreate: 4, maxStarting: 10},
 		"claims coming, none starting: a tenth of the replicas": {ready: 10, wantCreate: 10, maxStarting: 10},
 		"claims coming, some starting: the rest of the tenth":   {ready: 10, starting: 6, wantCreate: 4, maxStarting: 10},
 		"claims coming, the tenth starting: none now":           {ready: 10, starting: 10, wantCreate: 0, maxStarting: 10},
 		"claims waiting for members: as many as wait":           {ready: 0, starting: 10, waiting: 25, wantCreate: 15, maxStarting: 10},
-		"claims paused: the whole deficit":                      {ready: 10, starting: 10, quietFor: 2 * time.Second, wantCreate: 80, maxStarting: 10},
-		"unbounded":                                             {ready: 10, starting: 10, wantCreate: 80},
+		// Steady traffic past what a tenth of the replicas carries: the claims the pool
+		// missed are cold-starting; the pool places as many members as they, for the claims
+		// after them.
+		"claims cold-started for want of a member: as many as they": {ready: 0, starting: 10, unmet: 25, wantCreate: 15, maxStarting: 10},
+		"claims waiting and cold-started: as many as both":          {ready: 0, starting: 10, waiting: 5, unmet: 25, wantCreate: 20, maxStarting: 10},
+		"cold-started claims Ready or long served: a tenth":         {ready: 0, starting: 6, unmetReady: 25, unmetOld: 25, wantCreate: 4, maxStarting: 10},
+		"claims cold-started for their spec: a tenth":               {ready: 0, starting: 6, coldOwn: 25, wantCreate: 4, maxStarting: 10},
+		"claims paused: the whole deficit":                          {ready: 10, starting: 10, quietFor: 2 * time.Second, wantCreate: 80, maxStarting: 10},
+		"unbounded":                                                 {ready: 10, starting: 10, wantCreate: 80},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r, _ := steadyRefill(time.Second) // past its bound from the first reconcile
@@ -295,6 +306,21 @@ func TestRefillIsBoundedWhileClaimsKeepComing(t *testing.T) {
 			for i := range tc.waiting {
 				r.activity.claimWaits(pool, types.NamespacedName{Namespace: "ns", Name: fmt.Sprint("c", i)})
 			}
+			served := func(n int, prefix string, at time.Time, unmet bool) []types.NamespacedName {
+				var out []types.NamespacedName
+				for i := range n {
+					c := types.NamespacedName{Namespace: "ns", Name: fmt.Sprint(prefix, i)}
+					r.activity.claimServed(pool, c, at, unmet)
+					out = append(out, c)
+				}
+				return out
+			}
+			served(tc.unmet, "unmet", now.Add(-2*time.Second), true)
+			for _, c := range served(tc.unmetReady, "ready", now.Add(-2*time.Second), true) {
+				r.activity.claimReady(c)
+			}
+			served(tc.unmetOld, "old", now.Add(-maxInFlight), true)
+			served(tc.coldOwn, "own", now.Add(-2*time.Second), false)
 			m := members(tc.ready, tc.starting, tc.onNode)
 			got, deferred, _ := r.paceCreates(pool, poolPlan{create: 100 - len(m), active: len(m)}, m, 100, now)
 			if got != tc.wantCreate || deferred != 0 {

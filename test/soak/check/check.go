@@ -3,6 +3,7 @@ package check
 import (
 	"cmp"
 	"fmt"
+	"net/http"
 	"slices"
 	"strconv"
 	"time"
@@ -125,6 +126,9 @@ func isClaimWrite(e *AuditEvent) bool {
 func (c *checker) index() {
 	for i := range c.in.Audit {
 		e := &c.in.Audit[i]
+		if e.Verb == "create" && e.Code == http.StatusTooManyRequests && isClaimWrite(e) {
+			c.report.Claims.Shed++
+		}
 		if !e.Mutating() || !e.Succeeded() {
 			continue
 		}

@@ -58,6 +58,9 @@ func (c *checker) checkRecords() {
 			c.note("claim %s/%s was requested at %s, after the load stopped (%s)", r.Namespace, r.Name, timestamp(r.Requested), timestamp(c.in.LoadStopped))
 		}
 		if r.CreateCode < 400 {
+			if r.CreateErr != "" && c.admitted[nsName{r.Namespace, r.Name}] == nil {
+				counts.Unanswered++
+			}
 			continue
 		}
 		counts.Refused++

@@ -98,8 +98,13 @@ type ClaimCounts struct {
 	// (Ready), Deleted (a delete requested) and Refused (create answered with a status >=
 	// 400) count its records.
 	Requested, Created, Served, Deleted, Refused int
-	// Admitted is the number of claim creates the audit log shows answered 201, by anyone.
-	Admitted int
+	// Unanswered counts the creates that got no status before the client gave up (its
+	// timeout: the API server down, or client-go retrying 429s until then) and that the
+	// audit log does not show admitted. Requested = Created + Refused + Unanswered.
+	Unanswered int
+	// Admitted is the number of claim creates the audit log shows answered 201, by anyone;
+	// Shed those it shows answered 429 (admission shedding), every retry counted.
+	Admitted, Shed int
 }
 
 // Percentiles are nearest-rank percentiles of durations (test/performance/stats).
