@@ -191,6 +191,35 @@ func TestAClaimBeyondALimitIsRefusedWith429(t *testing.T) {
 	}
 }
 
+// slowWrites is a writer whose every patch times out, as an API server too busy to take it.
+type slowWrites struct{ noWrites }
+
+func (slowWrites) Patch(context.Context, client.Object, client.Patch, ...client.PatchOption) error {
+	return apierrors.NewTimeoutError("the write did not complete in time", 1)
+}
+
+func TestAClaimWhoseUsageCouldNotBeRecordedInTimeIsToldToRetry(t *testing.T) {
+	c := fakeClient(quotas(), countedLedger("quotas.team-a", "team-a", "", 0))
+	a := claimPolicies(c, slowWrites{})
+	err := a.Admit(context.Background(), admissionRequest("alice", []string{"team-a"}, false), newClaim("c"))
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		t.Fatalf("Admit = %v, want an API status", err)
+	}
+	s := status.Status()
+	if s.Code != http.StatusServiceUnavailable || s.Details == nil || s.Details.RetryAfterSeconds != 1 {
+		t.Errorf("status %+v: want 503 with retryAfterSeconds 1, which client-go retries", s)
+	}
+	if !strings.Contains(s.Message, "could not be recorded in ClaimLedger ns/quotas.team-a in time") || !strings.Contains(s.Message, "retry") {
+		t.Errorf("message %q: want the ledger and that a retry may succeed", s.Message)
+	}
+	// Any other failure of the write is the server's: 500.
+	a = claimPolicies(c, noWrites{})
+	if err := a.Admit(context.Background(), admissionRequest("alice", []string{"team-a"}, false), newClaim("d")); !apierrors.IsInternalError(err) {
+		t.Errorf("Admit with a failing write = %v, want 500", err)
+	}
+}
+
 func TestAdmissionRecordsNothingAClientSupplies(t *testing.T) {
 	c := fakeClient(quotas(), countedLedger("quotas.team-a", "team-a", "", 0))
 	a := claimPolicies(c, c)
