@@ -218,7 +218,7 @@ func (a *ClaimPolicies) reserve(ctx context.Context, req admission.Request, c *e
 				return res.Err
 			}
 			if transient(res.Err) {
-				return usageNotRecordedInTime(c, key, res.Err)
+				return usageNotRecordedInTime(key, res.Err)
 			}
 			return apierrors.NewInternalError(fmt.Errorf("the claim's usage could not be recorded, so it is not admitted: %w", res.Err))
 		case len(res.Exceeded) > 0:
@@ -235,7 +235,7 @@ func (a *ClaimPolicies) reserve(ctx context.Context, req admission.Request, c *e
 	return nil
 }
 
-// transient reports a failed ledger write that a retry may not meet: the write or the
+// transient reports a failed ledger write that a retry may well meet: the write or the
 // admission call ran out of time, or the API server was too busy to take it.
 func transient(err error) bool {
 	var netErr net.Error
@@ -244,15 +244,15 @@ func transient(err error) bool {
 }
 
 // usageNotRecordedInTime answers a claim whose reservation in ledger key could not be written in
-// time: 503 with a retry hint, which client-go retries by itself. Nothing was recorded and the
-// claim was not created, so a retry is safe; a 500 would tell the client the server is
-// broken, when it was only busy (the soak's restarted API server, 44 times at 20 claims/s).
-func usageNotRecordedInTime(c *extv1beta1.SandboxClaim, key types.NamespacedName, err error) error {
-	st := apierrors.NewServiceUnavailable(fmt.Sprintf(
+// time: 503 Service Unavailable, which clients' retry logic recognises, where a 500 would say the
+// server is broken when it was only busy (the soak's restarted API server, 44 times at 20
+// claims/s). No retryAfterSeconds, as for the limits' 429: client-go would retry inside the
+// caller's create, all of them in step into the API server that just timed out. The claim was
+// not created; a reservation the timed-out write may still have made is released, or ends at
+// --claim-reservation-ttl.
+func usageNotRecordedInTime(key types.NamespacedName, err error) error {
+	return apierrors.NewServiceUnavailable(fmt.Sprintf(
 		"the claim's usage could not be recorded in ClaimLedger %s in time, so it is not admitted; retry (%v)", key, err))
-	st.ErrStatus.Details = &metav1.StatusDetails{Group: extv1beta1.GroupVersion.Group, Kind: "SandboxClaim", Name: c.Name,
-		RetryAfterSeconds: 1}
-	return st
 }
 
 // takeRates takes the claim's tokens of the admission rates of policies (a dry run only

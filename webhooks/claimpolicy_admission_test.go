@@ -3,7 +3,9 @@ package webhooks_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -191,32 +193,58 @@ func TestAClaimBeyondALimitIsRefusedWith429(t *testing.T) {
 	}
 }
 
-// slowWrites is a writer whose every patch times out, as an API server too busy to take it.
-type slowWrites struct{ noWrites }
-
-func (slowWrites) Patch(context.Context, client.Object, client.Patch, ...client.PatchOption) error {
-	return apierrors.NewTimeoutError("the write did not complete in time", 1)
+// failingWrites is a writer whose every patch fails with err.
+type failingWrites struct {
+	noWrites
+	err error
 }
 
+func (w failingWrites) Patch(context.Context, client.Object, client.Patch, ...client.PatchOption) error {
+	return w.err
+}
+
+// timeoutError is a network error that timed out, as a dial or read past its deadline.
+type timeoutError struct{}
+
+func (timeoutError) Error() string   { return "i/o timeout" }
+func (timeoutError) Timeout() bool   { return true }
+func (timeoutError) Temporary() bool { return true }
+
 func TestAClaimWhoseUsageCouldNotBeRecordedInTimeIsToldToRetry(t *testing.T) {
-	c := fakeClient(quotas(), countedLedger("quotas.team-a", "team-a", "", 0))
-	a := claimPolicies(c, slowWrites{})
-	err := a.Admit(context.Background(), admissionRequest("alice", []string{"team-a"}, false), newClaim("c"))
-	var status apierrors.APIStatus
-	if !errors.As(err, &status) {
-		t.Fatalf("Admit = %v, want an API status", err)
-	}
-	s := status.Status()
-	if s.Code != http.StatusServiceUnavailable || s.Details == nil || s.Details.RetryAfterSeconds != 1 {
-		t.Errorf("status %+v: want 503 with retryAfterSeconds 1, which client-go retries", s)
-	}
-	if !strings.Contains(s.Message, "could not be recorded in ClaimLedger ns/quotas.team-a in time") || !strings.Contains(s.Message, "retry") {
-		t.Errorf("message %q: want the ledger and that a retry may succeed", s.Message)
-	}
-	// Any other failure of the write is the server's: 500.
-	a = claimPolicies(c, noWrites{})
-	if err := a.Admit(context.Background(), admissionRequest("alice", []string{"team-a"}, false), newClaim("d")); !apierrors.IsInternalError(err) {
-		t.Errorf("Admit with a failing write = %v, want 500", err)
+	for _, tc := range []struct {
+		name     string
+		err      error
+		wantCode int32
+	}{
+		{"the API server's timeout", apierrors.NewTimeoutError("the write did not complete in time", 1), http.StatusServiceUnavailable},
+		{"the API server's own server timeout", apierrors.NewServerTimeout(tenancyv1alpha1.GroupVersion.WithResource("claimledgers").GroupResource(), "patch", 1), http.StatusServiceUnavailable},
+		{"the API server too busy", apierrors.NewTooManyRequests("busy", 1), http.StatusServiceUnavailable},
+		{"the write's deadline", fmt.Errorf("patching: %w", context.DeadlineExceeded), http.StatusServiceUnavailable},
+		{"a network timeout", &url.Error{Op: "Patch", URL: "https://127.0.0.1:6443", Err: timeoutError{}}, http.StatusServiceUnavailable},
+		{"anything else: the server's failure", errWrite, http.StatusInternalServerError},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fakeClient(quotas(), countedLedger("quotas.team-a", "team-a", "", 0))
+			a := claimPolicies(c, failingWrites{err: tc.err})
+			err := a.Admit(context.Background(), admissionRequest("alice", []string{"team-a"}, false), newClaim("c"))
+			var status apierrors.APIStatus
+			if !errors.As(err, &status) {
+				t.Fatalf("Admit = %v, want an API status", err)
+			}
+			s := status.Status()
+			if s.Code != tc.wantCode {
+				t.Fatalf("status %+v: want code %d", s, tc.wantCode)
+			}
+			if tc.wantCode != http.StatusServiceUnavailable {
+				return
+			}
+			if s.Details != nil && s.Details.RetryAfterSeconds != 0 {
+				t.Errorf("retryAfterSeconds %d: client-go would retry inside the create, every client in step", s.Details.RetryAfterSeconds)
+			}
+			if !strings.Contains(s.Message, "could not be recorded in ClaimLedger ns/quotas.team-a in time") || !strings.Contains(s.Message, "retry") {
+				t.Errorf("message %q: want the ledger and that a retry may succeed", s.Message)
+			}
+		})
 	}
 }
 
