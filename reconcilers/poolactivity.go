@@ -75,6 +75,7 @@ func (a *poolActivity) claimServed(pool, claim types.NamespacedName, now time.Ti
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.claimReadyLocked(claim)
+	a.dropUnservedLocked(claim) // served: it waits no more, and counts once in shortfall
 	if a.inFlight[pool] == nil {
 		a.inFlight[pool] = map[types.NamespacedName]time.Time{}
 	}
@@ -94,6 +95,22 @@ func (a *poolActivity) unmetClaims(pool types.NamespacedName, now time.Time) int
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	return a.unmetLocked(pool, now)
+}
+
+// shortfall is how many claims of pool the refill is short of: those waiting for a member
+// (waitingClaims) and those that found no ready one (unmetClaims), read together, so that a
+// claim moving from one to the other in between is not counted twice, or not at all.
+func (a *poolActivity) shortfall(pool types.NamespacedName, now time.Time) int {
+	if a == nil {
+		return 0
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.unserved[pool]) + a.unmetLocked(pool, now)
+}
+
+func (a *poolActivity) unmetLocked(pool types.NamespacedName, now time.Time) int {
 	n := 0
 	for claim, at := range a.inFlight[pool] {
 		if _, ok := a.unmet[claim]; ok && now.Sub(at) < maxInFlight {

@@ -136,6 +136,33 @@ func TestClaimsStillStartingAreNoPause(t *testing.T) {
 	}
 }
 
+// A claim that waited for a member and then took one starting is short once, not twice.
+func TestShortfallCountsAClaimOnce(t *testing.T) {
+	p1 := types.NamespacedName{Namespace: "ns", Name: "p1"}
+	c1, c2 := types.NamespacedName{Namespace: "ns", Name: "c1"}, types.NamespacedName{Namespace: "ns", Name: "c2"}
+	a := newPoolActivity()
+	a.claimWaits(p1, c1)
+	a.claimWaits(p1, c2)
+	if n := a.shortfall(p1, planNow); n != 2 {
+		t.Errorf("two claims waiting: shortfall %d, want 2", n)
+	}
+	a.claimServed(p1, c1, planNow, true) // took a starting member; its wait ends later (claimDone)
+	if n := a.shortfall(p1, planNow); n != 2 {
+		t.Errorf("one waiting, one served from a starting member: shortfall %d, want 2", n)
+	}
+	if n := a.waitingClaims(p1); n != 1 {
+		t.Errorf("a served claim still waits: %d waiting, want 1", n)
+	}
+	a.claimDone(c1)
+	a.claimServed(p1, c2, planNow, false)
+	if n := a.shortfall(p1, planNow); n != 1 {
+		t.Errorf("c1 starting, c2 served ready: shortfall %d, want 1", n)
+	}
+	if n := (*poolActivity)(nil).shortfall(p1, planNow); n != 0 {
+		t.Errorf("no activity: shortfall %d, want 0", n)
+	}
+}
+
 // The claims a pool fell short of count while they start: not once Ready, not once served
 // longer ago than maxInFlight, not in another pool, not once the pool is gone.
 func TestUnmetClaimsCountWhileTheyStart(t *testing.T) {

@@ -180,7 +180,7 @@ func (r *warmPoolReconciler) paceCreates(pool types.NamespacedName, plan poolPla
 	}
 	want := min(plan.create, r.WarmPool.MaxBatchSize)
 	if claimed && now.Sub(last) < r.Refill.QuietPeriod {
-		short := r.activity.waitingClaims(pool) + r.activity.unmetClaims(pool, now)
+		short := r.activity.shortfall(pool, now)
 		room := startingRoom(r.Refill.MaxStartingPercent, replicas, members, short)
 		if room <= 0 {
 			// The members being started bring the pool back as they become Ready or are
