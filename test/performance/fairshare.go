@@ -196,7 +196,9 @@ func (s fairShareSettings) config(arm string, o Options) load.FairShareConfig {
 		PoolCreateWait: max(o.PoolCreateWait, time.Duration(s.Pool)*200*time.Millisecond), Timeout: max(o.Timeout, 5*time.Minute),
 	}
 	if o.CPUProfile != "" {
-		cfg.APIServerProfile, cfg.ProfileSeconds = o.CPUProfile+"."+arm, o.ProfileSeconds
+		// At least the whole load: B's first burst comes a quarter into it, past the flag's
+		// default of 10 s.
+		cfg.APIServerProfile, cfg.ProfileSeconds = o.CPUProfile+"."+arm, max(o.ProfileSeconds, int(s.Duration.Seconds()))
 		if o.WebhookProfile != "" {
 			cfg.WebhookServerProfile = o.WebhookProfile + "." + arm
 		}

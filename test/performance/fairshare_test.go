@@ -78,13 +78,22 @@ func TestFairShareArms(t *testing.T) {
 			t.Errorf("%s: %v", arm, err)
 		}
 	}
-	// The floor binds a member per claim and refills nothing: both floor arms get a pool that
-	// holds A's claims and all of B's the policy can admit.
+	// The floor binds a fresh member for each claim (its replacements are never bound): both
+	// floor arms get a pool that holds A's claims and all of B's the policy can admit, in each
+	// burst its bucket (4) and what its rate (2/s) refills while the burst (150 at 50/s) lasts.
 	alone, policy := s.config(report.ArmFloorAlone, o), s.config(report.ArmFloorPolicy, o)
 	if alone.PoolSize != policy.PoolSize {
 		t.Errorf("floor arms' pools %d and %d, want the same", alone.PoolSize, policy.PoolSize)
 	}
-	if least := int32(alone.AClaims()) + s.policy().BRateBurst; policy.PoolSize < least {
-		t.Errorf("floor pool %d, want at least A's %d claims and B's bucket", policy.PoolSize, alone.AClaims())
+	// And a few more (5%), not all of B's 300 creates.
+	least := int32(alone.AClaims() + s.BBursts*(4+2*3))
+	if most := least*21/20 + 20; policy.PoolSize < least || policy.PoolSize > most {
+		t.Errorf("floor pool %d, want from %d (A's %d claims and B's admissible) to %d",
+			policy.PoolSize, least, alone.AClaims(), most)
+	}
+	// No limit on B's claims: a policy with B's rate alone, which keeps no ledger.
+	s.BMax = -1
+	if p := s.policy(); p.BMaxClaims != 0 {
+		t.Errorf("B's limit %d with the flag's -1, want none", p.BMaxClaims)
 	}
 }

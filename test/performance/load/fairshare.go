@@ -250,14 +250,15 @@ func RunFairShare(ctx context.Context, restCfg *rest.Config, cfg FairShareConfig
 	if err := <-profiled; err != nil {
 		r.progressf("%s: %v", arm, err)
 	}
-	if run.refill != nil {
-		run.finishFloorRefill(time.Minute)
-	}
 	run.mu.Lock()
 	defer run.mu.Unlock()
 	fig := report.ShareFigures(arm, run.as, run.bs)
 	fig.LoadAverage = loadAvg
 	after := r.measure(ctx, measured)
+	if run.refill != nil {
+		// After the scrape: the replacements still starting are not the arm's load.
+		run.finishFloorRefill(time.Minute)
+	}
 	fig.WarmStarting, fig.ColdStarts, fig.Phases = claimPath(before, after)
 	r.progressf("%s: A %d of %d Ready, %.2f%% warm, p50 %.1f ms, p99 %.1f ms; B %d creates, %d refused (p50 %.1f ms, p99 %.1f ms), %d served",
 		arm, fig.AReady, fig.ACreated, 100*fig.AWarmShare, fig.ALatency.P50, fig.ALatency.P99, fig.BCreated, fig.BRefused,
@@ -473,10 +474,15 @@ func (f *fairShareRun) burstB(ctx context.Context, at time.Time, burst int, wg *
 // BHold once Ready and deleted.
 func (f *fairShareRun) claimB(ctx context.Context, name string) report.BCreate {
 	claim := f.newClaim(name)
-	if f.gate != nil && !f.gate.admit() {
-		sent := time.Now()
-		err := f.refuseFloorClaim(ctx, claim)
-		return report.BCreate{Call: time.Since(sent), Refused: err == nil, Err: err != nil}
+	if f.gate != nil {
+		if !f.gate.admit() {
+			sent := time.Now()
+			err := f.refuseFloorClaim(ctx, claim)
+			return report.BCreate{Call: time.Since(sent), Refused: err == nil, Err: err != nil}
+		}
+		// The slot is B's until the claim is deleted (deferred below, so run before this), or
+		// its create failed.
+		defer f.gate.release()
 	}
 	sent := time.Now()
 	err := f.b.Create(ctx, claim)
@@ -487,13 +493,7 @@ func (f *fairShareRun) claimB(ctx context.Context, name string) report.BCreate {
 		return out
 	case err != nil:
 		out.Err = true
-		if f.gate != nil {
-			f.gate.release()
-		}
 		return out
-	}
-	if f.gate != nil {
-		defer f.gate.release()
 	}
 	defer f.release(claim, f.b)
 	if f.cfg.Floor {

@@ -143,7 +143,7 @@ func (f *fairShareRun) finishFloorRefill(timeout time.Duration) {
 	select {
 	case <-done:
 	case <-time.After(timeout):
-		f.r.progressf("floor: replacements still starting after %s", timeout)
+		f.r.progressf("floor: replacements still starting after %s; the failures below are those until then", timeout)
 	}
 	rf.pods.stop()
 	rf.mu.Lock()
