@@ -41,8 +41,9 @@ import (
 // mark, or a claim waits for a member), the refill is bounded rather than sent all at once:
 // at most RefillPolicy.MaxStartingPercent of replicas are being placed (members not Ready
 // whose pod is not on a node yet, startingRoom) at a time, or, if more, as many as claims wait
-// for a member or found no ready one (took one starting, or were cold-started) and are not
-// Ready yet; as members become Ready, or claims take them starting, the pool starts more.
+// for a member or found no ready one (took one starting, or were cold-started for want of one)
+// and are not Ready yet; as members become Ready, or claims take them starting, the pool
+// starts more.
 // Bursts that come back to back never pause: the public project's rapid-burst recipe (bursts
 // of 300 claims at 300/s into a pool of 600, each waited on until Ready) drained the pool in
 // its second burst, which sent the whole backlog at once, 600 creates, then 300 more for the
@@ -195,8 +196,8 @@ func (r *warmPoolReconciler) paceCreates(pool types.NamespacedName, plan poolPla
 
 // startingRoom is how many more members a pool may start while claims keep coming:
 // percent of replicas (at least one, at least short: the claims waiting for a member, and
-// those that found no ready one, took one starting or were cold-started, and are not Ready
-// yet) less the members being placed now. percent 0 bounds nothing.
+// those that found no ready one, took one starting or were cold-started for want of one, and
+// are not Ready yet) less the members being placed now. percent 0 bounds nothing.
 //
 // The bound is for members no claim may need; short counts claims that needed one and found
 // none ready. A tenth of the replicas per placement time is a rate, and steady traffic above

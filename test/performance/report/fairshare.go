@@ -370,7 +370,7 @@ func WriteFairShareText(w io.Writer, r *Result) error {
 		}
 		b.WriteString("\n")
 		if a.WarmStarting < 0 {
-			continue // no operator's metrics read (a floor arm)
+			continue // no operator's metrics read (a floor arm, or its scrape failed)
 		}
 		fmt.Fprintf(&b, "  %s: served warm from starting members %d, cold %.0f; operator phases p50/p99 (ms):", a.Arm, a.WarmStarting, a.ColdStarts)
 		for _, ph := range a.Phases {
