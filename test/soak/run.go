@@ -400,7 +400,7 @@ func (r *Result) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "soak %s: %.0f claims/s for %s, seed %d, %d namespaces, run took %s\n",
 		verdict, r.Options.Rate, r.Options.Duration, r.Options.Seed, r.Options.Namespaces, r.Took.Round(time.Second))
 	cl := rep.Claims
-	fmt.Fprintf(&b, "claims: %d requested, %d created, %d served (Ready), %d deleted, %d refused at admission, %d given up unanswered; %d admitted and %d answered 429 (shed, retries counted) in the audit log\n",
+	fmt.Fprintf(&b, "claims: %d requested, %d created, %d served (Ready), %d deleted, %d refused at admission, %d given up unanswered; %d admitted and %d answered 429 (shed or over a ClaimPolicy's limit or rate; retries counted) in the audit log\n",
 		cl.Requested, cl.Created, cl.Served, cl.Deleted, cl.Refused, cl.Unanswered, cl.Admitted, cl.Shed)
 	fmt.Fprintf(&b, "claims not Ready within %s of their creation: %d\n", r.Options.ReadyTimeout, r.NotServed)
 	fmt.Fprintf(&b, "claim latency (created → Ready): outside faults p50 %s p99 %s (%d claims); during faults p50 %s p99 %s (%d claims)\n",

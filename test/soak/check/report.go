@@ -103,7 +103,9 @@ type ClaimCounts struct {
 	// audit log does not show admitted. Requested = Created + Refused + Unanswered.
 	Unanswered int
 	// Admitted is the number of claim creates the audit log shows answered 201, by anyone;
-	// Shed those it shows answered 429 (admission shedding), every retry counted.
+	// Shed those it shows answered 429, every retry counted: admission shedding, and claims over
+	// a ClaimPolicy's limit or rate, which answer 429 too (the audit log does not tell them
+	// apart).
 	Admitted, Shed int
 }
 
