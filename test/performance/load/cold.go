@@ -289,21 +289,34 @@ func (r *runner) coldFloorClaim(ctx context.Context, s *sent, pods *podWatcher) 
 		s.floorErr = fmt.Errorf("creating sandbox: %w", err)
 		return
 	}
+	if err := r.startSandbox(ctx, sb, pods, t); err != nil {
+		s.floorErr = err
+		return
+	}
+	if err := r.reportFloorReady(ctx, claim, sb, &t.statusStart, &t.statusEnd); err != nil {
+		s.floorErr = err
+		return
+	}
+	s.cold = t
+}
+
+// startSandbox makes what sandgate makes to start a created Sandbox: its pod (coldPod), and
+// once pods shows the pod Ready (within Timeout), the Sandbox's Ready status; t gets the
+// times of those steps.
+func (r *runner) startSandbox(ctx context.Context, sb *agentsv1beta1.Sandbox, pods *podWatcher, t *coldTimes) error {
 	t.podStart = time.Now()
 	pod := coldPod(sb)
-	err = r.c.Create(ctx, pod)
+	err := r.c.Create(ctx, pod)
 	t.podEnd = time.Now()
 	if err != nil && !apierrors.IsAlreadyExists(err) {
-		s.floorErr = fmt.Errorf("creating pod: %w", err)
-		return
+		return fmt.Errorf("creating pod: %w", err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
 	pod, err = pods.wait(wctx, pod.Name)
 	cancel()
 	t.podReady = time.Now()
 	if err != nil {
-		s.floorErr = err
-		return
+		return err
 	}
 	t.sbStatusStart = time.Now()
 	patch, err := mergePatch(map[string]any{"status": coldSandboxStatus(sb, pod, t.sbStatusStart)})
@@ -312,14 +325,9 @@ func (r *runner) coldFloorClaim(ctx context.Context, s *sent, pods *podWatcher) 
 	}
 	t.sbStatusEnd = time.Now()
 	if err != nil {
-		s.floorErr = fmt.Errorf("patching sandbox status: %w", err)
-		return
+		return fmt.Errorf("patching sandbox status: %w", err)
 	}
-	if err := r.reportFloorReady(ctx, claim, sb, &t.statusStart, &t.statusEnd); err != nil {
-		s.floorErr = err
-		return
-	}
-	s.cold = t
+	return nil
 }
 
 // coldPath summarises the cold floor claims' timings that became Ready.

@@ -154,9 +154,9 @@ func (f *fairShareRun) finishFloorRefill(timeout time.Duration) {
 }
 
 // refillFloor replaces a member a claim took, as sandgate's pool does: a Sandbox made like
-// the pool's members, its pod (coldPod: as sandgate makes a Sandbox's pod), and once the pod
-// is Ready the Sandbox's Ready status.
-func (rf *floorRefill) refillFloor(ctx context.Context, c client.Client) error {
+// the pool's members, then what starts it (runner.startSandbox: its pod as sandgate makes it,
+// and once the pod is Ready the Sandbox's Ready status).
+func (rf *floorRefill) refillFloor(ctx context.Context, r *runner) error {
 	m := rf.member
 	sb := &agentsv1beta1.Sandbox{
 		ObjectMeta: metav1.ObjectMeta{
@@ -168,22 +168,11 @@ func (rf *floorRefill) refillFloor(ctx context.Context, c client.Client) error {
 	if _, ok := sb.Annotations[agentsv1beta1.AnnotationPodName]; ok {
 		sb.Annotations[agentsv1beta1.AnnotationPodName] = sb.Name
 	}
-	if err := c.Create(ctx, sb); err != nil {
+	if err := r.c.Create(ctx, sb); err != nil {
 		return fmt.Errorf("creating replacement %s: %w", sb.Name, err)
 	}
-	if err := c.Create(ctx, coldPod(sb)); err != nil {
-		return fmt.Errorf("creating the pod of replacement %s: %w", sb.Name, err)
-	}
-	pod, err := rf.pods.wait(ctx, sb.Name)
-	if err != nil {
-		return err
-	}
-	patch, err := mergePatch(map[string]any{"status": coldSandboxStatus(sb, pod, time.Now())})
-	if err == nil {
-		err = c.Status().Patch(ctx, sb, patch)
-	}
-	if err != nil {
-		return fmt.Errorf("reporting replacement %s Ready: %w", sb.Name, err)
+	if err := r.startSandbox(ctx, sb, rf.pods, &coldTimes{}); err != nil {
+		return fmt.Errorf("starting replacement %s: %w", sb.Name, err)
 	}
 	return nil
 }
@@ -202,7 +191,7 @@ func (f *fairShareRun) serveFloorClaim(ctx context.Context, claim *extv1beta1.Sa
 	rf.wg.Add(1)
 	go func() {
 		defer rf.wg.Done()
-		if err := rf.refillFloor(ctx, f.r.c); err != nil {
+		if err := rf.refillFloor(ctx, f.r); err != nil {
 			rf.mu.Lock()
 			rf.errs = append(rf.errs, err)
 			rf.mu.Unlock()
