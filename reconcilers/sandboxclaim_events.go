@@ -51,12 +51,12 @@ func (h *claimSandboxHandler) observe(sb *agentsv1beta1.Sandbox, q queue) {
 // memberBecameReady wakes the oldest claim waiting for a warm share of the pool of sb when sb
 // is a member that became ready (old is nil on a create).
 func (h *claimSandboxHandler) memberBecameReady(old, sb *agentsv1beta1.Sandbox, q queue) {
-	key, isMember, ready := memberKeyOf(sb)
+	key, isMember, ready := policy.MemberKeyOf(sb)
 	if !isMember || !ready {
 		return
 	}
 	if old != nil {
-		if _, wasMember, wasReady := memberKeyOf(old); wasMember && wasReady {
+		if _, wasMember, wasReady := policy.MemberKeyOf(old); wasMember && wasReady {
 			return
 		}
 	}

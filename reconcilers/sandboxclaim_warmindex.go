@@ -12,16 +12,8 @@ import (
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
 
-// memberKey is what a claim can be served from: the ready, unbound members of one pool built
-// from one version of its template.
-type memberKey struct {
-	Namespace string
-	// Pool is the pool's name.
-	Pool string
-	// Hash is the BlueprintHash of the template version the members were built from (their
-	// LabelSandboxTemplateHash), which must equal the claim's stamp.
-	Hash string
-}
+// memberKey is what a claim can be served from (policy.MemberKey).
+type memberKey = policy.MemberKey
 
 // Release outcomes: what a claim's attempt to bind a picked member came to.
 type releaseOutcome int
@@ -235,31 +227,13 @@ func newWarmIndex() *warmIndex {
 	}
 }
 
-// memberKeyOf says whether sb is an unbound pool member, under which key, and whether it is
-// ready. A member is controlled by its pool, carries the pool's label and a template hash,
-// and has no claim; anything else (a bound or deleting Sandbox, a user's look-alike without
-// the pool's controller reference) is not in the index.
-func memberKeyOf(sb *agentsv1beta1.Sandbox) (key memberKey, isMember, ready bool) {
-	ref := policy.ControllerOf(sb, policy.PoolKind)
-	if ref == nil {
-		return memberKey{}, false, false
-	}
-	hash := sb.Labels[agentsv1beta1.LabelSandboxTemplateHash]
-	if sb.Labels[agentsv1beta1.LabelWarmPoolSandbox] == "" || hash == "" || sb.Labels[agentsv1beta1.LabelClaimUID] != "" ||
-		!sb.DeletionTimestamp.IsZero() {
-		return memberKey{}, false, false
-	}
-	ready = meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.ConditionReady)
-	return memberKey{Namespace: sb.Namespace, Pool: ref.Name, Hash: hash}, true, ready
-}
-
 // Observe takes the informer's current version of a Sandbox. When this makes a member
 // available, or adds a member that is starting, it returns the claim that has waited longest
 // for one with its key, if any, for the caller to wake: a claim takes a starting member
 // rather than wait for it (PickStarting).
 func (x *warmIndex) Observe(sb *agentsv1beta1.Sandbox) (wake types.NamespacedName, ok bool) {
 	nn := types.NamespacedName{Namespace: sb.Namespace, Name: sb.Name}
-	key, isMember, ready := memberKeyOf(sb)
+	key, isMember, ready := policy.MemberKeyOf(sb)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	m := x.members[nn]
@@ -375,7 +349,7 @@ func (x *warmIndex) Release(sb *agentsv1beta1.Sandbox, outcome releaseOutcome) {
 	// members for one): that newer version is what a next attempt binds from, and no event
 	// will bring one newer still. Parked on the stale version, it would stay out of reach.
 	if outcome == releaseRetry || (outcome == releaseRejected && m.sb.ResourceVersion != sb.ResourceVersion) {
-		if _, _, ready := memberKeyOf(m.sb); ready {
+		if _, _, ready := policy.MemberKeyOf(m.sb); ready {
 			x.setState(m, stateAvailable)
 		} else {
 			x.setState(m, statePending)

@@ -333,7 +333,7 @@ func TestNewPoolMember(t *testing.T) {
 	if ref := metav1.GetControllerOf(sb); ref == nil || ref.UID != "pool-uid" || ref.Kind != warmPoolKind {
 		t.Errorf("controller = %+v, want the pool", ref)
 	}
-	if key, isMember, _ := memberKeyOf(sb); !isMember || key.Pool != "pool" {
+	if key, isMember, _ := policy.MemberKeyOf(sb); !isMember || key.Pool != "pool" {
 		t.Errorf("the warm index does not see a new member as one: %v %v", key, isMember)
 	}
 }

@@ -3,40 +3,36 @@ package webhooks
 // Admission-time load shedding of new claims (issue 37). Past the rate a cluster sustains,
 // every claim admitted beyond it waits behind the others, and the writes and watch events of a
 // growing backlog take the API server's CPU from the claims being served: the cluster serves
-// fewer claims a second than it could, and each of them late. The stamping webhook refuses new
-// claims instead while the claims it admitted are served too late, with 429 Too Many Requests
-// and a retry delay, as the API server's own Priority and Fairness does: the claims it admits
-// are served at the rate the cluster sustains, and the refused ones are told when to come back
-// (docs/design.md, "Past the sustainable rate").
+// fewer claims a second than it could, and each of them late. The stamping webhook refuses a
+// new claim instead when it would wait too long, with 429 Too Many Requests and a retry delay,
+// as the API server's own Priority and Fairness does: the claims it admits are served at the
+// rate the cluster sustains, and the refused ones are told when to come back (docs/design.md,
+// "Past the sustainable rate").
 //
-// "Too late" is a test of a standing queue: more than half the claims that became Ready in the
-// last ServedWindow (or, when none did, the last one served, for a while) spent longer than
-// MaxWait in the control plane. Half, not CoDel's fastest: a claim that takes a member the pool
-// just refilled is served in a fraction of a second past any backlog of cold starts, and one
-// such claim in the window opened the gate to a flood (measured: twice the sustainable rate
-// admitted at 1.9 times the rate served, p50 15 s). A claim's time in the control plane is its
-// time from admission to Ready less the part of it its pod spent starting on its node (from the
-// pod seen on a node to the pod seen Ready): the operator's queues, its writes, the API
-// server's answers, the scheduler's queue count; an image pull, a slow container or a simulated
-// start-up does not. A backlog waits in the first, never in the second: a pool run dry on a
-// cluster whose pods take 8 s to start serves every claim 8 s late with nothing backed up, and
-// the old rule, which timed the whole way, refused that steady cold load (issue 37's
-// realistic-profile run). A burst the cluster absorbs still serves most claims in time; a rate
-// beyond it leaves most late. In a lull (none served in the window) the claims waiting are
-// timed too, the same way: a flood whose first claims took the pool's warm members and whose
-// cold rest is not served at all is behind, however fast the last claim served was. A claim
-// that never becomes Ready (a pod that never starts, a missing template) is never served: it
-// moves nothing while others are served, in a lull it can refuse only creators holding at
-// least their fair share of the claims waiting (mostly its own), and past the lull's horizon
-// the gate opens whatever waits: no tenant can hold the gate shut for others that way. Who is
-// refused first is decided by the claims waiting (admitted, not yet Ready): a creator holding
-// fewer of them than its fair share is still admitted.
+// "Too long" is predicted, not observed: the claims ahead of a new one in the control plane,
+// divided by the rate claims are being served (Little's law), against MaxWait. Rules that
+// timed the claims served, or waiting, learnt of a backlog only once its claims were MaxWait
+// old, by which time MaxWait × the arrival rate had been admitted behind them (measured: at
+// four times the sustainable rate, p50 27–40 s with a 5 s limit). A prediction closes the
+// gate as the backlog forms. Ahead of a new claim are the claims admitted and on their way
+// that have not reached their pod's start-up: those without a Sandbox yet, beyond the ready
+// members of their pool that can serve them at once (a burst the pool holds is no backlog),
+// and those whose Sandbox's pod is not on a node yet (the claim controller's queue, the cold
+// start's writes, the scheduler's queue). A claim whose pod starts on its node waits for the
+// kubelet, which is the pod's cost at any rate, not a queue admission can shorten; a claim
+// whose pod is Ready waits only for its last writes. The rate is the claims that became Ready
+// in the last RateWindow. Below MinBacklog claims ahead, nothing is refused: a fresh cluster
+// has served nothing to measure a rate by, and a handful of claims is no backlog. A cluster
+// that served nothing for a long while (servedHorizon) is stalled, which refusing does not
+// mend: the gate opens. A claim that never becomes Ready for a reason that waits for a change
+// (Stuck: a missing template or pool) is in no queue. Who is refused is decided by the claims
+// ahead: a creator holding fewer of them than its fair share is still admitted, so a tenant
+// that floods the cluster is refused first and one with nothing waiting is not.
 
 import (
 	"fmt"
 	"math"
 	"net/http"
-	"slices"
 	"sync"
 	"time"
 
@@ -52,53 +48,76 @@ import (
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
 
-// ClaimShed refuses new claims while the claims admitted are served too late (see the file's
-// comment). Its state, the claims waiting, the claims served lately and the start-ups of the
-// Sandboxes' pods, is fed by the manager's claim and pod informers (Handler, PodHandler);
-// every replica keeps its own from the same informers' view.
+// ClaimShed refuses a new claim when it would wait too long in the control plane (see the
+// file's comment). Its state, the claims waiting, the claims served lately, the pool members
+// ready to serve and the Sandboxes whose pods are placed, is fed by the manager's claim,
+// Sandbox and pod informers (Handler, SandboxHandler, PodHandler), and by the claims it admits
+// until the claim informer shows them; every replica keeps its own from the same informers.
 type ClaimShed struct {
-	// MaxWait is how long half the claims served lately may spend in the control plane (their
-	// time from admission to Ready less their pods' start-up on their nodes) before new claims
-	// are refused; 0 turns shedding off.
+	// MaxWait is the longest a new claim is predicted to wait in the control plane (the
+	// claims ahead of it ÷ the rate claims are served) before it is refused; 0 turns shedding
+	// off.
 	MaxWait time.Duration
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
 
 	mu      sync.Mutex
 	waiting map[types.NamespacedName]WaitingClaim
-	served  []Served
-	// last is the last claim served, whenever.
-	last Served
-	// starts are the start-ups of the Sandboxes' pods, by the Sandbox (namespace and name).
-	starts map[types.NamespacedName]podStart
+	// served are the times claims became Ready, within RateWindow.
+	served []time.Time
+	// last is when the last claim was served, whenever; first when this process first saw a
+	// claim waiting.
+	last, first time.Time
+	// placed are the Sandboxes whose pods are placed (on a node, or Ready): their pods' UIDs.
+	placed map[types.NamespacedName]types.UID
 	// sandboxOf names the Sandbox of each claim that has one (its controller), by the claim.
 	sandboxOf map[types.NamespacedName]string
 	// wasReady are the claims seen Ready once: one that is not Ready any more (expired with
 	// its claim retained, its pod lost) was served, and waits for nothing admission gave it.
 	wasReady map[types.NamespacedName]struct{}
+	// free are the ready, unbound pool members, by the Sandbox: what each can serve.
+	free map[types.NamespacedName]policy.MemberKey
+	// admitted are the claims admitted here and not yet seen by the claim informer, by
+	// namespace and admission time (webhook-first-observed-at): a flood admitted faster than
+	// the informer delivers must count at once.
+	admitted map[admittedKey]admittedClaim
 }
 
-// ServedWindow is how far back the claims served count: long enough to hold a few claims at
-// any rate worth shedding, short enough that the gate opens within seconds of the backlog
-// clearing.
-const ServedWindow = 2 * time.Second
+// RateWindow is how far back the claims served make the rate a backlog is served at: long
+// enough to hold tens of claims at any rate worth shedding, short enough to follow a cluster
+// that slows down within seconds.
+const RateWindow = 5 * time.Second
 
-// servedHorizon is how long the last claim served speaks for the cluster when none was served
-// within ServedWindow: a backlog served slowly has gaps longer than the window between its
-// claims, and a gate that opened in every gap let the backlog grow (measured: p50 60 s at
-// twice the sustainable rate). Past it, the gate opens even without a claim served in time:
-// claims that never become Ready must not hold it shut for ever.
+// MinBacklog is how many claims may be ahead of a new one before any is refused: a fresh
+// cluster has served nothing to measure a rate by, and a few cold starts are no backlog.
+const MinBacklog = 20
+
+// admittedTTL is how long a claim admitted here counts before the informer shows it: past it,
+// its create failed after admission (a later webhook, a quota, a name taken).
+const admittedTTL = 5 * time.Second
+
+// servedHorizon is how long a cluster may serve no claim while claims wait before the gate
+// opens whatever waits: a cluster that serves nothing at all is stalled, which refusing would
+// not mend, and claims that never become Ready must not hold the gate shut for ever.
 func servedHorizon(maxWait time.Duration) time.Duration { return max(30*time.Second, 10*maxWait) }
 
-// WaitingClaim is a claim admitted and not Ready yet: since its admission, by its creator;
-// Own of that time so far spent in the control plane (its pod's start-up so far not counted);
-// Stuck when the claim's Ready condition gives a reason it will not be served without a
-// change (a missing template or pool, refused metadata): no queue holds it.
+// WaitingClaim is a claim admitted and not Ready yet: since its admission, by its creator,
+// served from Members (its pool and its template's stamp) when one is ready; Stuck when the
+// claim's Ready condition gives a reason it will not be served without a change (a missing
+// template or pool, refused metadata): no queue holds it.
 type WaitingClaim struct {
 	Since   time.Time
 	Creator string
-	Own     time.Duration
+	Members policy.MemberKey
 	Stuck   bool
+}
+
+type admittedKey struct{ namespace, at string }
+
+type admittedClaim struct {
+	at      time.Time
+	creator string
+	members policy.MemberKey
 }
 
 // inFlight are the reasons of a claim's Ready=False on its way to Ready.
@@ -114,22 +133,10 @@ func stuck(c *extv1beta1.SandboxClaim) bool {
 	return cond != nil && cond.Status == metav1.ConditionFalse && !inFlight[cond.Reason]
 }
 
-// Served is a claim seen becoming Ready at At, Took after its admission, PodStartup of which
-// its pod spent starting on its node.
-type Served struct {
-	At         time.Time
-	Took       time.Duration
-	PodStartup time.Duration
-}
-
-// Own is the claim's time in the control plane: what a backlog makes longer.
-func (s Served) Own() time.Duration { return max(0, s.Took-s.PodStartup) }
-
-// podStart is a pod's start-up as this process saw it: From its first sight on a node (or
-// Ready) to its first sight Ready (zero while it starts). UID tells a replaced pod's apart.
-type podStart struct {
-	UID      types.UID
-	From, To time.Time
+// membersOf is the pool members that can serve c: its pool's, built from the template version
+// admission stamped on it.
+func membersOf(c *extv1beta1.SandboxClaim) policy.MemberKey {
+	return policy.MemberKey{Namespace: c.Namespace, Pool: c.Spec.WarmPoolRef.Name, Hash: c.Annotations[agentsv1beta1.AnnotationSandboxTemplateHash]}
 }
 
 // admittedAt is when c was admitted: its webhook-first-observed-at, else its creation.
@@ -163,64 +170,58 @@ func (s *ClaimShed) Observe(c *extv1beta1.SandboxClaim) {
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	w, known := s.waiting[key]
+	delete(s.admitted, admittedKey{c.Namespace, c.Annotations[agentsv1beta1.AnnotationWebhookFirstObservedAt]})
+	_, known := s.waiting[key]
 	_, served := s.wasReady[key]
 	switch {
 	case !c.DeletionTimestamp.IsZero():
-		delete(s.waiting, key)
-		delete(s.sandboxOf, key)
-		delete(s.wasReady, key)
+		s.forget(key)
 	case meta.IsStatusConditionTrue(c.Status.Conditions, agentsv1beta1.ConditionReady):
 		delete(s.waiting, key)
-		defer delete(s.sandboxOf, key)
+		delete(s.sandboxOf, key)
 		if s.wasReady == nil {
 			s.wasReady = map[types.NamespacedName]struct{}{}
 		}
 		s.wasReady[key] = struct{}{}
 		if known {
-			sandbox := c.Status.Sandbox.Name
-			if sandbox == "" {
-				sandbox = s.sandboxOf[key]
-			}
-			s.last = Served{At: now, Took: now.Sub(w.Since), PodStartup: s.podStartup(c.Namespace, sandbox, w.Since, now)}
-			s.served = append(pruneServed(s.served, now), s.last)
+			s.last = now
+			s.served = append(pruneServed(s.served, now), now)
 		}
 	case served:
 		// Served once, not Ready now: nothing in admission's queue.
-	case !known:
+	default:
 		if s.waiting == nil {
 			s.waiting = map[types.NamespacedName]WaitingClaim{}
 		}
-		s.waiting[key] = WaitingClaim{Since: admittedAt(c), Creator: c.Annotations[agentsv1beta1.AnnotationCreator], Stuck: stuck(c)}
-	default:
-		w.Stuck = stuck(c)
-		s.waiting[key] = w
+		if s.first.IsZero() {
+			s.first = now
+		}
+		s.waiting[key] = WaitingClaim{Since: admittedAt(c), Creator: c.Annotations[agentsv1beta1.AnnotationCreator],
+			Members: membersOf(c), Stuck: stuck(c)}
 	}
 }
 
-// podStartup is how much of the time from `from` to `to` the pod of Sandbox ns/sandbox spent
-// starting on its node; 0 without a Sandbox or a pod seen.
-func (s *ClaimShed) podStartup(ns, sandbox string, from, to time.Time) time.Duration {
-	if sandbox == "" {
-		return 0
-	}
-	st, ok := s.starts[types.NamespacedName{Namespace: ns, Name: sandbox}]
-	if !ok {
-		return 0
-	}
-	return st.within(from, to)
-}
-
-// ObserveSandbox records which claim a Sandbox is bound to (its controller), so that a claim
-// waiting for its Sandbox's pod to start is not taken for one waiting in the control plane.
+// ObserveSandbox records a pool member ready to serve claims, and which claim a Sandbox is
+// bound to (its controller), so that a claim whose pod starts is not taken for one waiting in
+// the control plane.
 func (s *ClaimShed) ObserveSandbox(sb *agentsv1beta1.Sandbox) {
+	sbKey := types.NamespacedName{Namespace: sb.Namespace, Name: sb.Name}
+	members, isMember, ready := policy.MemberKeyOf(sb)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if isMember && ready {
+		if s.free == nil {
+			s.free = map[types.NamespacedName]policy.MemberKey{}
+		}
+		s.free[sbKey] = members
+	} else {
+		delete(s.free, sbKey)
+	}
 	owner := policy.ControllerOf(sb, policy.ClaimKind)
 	if owner == nil {
 		return
 	}
 	key := types.NamespacedName{Namespace: sb.Namespace, Name: owner.Name}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if _, waits := s.waiting[key]; !waits || !sb.DeletionTimestamp.IsZero() {
 		return // only a waiting claim's Sandbox is of use; a served claim's is dropped
 	}
@@ -230,61 +231,47 @@ func (s *ClaimShed) ObserveSandbox(sb *agentsv1beta1.Sandbox) {
 	s.sandboxOf[key] = sb.Name
 }
 
-// within is how much of the interval from `from` to `to` the pod spent starting: a pod still
-// starting has started until `to`.
-func (st podStart) within(from, to time.Time) time.Duration {
-	end := st.To
-	if end.IsZero() || end.After(to) {
-		end = to
-	}
-	begin := st.From
-	if begin.Before(from) {
-		begin = from
-	}
-	return max(0, end.Sub(begin))
+// forgetSandbox drops a deleted Sandbox's member.
+func (s *ClaimShed) forgetSandbox(sb *agentsv1beta1.Sandbox) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.free, types.NamespacedName{Namespace: sb.Namespace, Name: sb.Name})
 }
 
-// ObservePod records the start-up of a Sandbox's pod (its controller): from the first sight
-// of it on a node, the scheduler's work done, to the first sight of it Ready. Both ends are
-// seen through the same informer, so its delay cancels out. A pod first seen Ready started
-// before this process watched, or in one step (a pod without a start-up time): nothing of a
-// claim's time is its start-up's.
+// ObservePod records whether a Sandbox's pod (its controller) is placed: on a node, the
+// scheduler's work done, or Ready. A claim whose Sandbox's pod is placed waits for its kubelet
+// or its last writes, not in the control plane's queues.
 func (s *ClaimShed) ObservePod(p *corev1.Pod) {
 	owner := policy.ControllerOf(p, policy.SandboxKind)
 	if owner == nil {
 		return
 	}
 	key := types.NamespacedName{Namespace: p.Namespace, Name: owner.Name}
-	now := s.now()
-	ready := podIsReady(p)
+	placed := p.Spec.NodeName != "" || podIsReady(p)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st, known := s.starts[key]
+	uid, known := s.placed[key]
 	switch {
 	case !p.DeletionTimestamp.IsZero():
-		delete(s.starts, key)
-	case !known || st.UID != p.UID:
-		if p.Spec.NodeName == "" && !ready {
-			return // not placed yet: the scheduler's queue is the control plane's
+		if !known || uid == p.UID {
+			delete(s.placed, key)
 		}
-		if s.starts == nil {
-			s.starts = map[types.NamespacedName]podStart{}
+	case placed:
+		if s.placed == nil {
+			s.placed = map[types.NamespacedName]types.UID{}
 		}
-		st = podStart{UID: p.UID, From: now}
-		if ready {
-			st.To = now
-		}
-		s.starts[key] = st
-	case st.To.IsZero() && ready:
-		st.To = now
-		s.starts[key] = st
+		s.placed[key] = p.UID
+	case known && uid == p.UID:
+		// Placed before; a pod is never unplaced.
+	default:
+		delete(s.placed, key) // a replacement not placed yet
 	}
 }
 
 // pruneServed drops the claims served before the window that ends at now.
-func pruneServed(served []Served, now time.Time) []Served {
+func pruneServed(served []time.Time, now time.Time) []time.Time {
 	i := 0
-	for i < len(served) && now.Sub(served[i].At) > ServedWindow {
+	for i < len(served) && now.Sub(served[i]) > RateWindow {
 		i++
 	}
 	return served[i:]
@@ -294,9 +281,13 @@ func pruneServed(served []Served, now time.Time) []Served {
 func (s *ClaimShed) Forget(namespace, name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.waiting, types.NamespacedName{Namespace: namespace, Name: name})
-	delete(s.sandboxOf, types.NamespacedName{Namespace: namespace, Name: name})
-	delete(s.wasReady, types.NamespacedName{Namespace: namespace, Name: name})
+	s.forget(types.NamespacedName{Namespace: namespace, Name: name})
+}
+
+func (s *ClaimShed) forget(key types.NamespacedName) {
+	delete(s.waiting, key)
+	delete(s.sandboxOf, key)
+	delete(s.wasReady, key)
 }
 
 // Handler is the claim informer's event handler that keeps s current.
@@ -304,13 +295,14 @@ func (s *ClaimShed) Handler() toolscache.ResourceEventHandler {
 	return eventHandler(s.Observe, func(c *extv1beta1.SandboxClaim) { s.Forget(c.Namespace, c.Name) })
 }
 
-// SandboxHandler is the Sandbox informer's event handler that keeps the claims' Sandboxes
-// current (a deleted Sandbox leaves its claim's entry until the claim is served or deleted).
+// SandboxHandler is the Sandbox informer's event handler that keeps the pool members ready
+// to serve and the claims' Sandboxes current (a deleted Sandbox leaves its claim's entry until
+// the claim is served or deleted).
 func (s *ClaimShed) SandboxHandler() toolscache.ResourceEventHandler {
-	return eventHandler(s.ObserveSandbox, nil)
+	return eventHandler(s.ObserveSandbox, s.forgetSandbox)
 }
 
-// PodHandler is the pod informer's event handler that keeps the pods' start-ups current.
+// PodHandler is the pod informer's event handler that keeps the pods' placement current.
 func (s *ClaimShed) PodHandler() toolscache.ResourceEventHandler {
 	return eventHandler(s.ObservePod, func(p *corev1.Pod) {
 		p = p.DeepCopy()
@@ -340,8 +332,8 @@ func eventHandler[T any](observe, gone func(T)) toolscache.ResourceEventHandler 
 	return h
 }
 
-// Admit refuses a new claim of creator c while the claims admitted are served too late
-// (ShedDecision); nil admits it. A nil ClaimShed, or one with MaxWait 0, admits every claim.
+// Admit refuses a new claim of creator when it would wait too long (ShedDecision); nil
+// admits it. A nil ClaimShed, or one with MaxWait 0, admits every claim.
 func (s *ClaimShed) Admit(creator string, c *extv1beta1.SandboxClaim) error {
 	if s == nil || s.MaxWait <= 0 {
 		return nil
@@ -349,89 +341,123 @@ func (s *ClaimShed) Admit(creator string, c *extv1beta1.SandboxClaim) error {
 	now := s.now()
 	s.mu.Lock()
 	s.served = pruneServed(s.served, now)
-	served := append([]Served(nil), s.served...)
-	lull := len(served) == 0 && !s.last.At.IsZero() && now.Sub(s.last.At) <= servedHorizon(s.MaxWait)
-	if lull {
-		served = []Served{s.last}
-	}
-	waiting := make([]WaitingClaim, 0, len(s.waiting))
-	for key, w := range s.waiting {
-		w.Own = max(0, now.Sub(w.Since)-s.podStartup(key.Namespace, s.sandboxOf[key], w.Since, now))
-		waiting = append(waiting, w)
-	}
+	b := s.backlog(now)
 	s.mu.Unlock()
-	d := ShedDecision(s.MaxWait, served, lull, waiting, creator)
-	if !d.Refuse {
-		return nil
+	if d := ShedDecision(s.MaxWait, b, creator); d.Refuse {
+		return shedRefusal(c, s.MaxWait, d)
 	}
-	return shedRefusal(c, s.MaxWait, d)
+	return nil
 }
 
-// Shed is what ShedDecision decided, and why.
-type Shed struct {
-	Refuse bool
-	// Served is how many claims were served in the window, Median the time the faster half
-	// of them spent in the control plane at most (Served.Own; of an even count, the lower
-	// middle); Waiting how many claims wait, Mine how many of them are the creator's, Share
-	// the creator's fair share of them.
-	Served               int
-	Median               time.Duration
-	Waiting, Mine, Share int
-	// Lull says no claim was served in the window (Served holds the last one served), and
-	// WaitingMedian the time the faster half of the waiting claims spent in the control plane
-	// so far, at most; Stalled that it decided.
-	Lull          bool
-	WaitingMedian time.Duration
-	Stalled       bool
+// Admitted counts a claim admission let through (its policies too) as ahead of the next ones
+// until the claim informer shows it, or admittedTTL passes (its create failed after
+// admission). c carries its webhook-first-observed-at, by which the informer's copy is known.
+func (s *ClaimShed) Admitted(creator string, c *extv1beta1.SandboxClaim) {
+	if s == nil || s.MaxWait <= 0 {
+		return
+	}
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.admitted == nil {
+		s.admitted = map[admittedKey]admittedClaim{}
+	}
+	s.admitted[admittedKey{c.Namespace, c.Annotations[agentsv1beta1.AnnotationWebhookFirstObservedAt]}] =
+		admittedClaim{at: now, creator: creator, members: membersOf(c)}
 }
 
-// ShedDecision decides whether a new claim of creator is refused: when more than half the
-// claims served lately spent longer than maxWait in the control plane (a standing queue), or,
-// in a lull (none served in the window: served holds the last one served, for a while), when
-// more than half the claims waiting on their way (not Stuck) have spent longer than maxWait
-// there so far (a backlog
-// that stalled the cluster: its first claims were served fast, its later ones are not served
-// at all); unless creator holds fewer of the waiting claims than its fair share (the waiting
-// claims ÷ the creators holding some, rounded up). Nothing served lately, or nothing waiting,
-// refuses nothing: the gate closes on a backlog that is being served late, and opens once
-// claims are served in time again or the backlog is gone.
-func ShedDecision(maxWait time.Duration, served []Served, lull bool, waiting []WaitingClaim, creator string) Shed {
-	d := Shed{Served: len(served), Waiting: len(waiting), Lull: lull}
-	own := make([]time.Duration, len(served))
-	for i, sv := range served {
-		own[i] = sv.Own()
-	}
-	d.Median = lowerMedian(own)
-	if lull {
-		var ages []time.Duration
-		for _, w := range waiting {
-			if !w.Stuck {
-				ages = append(ages, w.Own)
-			}
+// backlog is what a new claim would find ahead of it now (see the file's comment); s.mu held.
+func (s *ClaimShed) backlog(now time.Time) Backlog {
+	b := Backlog{Served: len(s.served), ByCreator: map[string]int{}, SinceServed: -1}
+	unserved := map[policy.MemberKey]int{} // claims without a Sandbox, by the members that could serve them
+	oldest := now
+	for k, a := range s.admitted {
+		if now.Sub(a.at) > admittedTTL {
+			delete(s.admitted, k)
+			continue
 		}
-		d.WaitingMedian = lowerMedian(ages)
-		d.Stalled = d.Median <= maxWait && d.WaitingMedian > maxWait
+		unserved[a.members]++
+		b.ByCreator[a.creator]++
 	}
-	if len(served) == 0 || (d.Median <= maxWait && !d.Stalled) || len(waiting) == 0 {
+	for key, w := range s.waiting {
+		if w.Stuck {
+			continue
+		}
+		sandbox, bound := s.sandboxOf[key]
+		if bound {
+			if _, placed := s.placed[types.NamespacedName{Namespace: key.Namespace, Name: sandbox}]; placed {
+				continue // its pod starts on its node, or is Ready: past the control plane's queues
+			}
+			b.Ahead++
+		} else {
+			unserved[w.Members]++
+		}
+		b.ByCreator[w.Creator]++
+		if w.Since.Before(oldest) {
+			oldest = w.Since
+		}
+	}
+	ready := map[policy.MemberKey]int{}
+	for _, m := range s.free {
+		ready[m]++
+	}
+	for m, n := range unserved {
+		b.Ahead += max(0, n-ready[m])
+	}
+	switch {
+	case !s.last.IsZero():
+		b.SinceServed = now.Sub(s.last)
+	case !s.first.IsZero():
+		b.SinceServed = now.Sub(oldest) // nothing served yet: as long as the oldest has waited
+	}
+	return b
+}
+
+// Backlog is what a new claim finds ahead of it: Ahead claims in the control plane (see the
+// file's comment), ByCreator how many of the claims on their way before their pods' start-up
+// each creator holds; Served claims became Ready in the last RateWindow, the last of all
+// SinceServed ago (negative: none waits nor was served).
+type Backlog struct {
+	Ahead       int
+	ByCreator   map[string]int
+	Served      int
+	SinceServed time.Duration
+}
+
+// Shed is what ShedDecision decided, and why: Ahead claims ahead, served at Rate claims a
+// second, predict a Wait; Mine of the claims on their way are the creator's, Share is its fair
+// share of them.
+type Shed struct {
+	Refuse      bool
+	Ahead       int
+	Rate        float64
+	Wait        time.Duration
+	Mine, Share int
+}
+
+// ShedDecision decides whether a new claim of creator is refused: when at least MinBacklog
+// claims are ahead of it and they would take longer than maxWait to serve at the rate claims
+// were served in the last RateWindow (Little's law; none served is an unbounded wait, until
+// none has been served for servedHorizon: a stalled cluster, which refusing does not mend),
+// unless creator holds fewer of the claims on their way than its fair share (them ÷ the
+// creators holding some, rounded up).
+func ShedDecision(maxWait time.Duration, b Backlog, creator string) Shed {
+	d := Shed{Ahead: b.Ahead, Rate: float64(b.Served) / RateWindow.Seconds(), Wait: -1}
+	if b.Served > 0 {
+		d.Wait = RateWindow * time.Duration(b.Ahead+1) / time.Duration(b.Served)
+	}
+	if b.Ahead < MinBacklog || (d.Wait >= 0 && d.Wait <= maxWait) ||
+		(b.Served == 0 && b.SinceServed > servedHorizon(maxWait)) {
 		return d
 	}
-	creators := map[string]int{}
-	for _, w := range waiting {
-		creators[w.Creator]++
+	total := 0
+	for _, n := range b.ByCreator {
+		total += n
 	}
-	d.Mine = creators[creator]
-	d.Share = (len(waiting) + len(creators) - 1) / len(creators)
+	d.Mine = b.ByCreator[creator]
+	d.Share = (total + len(b.ByCreator) - 1) / max(1, len(b.ByCreator))
 	d.Refuse = d.Mine >= d.Share
 	return d
-}
-
-// lowerMedian is the middle of ds, the lower one of an even count; 0 of none. ds is sorted.
-func lowerMedian(ds []time.Duration) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	slices.Sort(ds)
-	return ds[(len(ds)-1)/2]
 }
 
 // shedRefusal is the 429 of a claim refused while the cluster is behind: the shape of a
@@ -445,18 +471,17 @@ func shedRefusal(c *extv1beta1.SandboxClaim, maxWait time.Duration, d Shed) erro
 		name = c.GenerateName + "*"
 	}
 	retry := RetryAfter(maxWait)
-	behind := fmt.Sprintf("more than half the %d claims served in the last %s spent at least %s from admission to Ready outside their pods' start-up (more than %s)",
-		d.Served, ServedWindow, d.Median.Round(100*time.Millisecond), maxWait)
-	if d.Stalled {
-		behind = fmt.Sprintf("no claim was served in the last %s and more than half the %d claims waiting have spent at least %s since admission outside their pods' start-up (more than %s)",
-			ServedWindow, d.Waiting, d.WaitingMedian.Round(100*time.Millisecond), maxWait)
+	behind := fmt.Sprintf("no claim was served in the last %s and %d claims are ahead of this one", RateWindow, d.Ahead)
+	if d.Wait >= 0 {
+		behind = fmt.Sprintf("%d claims are ahead of this one and claims are served at %.1f a second: about %s in the control plane, more than %s",
+			d.Ahead, d.Rate, d.Wait.Round(100*time.Millisecond), maxWait)
 	}
 	return &apierrors.StatusError{ErrStatus: metav1.Status{
 		Status: metav1.StatusFailure,
 		Code:   http.StatusTooManyRequests,
 		Reason: metav1.StatusReasonTooManyRequests,
-		Message: fmt.Sprintf("SandboxClaim.%s %q is refused for now: the cluster is behind, %s, and %d of the %d claims waiting are this creator's; retry after %d s",
-			claimGK.Group, name, behind, d.Mine, d.Waiting, retry),
+		Message: fmt.Sprintf("SandboxClaim.%s %q is refused for now: the cluster is behind, %s, and this creator holds %d of the claims on their way (its fair share: %d); retry after %d s",
+			claimGK.Group, name, behind, d.Mine, d.Share, retry),
 		Details: &metav1.StatusDetails{Group: claimGK.Group, Kind: claimGK.Kind, Name: c.Name, RetryAfterSeconds: retry},
 	}}
 }

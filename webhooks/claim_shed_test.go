@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,65 +25,44 @@ import (
 )
 
 func TestShedDecision(t *testing.T) {
-	waited := func(creator string) webhooks.WaitingClaim { return webhooks.WaitingClaim{Creator: creator} }
-	took := func(ds ...time.Duration) []webhooks.Served {
-		var out []webhooks.Served
-		for _, d := range ds {
-			out = append(out, webhooks.Served{Took: d})
-		}
-		return out
-	}
-	const maxWait = 5 * time.Second
+	const maxWait = 2 * time.Second
+	served := func(perSecond int) int { return perSecond * int(webhooks.RateWindow/time.Second) }
+	byA := func(n int) map[string]int { return map[string]int{"a": n} }
 	for _, tc := range []struct {
 		name    string
-		served  []webhooks.Served
-		waiting []webhooks.WaitingClaim
+		backlog webhooks.Backlog
 		creator string
 		want    webhooks.Shed
 	}{
-		{name: "nothing served, nothing waits", creator: "a", want: webhooks.Shed{}},
-		{name: "a burst the cluster absorbs: some claims are still served fast", creator: "a",
-			served: took(9*time.Second, time.Second), waiting: []webhooks.WaitingClaim{waited("a")},
-			want: webhooks.Shed{Served: 2, Median: time.Second, Waiting: 1}},
-		{name: "exactly the limit is not past it", creator: "a",
-			served: took(maxWait), waiting: []webhooks.WaitingClaim{waited("a")},
-			want: webhooks.Shed{Served: 1, Median: maxWait, Waiting: 1}},
-		{name: "served late, nothing waits: the backlog is gone", creator: "a",
-			served: took(9 * time.Second), want: webhooks.Shed{Served: 1, Median: 9 * time.Second}},
-		{name: "nothing served lately: claims never Ready hold nothing shut", creator: "a",
-			waiting: []webhooks.WaitingClaim{waited("a"), waited("a")}, want: webhooks.Shed{Waiting: 2}},
-		{name: "every claim served late refuses the backlog's creator", creator: "a",
-			served: took(6*time.Second, 8*time.Second), waiting: []webhooks.WaitingClaim{waited("a"), waited("a")},
-			want: webhooks.Shed{Refuse: true, Served: 2, Median: 6 * time.Second, Waiting: 2, Mine: 2, Share: 2}},
-		{name: "a creator with nothing waiting is admitted while another floods", creator: "b",
-			served: took(9 * time.Second), waiting: []webhooks.WaitingClaim{waited("a"), waited("a"), waited("a")},
-			want: webhooks.Shed{Served: 1, Median: 9 * time.Second, Waiting: 3, Share: 3}},
+		{name: "nothing ahead", creator: "a", backlog: webhooks.Backlog{SinceServed: -1},
+			want: webhooks.Shed{Wait: -1}},
+		{name: "fewer than MinBacklog ahead, nothing served to measure by", creator: "a",
+			backlog: webhooks.Backlog{Ahead: webhooks.MinBacklog - 1, ByCreator: byA(webhooks.MinBacklog - 1), SinceServed: time.Second},
+			want:    webhooks.Shed{Ahead: webhooks.MinBacklog - 1, Wait: -1}},
+		{name: "served in time: 39 ahead at 20 a second is 2 s with the new one", creator: "a",
+			backlog: webhooks.Backlog{Ahead: 39, ByCreator: byA(39), Served: served(20)},
+			want:    webhooks.Shed{Ahead: 39, Rate: 20, Wait: maxWait}},
+		{name: "one more ahead is past the limit: the backlog's creator is refused", creator: "a",
+			backlog: webhooks.Backlog{Ahead: 40, ByCreator: byA(40), Served: served(20)},
+			want:    webhooks.Shed{Refuse: true, Ahead: 40, Rate: 20, Wait: 2050 * time.Millisecond, Mine: 40, Share: 40}},
+		{name: "nothing served lately with a backlog ahead: refused", creator: "a",
+			backlog: webhooks.Backlog{Ahead: 30, ByCreator: byA(30), SinceServed: 10 * time.Second},
+			want:    webhooks.Shed{Refuse: true, Ahead: 30, Wait: -1, Mine: 30, Share: 30}},
+		{name: "nothing served for the horizon: a stalled cluster, which refusing does not mend", creator: "a",
+			backlog: webhooks.Backlog{Ahead: 30, ByCreator: byA(30), SinceServed: 31 * time.Second},
+			want:    webhooks.Shed{Ahead: 30, Wait: -1}},
+		{name: "a creator with nothing on its way is admitted while another floods", creator: "b",
+			backlog: webhooks.Backlog{Ahead: 100, ByCreator: byA(100), Served: served(10)},
+			want:    webhooks.Shed{Ahead: 100, Rate: 10, Wait: 10100 * time.Millisecond, Share: 100}},
 		{name: "a creator below its fair share is admitted", creator: "b",
-			served: took(9 * time.Second), waiting: []webhooks.WaitingClaim{waited("a"), waited("a"), waited("a"), waited("b")},
-			want: webhooks.Shed{Served: 1, Median: 9 * time.Second, Waiting: 4, Mine: 1, Share: 2}},
+			backlog: webhooks.Backlog{Ahead: 100, ByCreator: map[string]int{"a": 90, "b": 10}, Served: served(10)},
+			want:    webhooks.Shed{Ahead: 100, Rate: 10, Wait: 10100 * time.Millisecond, Mine: 10, Share: 50}},
 		{name: "a creator at its fair share is refused", creator: "b",
-			served: took(9 * time.Second), waiting: []webhooks.WaitingClaim{waited("a"), waited("a"), waited("b"), waited("b")},
-			want: webhooks.Shed{Refuse: true, Served: 1, Median: 9 * time.Second, Waiting: 4, Mine: 2, Share: 2}},
-		{name: "a few claims served at once do not hide a standing queue", creator: "a",
-			served: took(300*time.Millisecond, 8*time.Second, 9*time.Second), waiting: []webhooks.WaitingClaim{waited("a")},
-			want: webhooks.Shed{Refuse: true, Served: 3, Median: 8 * time.Second, Waiting: 1, Mine: 1, Share: 1}},
-		{name: "of an even count, the faster middle decides", creator: "a",
-			served: took(time.Second, 2*time.Second, 8*time.Second, 9*time.Second), waiting: []webhooks.WaitingClaim{waited("a")},
-			want: webhooks.Shed{Served: 4, Median: 2 * time.Second, Waiting: 1}},
-		{name: "claims late only by their pods' start-up refuse nothing", creator: "a",
-			served:  []webhooks.Served{{Took: 9 * time.Second, PodStartup: 8 * time.Second}, {Took: 7 * time.Second, PodStartup: 6500 * time.Millisecond}},
-			waiting: []webhooks.WaitingClaim{waited("a"), waited("a")},
-			want:    webhooks.Shed{Served: 2, Median: 500 * time.Millisecond, Waiting: 2}},
-		{name: "a claim late in the control plane though its pod started at once refuses", creator: "a",
-			served:  []webhooks.Served{{Took: 9 * time.Second, PodStartup: time.Second}},
-			waiting: []webhooks.WaitingClaim{waited("a")},
-			want:    webhooks.Shed{Refuse: true, Served: 1, Median: 8 * time.Second, Waiting: 1, Mine: 1, Share: 1}},
-		{name: "the flooding creator is refused", creator: "a",
-			served: took(9 * time.Second), waiting: []webhooks.WaitingClaim{waited("a"), waited("a"), waited("a"), waited("b")},
-			want: webhooks.Shed{Refuse: true, Served: 1, Median: 9 * time.Second, Waiting: 4, Mine: 3, Share: 2}},
+			backlog: webhooks.Backlog{Ahead: 100, ByCreator: map[string]int{"a": 50, "b": 50}, Served: served(10)},
+			want:    webhooks.Shed{Refuse: true, Ahead: 100, Rate: 10, Wait: 10100 * time.Millisecond, Mine: 50, Share: 50}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := webhooks.ShedDecision(maxWait, tc.served, false, tc.waiting, tc.creator)
+			got := webhooks.ShedDecision(maxWait, tc.backlog, tc.creator)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("decision (-want +got):\n%s", diff)
 			}
@@ -90,276 +70,252 @@ func TestShedDecision(t *testing.T) {
 	}
 }
 
-// The shed learns from the informer: a claim seen waiting and then Ready is served, with the
-// time from its admission; a claim first seen Ready (the informer's first list, after a
-// restart) is nobody's news; the claims served in the last ServedWindow count, or, when
-// none was, the last one served, for ten times the limit (at least 30 s); a deleted claim no
-// longer waits.
-func TestClaimShedLearnsFromTheInformer(t *testing.T) {
-	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
-	shed := &webhooks.ClaimShed{MaxWait: 5 * time.Second, Now: func() time.Time { return now }}
-	claim := func(name string, admitted time.Time) *extv1beta1.SandboxClaim {
-		return builders.MakeClaim(name, "ns", "pool").Annotation(agentsv1beta1.AnnotationCreator, someUser).
-			Annotation(agentsv1beta1.AnnotationWebhookFirstObservedAt, admitted.Format(time.RFC3339Nano)).Obj()
-	}
-	ready := func(c *extv1beta1.SandboxClaim) *extv1beta1.SandboxClaim {
-		c = c.DeepCopy()
-		c.Status.Conditions = []metav1.Condition{{Type: agentsv1beta1.ConditionReady, Status: metav1.ConditionTrue, Reason: "SandboxReady"}}
-		return c
-	}
-	fresh := builders.MakeClaim("new", "ns", "pool").Obj()
+// shedFixture drives a ClaimShed as its informers would, on a clock the test moves.
+type shedFixture struct {
+	t    *testing.T
+	now  time.Time
+	shed *webhooks.ClaimShed
+}
 
-	old := claim("old", now.Add(-time.Hour))
-	shed.Observe(ready(old)) // first seen Ready: an hour-old claim served nothing lately
-	waiting := claim("waiting", now)
-	shed.Observe(waiting)
-	if err := shed.Admit(someUser, fresh); err != nil {
-		t.Fatalf("a claim first seen Ready refused a new claim: %v", err)
+func newShedFixture(t *testing.T, maxWait time.Duration) *shedFixture {
+	f := &shedFixture{t: t, now: time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)}
+	f.shed = &webhooks.ClaimShed{MaxWait: maxWait, Now: func() time.Time { return f.now }}
+	return f
+}
+
+// claim is a claim of pool "pool" in "ns", admitted now, stamped with the template hash.
+func (f *shedFixture) claim(name, creator, hash string) *extv1beta1.SandboxClaim {
+	return builders.MakeClaim(name, "ns", "pool").Annotation(agentsv1beta1.AnnotationCreator, creator).
+		Annotation(agentsv1beta1.AnnotationSandboxTemplateHash, hash).
+		Annotation(agentsv1beta1.AnnotationWebhookFirstObservedAt, f.now.Format(time.RFC3339Nano)).Obj()
+}
+
+// waitN has n claims of creator wait, named prefix-i, without a Sandbox.
+func (f *shedFixture) waitN(prefix, creator string, n int) {
+	for i := range n {
+		f.shed.Observe(f.claim(fmt.Sprintf("%s-%d", prefix, i), creator, "h1"))
 	}
-	late := claim("late", now)
-	shed.Observe(late)
-	now = now.Add(7 * time.Second)
-	shed.Observe(ready(late))
-	err := shed.Admit(someUser, fresh)
+}
+
+func readyClaim(c *extv1beta1.SandboxClaim) *extv1beta1.SandboxClaim {
+	c = c.DeepCopy()
+	c.Status.Conditions = []metav1.Condition{{Type: agentsv1beta1.ConditionReady, Status: metav1.ConditionTrue, Reason: "SandboxReady"}}
+	return c
+}
+
+// serveN has n claims served now (seen waiting, then Ready).
+func (f *shedFixture) serveN(prefix string, n int) {
+	for i := range n {
+		c := f.claim(fmt.Sprintf("%s-%d", prefix, i), "served@example.com", "h1")
+		f.shed.Observe(c)
+		f.shed.Observe(readyClaim(c))
+	}
+}
+
+// sandboxOf is Sandbox name, bound to claim (its controller).
+func sandboxOf(name, claim string) *agentsv1beta1.Sandbox {
+	sb := builders.MakeSandbox(name, "ns").Obj()
+	sb.OwnerReferences = []metav1.OwnerReference{{APIVersion: "extensions.agents.x-k8s.io/v1beta1", Kind: "SandboxClaim", Name: claim, UID: "c", Controller: ptr.To(true)}}
+	return sb
+}
+
+// member is a pool member of "pool" built from template version hash, ready or not.
+func member(name, hash string, ready bool) *agentsv1beta1.Sandbox {
+	sb := builders.MakeSandbox(name, "ns").Label(agentsv1beta1.LabelWarmPoolSandbox, agentsv1beta1.NameHash("pool")).
+		Label(agentsv1beta1.LabelSandboxTemplateHash, hash).Obj()
+	sb.OwnerReferences = []metav1.OwnerReference{{APIVersion: "extensions.agents.x-k8s.io/v1beta1", Kind: "SandboxWarmPool", Name: "pool", UID: "p", Controller: ptr.To(true)}}
+	if ready {
+		sb.Status.Conditions = []metav1.Condition{{Type: agentsv1beta1.ConditionReady, Status: metav1.ConditionTrue, Reason: "DependenciesReady"}}
+	}
+	return sb
+}
+
+// podOf is Sandbox sandbox's pod, on node (none: not placed), Ready or not.
+func podOf(sandbox, node string, ready bool) *corev1.Pod {
+	p := builders.MakePod(sandbox, "ns").Obj()
+	p.UID = types.UID("uid-" + sandbox)
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "agents.x-k8s.io/v1beta1", Kind: "Sandbox", Name: sandbox, UID: "sb", Controller: ptr.To(true)}}
+	p.Spec.NodeName = node
+	if ready {
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	}
+	return p
+}
+
+// refused admits a new claim of creator and says whether it was refused (429).
+func (f *shedFixture) refused(creator string) bool {
+	f.t.Helper()
+	err := f.shed.Admit(creator, f.claim("new", creator, "h1"))
+	if err != nil && !apierrors.IsTooManyRequests(err) {
+		f.t.Fatalf("Admit: %v, want nil or 429", err)
+	}
+	return err != nil
+}
+
+// The shed predicts a new claim's wait from what the informers show: the claims ahead of it
+// (waiting, without a ready member to take, before their pods' start-up) over the rate claims
+// were served in the last RateWindow.
+func TestClaimShedPredictsTheWaitFromTheInformers(t *testing.T) {
+	f := newShedFixture(t, 2*time.Second)
+	f.serveN("earlier", 10) // 2 a second over the window
+	f.now = f.now.Add(time.Second)
+	f.waitN("cold", someUser, 3)
+	if f.refused(someUser) {
+		t.Fatal("3 claims ahead, fewer than MinBacklog, refused a new claim")
+	}
+	f.waitN("cold", someUser, 30)
+	err := f.shed.Admit(someUser, f.claim("new", someUser, "h1"))
 	var status apierrors.APIStatus
 	if !apierrors.IsTooManyRequests(err) || !errors.As(err, &status) {
-		t.Fatalf("a claim served 7s after admission, past a 5s limit, no pod start-up seen, with another waiting, did not refuse a new claim with 429: %v", err)
+		t.Fatalf("30 claims ahead served at 2 a second (15 s) under a 2 s limit did not refuse with 429: %v", err)
 	}
-	if d := status.Status().Details; d == nil || d.RetryAfterSeconds != 5 || d.Kind != "SandboxClaim" {
-		t.Errorf("refusal details = %+v, want kind SandboxClaim and retryAfterSeconds 5", d)
+	if d := status.Status().Details; d == nil || d.RetryAfterSeconds != 2 || d.Kind != "SandboxClaim" {
+		t.Errorf("refusal details = %+v, want kind SandboxClaim and retryAfterSeconds 2", d)
 	}
-	now = now.Add(webhooks.ServedWindow + time.Millisecond)
-	if err := shed.Admit(someUser, fresh); err == nil {
-		t.Fatal("a gap in a backlog served late opened the gate: the last claim served speaks for the cluster for a while")
+	if msg := status.Status().Message; !strings.Contains(msg, "30 claims are ahead of this one") {
+		t.Errorf("refusal message %q does not say what is ahead", msg)
 	}
-	now = now.Add(50 * time.Second) // ten times the limit
-	if err := shed.Admit(someUser, fresh); err != nil {
-		t.Fatalf("a claim served late long ago still refused a new claim: %v", err)
+	if f.refused("other@example.com") {
+		t.Error("a creator with nothing on its way was refused while another's claims wait")
 	}
-	shed.Observe(ready(waiting)) // served 9s after admission
-	if err := shed.Admit(someUser, fresh); err != nil {
-		t.Fatalf("with nothing waiting any more, a new claim was refused: %v", err)
+
+	// The pool holds them: as many ready members of their pool and template version as claims
+	// without a Sandbox are no backlog; another version's members, or members not Ready, are.
+	for i := range 30 {
+		f.shed.ObserveSandbox(member(fmt.Sprintf("stale-%d", i), "h0", true))
+		f.shed.ObserveSandbox(member(fmt.Sprintf("starting-%d", i), "h1", false))
 	}
-	another := claim("another", now)
-	shed.Observe(another)
-	if err := shed.Admit(someUser, fresh); err == nil {
-		t.Fatal("a new claim was admitted while the last claim served took 9s and another waits")
+	if !f.refused(someUser) {
+		t.Fatal("members of another template version, or not Ready, were taken to serve the claims")
 	}
-	shed.Forget("ns", "another")
-	if err := shed.Admit(someUser, fresh); err != nil {
-		t.Fatalf("a deleted claim still waits: %v", err)
+	for i := range 30 {
+		f.shed.ObserveSandbox(member(fmt.Sprintf("ready-%d", i), "h1", true))
+	}
+	if f.refused(someUser) {
+		t.Fatal("30 claims with 30 ready members to take were taken for a backlog")
+	}
+	f.shed.SandboxHandler().OnDelete(member("ready-0", "h1", true))
+	for i := 1; i <= 20; i++ { // taken by other claims: no longer members
+		f.shed.ObserveSandbox(sandboxOf(fmt.Sprintf("ready-%d", i), "elsewhere"))
+	}
+	if !f.refused(someUser) {
+		t.Fatal("members deleted or taken still counted as ready to serve")
+	}
+
+	// Claims whose pods start on their nodes wait for the kubelet, not in the control plane;
+	// a Sandbox whose pod is not placed is a cold start in it.
+	for i := range 30 {
+		name := fmt.Sprintf("cold-%d", i)
+		f.shed.ObserveSandbox(sandboxOf(name, name))
+		if i < 25 {
+			f.shed.ObservePod(podOf(name, "node-1", false))
+		} else {
+			f.shed.ObservePod(podOf(name, "", false)) // waits for the scheduler
+		}
+	}
+	if f.refused(someUser) {
+		t.Fatal("claims whose pods start on their nodes were taken for a backlog")
+	}
+
+	// Their pods lost (deleted, to be made again): 30 cold starts not placed, at 2 a second,
+	// refuse; served at 22 a second, 30 ahead take 1.4 s: in time.
+	for i := range 25 {
+		f.shed.PodHandler().OnDelete(podOf(fmt.Sprintf("cold-%d", i), "node-1", false))
+	}
+	if !f.refused(someUser) {
+		t.Fatal("30 cold starts not placed, served at 2 a second, did not refuse")
+	}
+	f.serveN("faster", 100)
+	if f.refused(someUser) {
+		t.Fatal("30 ahead served at 22 a second under a 2 s limit refused")
 	}
 }
 
-// The shed times a claim's stay in the control plane, not its pod's start-up on its node:
-// claims served late only because their pods took seconds to start (a cold start on a
-// cluster with slow pods, nothing backed up) refuse nothing, a claim bound to a member still
-// starting has only the rest of that start-up taken off, and a pod waiting for the scheduler,
-// not on a node yet, is the control plane's time. (The rule before timed admission to Ready
-// and refused the first case.)
-func TestClaimShedDoesNotCountThePodsStartUp(t *testing.T) {
-	start := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
-	now := start
-	shed := &webhooks.ClaimShed{MaxWait: 5 * time.Second, Now: func() time.Time { return now }}
-	claim := func(name string) *extv1beta1.SandboxClaim {
-		return builders.MakeClaim(name, "ns", "pool").Annotation(agentsv1beta1.AnnotationCreator, someUser).
-			Annotation(agentsv1beta1.AnnotationWebhookFirstObservedAt, now.Format(time.RFC3339Nano)).Obj()
-	}
-	ready := func(c *extv1beta1.SandboxClaim, sandbox string) *extv1beta1.SandboxClaim {
-		c = c.DeepCopy()
-		c.Status.Sandbox.Name = sandbox
-		c.Status.Conditions = []metav1.Condition{{Type: agentsv1beta1.ConditionReady, Status: metav1.ConditionTrue, Reason: "SandboxReady"}}
-		return c
-	}
-	// pod is the pod of Sandbox sandbox: on a node or not, Ready or not.
-	pod := func(sandbox, node string, isReady bool) *corev1.Pod {
-		p := builders.MakePod(sandbox, "ns").Obj()
-		p.UID = types.UID("uid-" + sandbox)
-		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "agents.x-k8s.io/v1beta1", Kind: "Sandbox", Name: sandbox, UID: "sb", Controller: ptr.To(true)}}
-		p.Spec.NodeName = node
-		if isReady {
-			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+// The claims admission lets through count at once, before the informer shows them, until it
+// does or admittedTTL passes (a create that failed after admission); a flood admitted faster
+// than the informer delivers would otherwise be let through whole.
+func TestClaimShedCountsWhatItAdmittedBeforeTheInformerShowsIt(t *testing.T) {
+	f := newShedFixture(t, 2*time.Second)
+	f.serveN("earlier", 5) // 1 a second
+	var admitted []*extv1beta1.SandboxClaim
+	for i := range webhooks.MinBacklog + 5 {
+		c := f.claim(fmt.Sprintf("flood-%d", i), someUser, "h1")
+		c.Annotations[agentsv1beta1.AnnotationWebhookFirstObservedAt] = f.now.Add(time.Duration(i)).Format(time.RFC3339Nano)
+		if err := f.shed.Admit(someUser, c); err != nil {
+			break
 		}
-		return p
+		f.shed.Admitted(someUser, c)
+		admitted = append(admitted, c)
 	}
-	fresh := builders.MakeClaim("new", "ns", "pool").Obj()
-	refused := func() bool {
-		err := shed.Admit(someUser, fresh)
-		if err != nil && !apierrors.IsTooManyRequests(err) {
-			t.Fatalf("Admit: %v, want nil or 429", err)
-		}
-		return err != nil
+	if len(admitted) != webhooks.MinBacklog {
+		t.Fatalf("admitted %d claims unseen by the informer, served at 1 a second under a 2 s limit; want MinBacklog = %d",
+			len(admitted), webhooks.MinBacklog)
 	}
-	waiting := claim("waiting") // keeps a claim of someUser waiting throughout
-	shed.Observe(waiting)
-
-	// A cold start: its Sandbox's pod is created, placed on a node after 300 ms, and its
-	// containers take 8 s to start; the claim is Ready 200 ms after its pod: 8.5 s in all.
-	cold := claim("cold")
-	shed.Observe(cold)
-	shed.ObservePod(pod("cold", "", false))
-	now = now.Add(300 * time.Millisecond)
-	shed.ObservePod(pod("cold", "node-1", false))
-	now = now.Add(8 * time.Second)
-	shed.ObservePod(pod("cold", "node-1", true))
-	now = now.Add(200 * time.Millisecond)
-	shed.Observe(ready(cold, "cold"))
-	if refused() {
-		t.Fatal("a claim 8.5 s from admission to Ready, 8 s of it its pod starting on its node, refused a new claim under a 5 s limit")
+	for _, c := range admitted { // the informer shows them: counted once
+		f.shed.Observe(c)
 	}
-
-	// A claim bound to a member whose pod started 4 s before the claim came and is Ready
-	// 2 s after it: only those 2 s are the pod's; the claim is Ready 6 s after its pod.
-	now = now.Add(time.Minute) // the cold claim's service is long past
-	shed.ObservePod(pod("member", "node-2", false))
-	now = now.Add(4 * time.Second)
-	starting := claim("starting")
-	shed.Observe(starting)
-	now = now.Add(2 * time.Second)
-	shed.ObservePod(pod("member", "node-2", true))
-	now = now.Add(6 * time.Second)
-	shed.Observe(ready(starting, "member"))
-	if !refused() {
-		t.Fatal("a claim 8 s from admission to Ready, 2 s of it its member's pod starting, did not refuse a new claim under a 5 s limit")
+	if !f.refused(someUser) {
+		t.Fatal("the claims admitted were forgotten once the informer showed them")
 	}
-
-	// A pod that waits 7 s for the scheduler and starts at once: the wait is the control
-	// plane's.
-	now = now.Add(time.Minute)
-	queued := claim("queued")
-	shed.Observe(queued)
-	shed.ObservePod(pod("queued", "", false))
-	now = now.Add(7 * time.Second)
-	shed.ObservePod(pod("queued", "node-3", true))
-	shed.Observe(ready(queued, "queued"))
-	if !refused() {
-		t.Fatal("a claim whose pod waited 7 s to be placed did not refuse a new claim under a 5 s limit")
+	for _, c := range admitted {
+		f.shed.Forget(c.Namespace, c.Name)
 	}
-
-	// The pod's start-up of another Sandbox is not this claim's.
-	now = now.Add(time.Minute)
-	other := claim("other")
-	shed.Observe(other)
-	shed.ObservePod(pod("elsewhere", "node-4", false))
-	now = now.Add(7 * time.Second)
-	shed.ObservePod(pod("elsewhere", "node-4", true))
-	shed.Observe(ready(other, "warm"))
-	if !refused() {
-		t.Fatal("another Sandbox's pod start-up was taken off a claim's time")
+	if f.refused(someUser) {
+		t.Fatal("deleted claims still count")
+	}
+	for _, c := range admitted { // admitted, never created
+		f.shed.Admitted(someUser, c)
+	}
+	if !f.refused(someUser) {
+		t.Fatal("claims admitted and not yet shown by the informer did not count")
+	}
+	f.now = f.now.Add(6 * time.Second)
+	if f.refused(someUser) {
+		t.Fatal("claims admitted whose creates failed after admission counted past admittedTTL")
 	}
 }
 
-// In a lull, no claim served within the window, the claims waiting decide along with the
-// last one served: a flood whose first claims were served fast (warm) and whose later ones
-// are not served at all is a standing queue, where the rule before opened the gate on the
-// fast claim served last. Not while claims are served, and not past the lull's horizon.
-func TestShedDecisionInALull(t *testing.T) {
-	const maxWait = 5 * time.Second
-	aged := func(creator string, ds ...time.Duration) []webhooks.WaitingClaim {
-		var out []webhooks.WaitingClaim
-		for _, d := range ds {
-			out = append(out, webhooks.WaitingClaim{Creator: creator, Own: d})
-		}
-		return out
+// A cluster that serves nothing while claims wait is refused new claims until it has served
+// none for servedHorizon, and then admits: claims that never become Ready do not hold the gate
+// shut, and neither do claims that wait for a change (Stuck) or were served once.
+func TestClaimShedOpensOnAStalledCluster(t *testing.T) {
+	f := newShedFixture(t, 2*time.Second)
+	f.serveN("earlier", 5)
+	f.waitN("cold", someUser, 30)
+	f.now = f.now.Add(10 * time.Second)
+	if !f.refused(someUser) {
+		t.Fatal("30 claims ahead, none served for 10 s, did not refuse")
 	}
-	fast := []webhooks.Served{{Took: 300 * time.Millisecond}}
-	for _, tc := range []struct {
-		name    string
-		served  []webhooks.Served
-		lull    bool
-		waiting []webhooks.WaitingClaim
-		creator string
-		want    webhooks.Shed
-	}{
-		{name: "a stalled backlog behind a fast claim served last is refused", served: fast, lull: true, creator: "a",
-			waiting: aged("a", time.Second, 6*time.Second, 7*time.Second),
-			want:    webhooks.Shed{Refuse: true, Served: 1, Median: 300 * time.Millisecond, Waiting: 3, Mine: 3, Share: 3, Lull: true, WaitingMedian: 6 * time.Second, Stalled: true}},
-		{name: "a lull with young claims waiting refuses nothing", served: fast, lull: true, creator: "a",
-			waiting: aged("a", time.Second, 2*time.Second, 7*time.Second),
-			want:    webhooks.Shed{Served: 1, Median: 300 * time.Millisecond, Waiting: 3, Lull: true, WaitingMedian: 2 * time.Second}},
-		{name: "a stalled backlog refuses only creators at their fair share", served: fast, lull: true, creator: "b",
-			waiting: append(aged("a", 6*time.Second, 7*time.Second, 8*time.Second), aged("b", 9*time.Second)...),
-			want:    webhooks.Shed{Served: 1, Median: 300 * time.Millisecond, Waiting: 4, Mine: 1, Share: 2, Lull: true, WaitingMedian: 7 * time.Second, Stalled: true}},
-		{name: "claims that will not be served without a change are no queue", served: fast, lull: true, creator: "a",
-			waiting: append(aged("a", time.Second), webhooks.WaitingClaim{Creator: "a", Own: time.Minute, Stuck: true}, webhooks.WaitingClaim{Creator: "a", Own: time.Minute, Stuck: true}),
-			want:    webhooks.Shed{Served: 1, Median: 300 * time.Millisecond, Waiting: 3, Lull: true, WaitingMedian: time.Second}},
-		{name: "claims served in the window decide, however old the claims waiting", served: fast, creator: "a",
-			waiting: aged("a", 6*time.Second, 7*time.Second),
-			want:    webhooks.Shed{Served: 1, Median: 300 * time.Millisecond, Waiting: 2}},
-		{name: "past the lull's horizon nothing refuses", creator: "a",
-			waiting: aged("a", time.Minute, time.Minute),
-			want:    webhooks.Shed{Waiting: 2}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got := webhooks.ShedDecision(maxWait, tc.served, tc.lull, tc.waiting, tc.creator)
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("decision (-want +got):\n%s", diff)
-			}
-		})
+	f.now = f.now.Add(21 * time.Second)
+	if f.refused(someUser) {
+		t.Fatal("a cluster that served nothing for 31 s still refused")
 	}
-}
 
-// The claims waiting are timed as the claims served are: since admission, less their
-// Sandbox's pod's start-up so far, the Sandbox found through its controller reference before
-// the claim reports it. A flood that stalls after its first claims were served fast is
-// refused; the same claims waiting for their pods to start on their nodes are not.
-func TestClaimShedTimesTheClaimsWaitingInALull(t *testing.T) {
-	for _, podsStarting := range []bool{false, true} {
-		now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
-		shed := &webhooks.ClaimShed{MaxWait: 5 * time.Second, Now: func() time.Time { return now }}
-		claim := func(name string) *extv1beta1.SandboxClaim {
-			return builders.MakeClaim(name, "ns", "pool").Annotation(agentsv1beta1.AnnotationCreator, someUser).
-				Annotation(agentsv1beta1.AnnotationWebhookFirstObservedAt, now.Format(time.RFC3339Nano)).Obj()
-		}
-		warm := claim("warm")
-		shed.Observe(warm)
-		now = now.Add(200 * time.Millisecond)
-		served := warm.DeepCopy()
-		served.Status.Conditions = []metav1.Condition{{Type: agentsv1beta1.ConditionReady, Status: metav1.ConditionTrue, Reason: "SandboxReady"}}
-		shed.Observe(served) // served fast: the claim served last
-		for i := range 5 {
-			name := fmt.Sprintf("cold-%d", i)
-			shed.Observe(claim(name))
-			sb := builders.MakeSandbox(name, "ns").Obj()
-			sb.OwnerReferences = []metav1.OwnerReference{{APIVersion: "extensions.agents.x-k8s.io/v1beta1", Kind: "SandboxClaim", Name: name, UID: "c", Controller: ptr.To(true)}}
-			shed.ObserveSandbox(sb)
-			if podsStarting {
-				pod := builders.MakePod(name, "ns").Obj()
-				pod.UID = types.UID("uid-" + name)
-				pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "agents.x-k8s.io/v1beta1", Kind: "Sandbox", Name: name, UID: "sb", Controller: ptr.To(true)}}
-				pod.Spec.NodeName = "node-1"
-				shed.ObservePod(pod)
-			}
-		}
-		now = now.Add(6 * time.Second) // nothing served since the warm claim
-		err := shed.Admit(someUser, builders.MakeClaim("new", "ns", "pool").Obj())
-		switch {
-		case !podsStarting && !apierrors.IsTooManyRequests(err):
-			t.Errorf("five claims waiting 6 s in the control plane, none served since a fast one, did not refuse a new claim with 429: %v", err)
-		case podsStarting && err != nil:
-			t.Errorf("five claims waiting 6 s for their pods to start on their nodes refused a new claim: %v", err)
-		}
+	f = newShedFixture(t, 2*time.Second)
+	f.waitN("cold", someUser, 30)
+	f.now = f.now.Add(10 * time.Second)
+	if !f.refused(someUser) {
+		t.Fatal("a fresh cluster with 30 cold claims ahead, none served yet, did not refuse")
 	}
-}
+	f.now = f.now.Add(21 * time.Second)
+	if f.refused(someUser) {
+		t.Fatal("a fresh cluster whose oldest claim waited 31 s with none served still refused")
+	}
 
-// A claim served once and not Ready any more (expired with the claim retained, its pod lost)
-// waits for nothing admission gave it: in the lull after it, it refuses nothing. (The rule
-// before took it for a claim waiting since its admission, and refused the next claim.)
-func TestClaimShedForgetsTheClaimsItServed(t *testing.T) {
-	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
-	shed := &webhooks.ClaimShed{MaxWait: 5 * time.Second, Now: func() time.Time { return now }}
-	c := builders.MakeClaim("retained", "ns", "pool").Annotation(agentsv1beta1.AnnotationCreator, someUser).
-		Annotation(agentsv1beta1.AnnotationWebhookFirstObservedAt, now.Format(time.RFC3339Nano)).Obj()
-	shed.Observe(c)
-	now = now.Add(300 * time.Millisecond)
-	c.Status.Conditions = []metav1.Condition{{Type: agentsv1beta1.ConditionReady, Status: metav1.ConditionTrue, Reason: "SandboxReady"}}
-	shed.Observe(c)
-	now = now.Add(4 * time.Second)
-	c.Status.Conditions = []metav1.Condition{{Type: agentsv1beta1.ConditionReady, Status: metav1.ConditionFalse, Reason: extv1beta1.ReasonClaimExpired}}
-	shed.Observe(c)
-	now = now.Add(3 * time.Second)
-	if err := shed.Admit(someUser, builders.MakeClaim("new", "ns", "pool").Obj()); err != nil {
-		t.Fatalf("a claim served and since expired refused a new claim: %v", err)
+	f = newShedFixture(t, 2*time.Second)
+	f.serveN("earlier", 5)
+	for i := range 30 {
+		c := f.claim(fmt.Sprintf("stuck-%d", i), someUser, "h1")
+		c.Status.Conditions = []metav1.Condition{{Type: agentsv1beta1.ConditionReady, Status: metav1.ConditionFalse, Reason: extv1beta1.ReasonTemplateNotFound}}
+		f.shed.Observe(c)
+		served := f.claim(fmt.Sprintf("retained-%d", i), someUser, "h1")
+		f.shed.Observe(served)
+		f.shed.Observe(readyClaim(served))
+		served.Status.Conditions = []metav1.Condition{{Type: agentsv1beta1.ConditionReady, Status: metav1.ConditionFalse, Reason: extv1beta1.ReasonClaimExpired}}
+		f.shed.Observe(served)
+	}
+	if f.refused(someUser) {
+		t.Fatal("claims waiting for a change, or served and since expired, were taken for a backlog")
 	}
 }
 
@@ -372,30 +328,27 @@ func TestRetryAfter(t *testing.T) {
 }
 
 // The stamping webhook sheds before anything else is decided for the claim (a refused claim
-// reserves nothing in a ClaimPolicy's ledger), and never a dry run.
-func TestClaimStampingShedsWhileTheOperatorIsBehind(t *testing.T) {
-	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+// reserves nothing in a ClaimPolicy's ledger), never a dry run, and counts what it admits.
+func TestClaimStampingShedsWhileTheClusterIsBehind(t *testing.T) {
+	f := newShedFixture(t, 2*time.Second)
 	reader := fakeClient(builders.MakeTemplate("tmpl", "ns").Obj(), builders.MakePool("pool", "ns", "tmpl").Obj())
-	shed := &webhooks.ClaimShed{MaxWait: 2 * time.Second, Now: func() time.Time { return now }}
-	w := &webhooks.ClaimWebhook{APIReader: reader, OperatorUser: operatorUser, Now: func() time.Time { return now }, Shed: shed}
-	// One claim served 3 s after its admission, another still waiting: the cluster is behind.
-	for _, name := range []string{"served", "waiting"} {
-		shed.Observe(builders.MakeClaim(name, "ns", "pool").Annotation(agentsv1beta1.AnnotationCreator, someUser).
-			Annotation(agentsv1beta1.AnnotationWebhookFirstObservedAt, now.Add(-3*time.Second).Format(time.RFC3339Nano)).Obj())
-	}
-	served := builders.MakeClaim("served", "ns", "pool").Obj()
-	served.Status.Conditions = []metav1.Condition{{Type: agentsv1beta1.ConditionReady, Status: metav1.ConditionTrue, Reason: "SandboxReady"}}
-	shed.Observe(served)
+	w := &webhooks.ClaimWebhook{APIReader: reader, OperatorUser: operatorUser, Now: func() time.Time { return f.now }, Shed: f.shed}
+	f.serveN("earlier", 5)
+	f.waitN("cold", someUser, webhooks.MinBacklog-1)
+	f.now = f.now.Add(time.Second)
 
-	if got := code(w.Default(request(someUser, admissionv1.Create), builders.MakeClaim("c", "ns", "pool").Obj())); got != 429 {
-		t.Errorf("a new claim of the creator of the backlog: code %d, want 429", got)
+	if err := w.Default(request(someUser, admissionv1.Create), builders.MakeClaim("c", "ns", "pool").Obj()); err != nil {
+		t.Fatalf("a claim with fewer than MinBacklog ahead was refused: %v", err)
 	}
-	if err := w.Default(request("other@example.com", admissionv1.Create), builders.MakeClaim("c", "ns", "pool").Obj()); err != nil {
+	if got := code(w.Default(request(someUser, admissionv1.Create), builders.MakeClaim("d", "ns", "pool").Obj())); got != 429 {
+		t.Errorf("the next claim, the one admitted before it now ahead too: code %d, want 429", got)
+	}
+	if err := w.Default(request("other@example.com", admissionv1.Create), builders.MakeClaim("e", "ns", "pool").Obj()); err != nil {
 		t.Errorf("a creator with nothing waiting was refused: %v", err)
 	}
 	dryRun := admission.NewContextWithRequest(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
 		Operation: admissionv1.Create, Namespace: "ns", UserInfo: authenticationv1.UserInfo{Username: someUser}, DryRun: ptr.To(true)}})
-	if err := w.Default(dryRun, builders.MakeClaim("c", "ns", "pool").Obj()); err != nil {
+	if err := w.Default(dryRun, builders.MakeClaim("f", "ns", "pool").Obj()); err != nil {
 		t.Errorf("a dry run was refused: %v", err)
 	}
 }

@@ -139,6 +139,9 @@ func (w *ClaimWebhook) Default(ctx context.Context, c *extv1beta1.SandboxClaim) 
 	if err = w.Policies.Admit(ctx, req, c); err != nil {
 		return err
 	}
+	if req.DryRun == nil || !*req.DryRun {
+		w.Shed.Admitted(req.UserInfo.Username, c)
+	}
 	w.recordArrival(ctx, req, c, admitted)
 	return nil
 }

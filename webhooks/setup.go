@@ -117,10 +117,10 @@ type Options struct {
 	// Demand receives the arrival of every admitted claim, for the warm pool autoscaler
 	// (ClaimWebhook.Demand); nil records nothing.
 	Demand *demand.Recorder
-	// ClaimMaxWait refuses new claims with 429 while more than half the claims served lately
-	// spent longer in the control plane, its pod's start-up not counted (ClaimShed); 0
-	// refuses none. Only where the claim
-	// controller runs (the extensions): without it no claim is served.
+	// ClaimMaxWait refuses a new claim with 429 when the claims ahead of it in the control
+	// plane, at the rate claims are served, would take longer than this (ClaimShed); 0
+	// refuses none. Only where the claim controller runs (the extensions): without it no claim
+	// is served.
 	ClaimMaxWait time.Duration
 }
 
@@ -144,9 +144,10 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		if _, err := inf.AddEventHandler(claims.Shed.Handler()); err != nil {
 			return fmt.Errorf("watching SandboxClaims for load shedding: %w", err)
 		}
-		// The pods' start-ups are not the control plane's time (ClaimShed.ObservePod). Every
-		// replica admits claims, so every replica watches the pods the leader's controllers
-		// watch, with the same cache settings (--cache-label-selectors scopes them).
+		// A claim whose pod starts on its node is past the control plane's queues, and a ready
+		// pool member serves a claim at once (ClaimShed.ObservePod, ObserveSandbox). Every
+		// replica admits claims, so every replica watches the pods and Sandboxes the leader's
+		// controllers watch, with the same cache settings (--cache-label-selectors scopes them).
 		pods, err := mgr.GetCache().GetInformer(context.Background(), &corev1.Pod{}, cache.BlockUntilSynced(false))
 		if err != nil {
 			return fmt.Errorf("watching Pods for load shedding: %w", err)

@@ -46,14 +46,14 @@ const (
 	DefaultPprofMutexProfileFraction = 10
 )
 
-// DefaultClaimAdmissionMaxWait is how long half the claims served lately may spend in the
-// control plane (their time from admission to Ready less their pods' start-up) before
-// new claims are refused (Options.ClaimAdmissionMaxWait). Pod start-up does not count, so the
-// limit does not depend on the cluster's images or a pool run dry; 5 s is above what a burst
-// the local control plane absorbs costs (burst-300's p99 was 4 s on two cores, all of it the
-// control plane's: docs/performance.md) and above a claim's wait for a member on its way
-// (reconcilers.DefaultColdStartGrace) plus a cold start's writes.
-const DefaultClaimAdmissionMaxWait = 5 * time.Second
+// DefaultClaimAdmissionMaxWait is the longest a new claim is predicted to wait in the control
+// plane (the claims ahead of it over the rate claims are served) before it is refused
+// (Options.ClaimAdmissionMaxWait). Neither a pod's start-up on its node nor a claim a ready
+// pool member serves counts, so the limit depends on neither the cluster's images nor the
+// pool's size: below the sustainable rate a cold start's part before its pod is placed takes
+// well under a second, and past it the claims served settle about this much later than that
+// (docs/performance.md, "Overload: past the sustainable rate").
+const DefaultClaimAdmissionMaxWait = 2 * time.Second
 
 // LeaderElectionID names the leader election Lease of every sandgate manager.
 const LeaderElectionID = "sandgate.agents.x-k8s.io"
@@ -167,10 +167,10 @@ type Options struct {
 	// ClaimReservationTTL is how long a ClaimPolicy counts a claim admission let through whose
 	// create never completed; 0 means reconcilers.DefaultClaimReservationTTL.
 	ClaimReservationTTL time.Duration
-	// ClaimAdmissionMaxWait refuses new claims with 429 and a retry delay while more than
-	// half the claims served lately spent longer in the control plane, their pods' start-up
-	// not counted (webhooks.ClaimShed); 0 turns it off. With Extensions only: without the
-	// claim controller no claim is served.
+	// ClaimAdmissionMaxWait refuses a new claim with 429 and a retry delay when the claims
+	// ahead of it in the control plane, at the rate claims are served, would take longer than
+	// this (webhooks.ClaimShed); 0 turns it off. With Extensions only: without the claim
+	// controller no claim is served.
 	ClaimAdmissionMaxWait time.Duration
 	// Refill says when pools replace the members claims took.
 	Refill reconcilers.RefillPolicy

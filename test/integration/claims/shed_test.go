@@ -13,7 +13,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,15 +21,17 @@ import (
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	"github.com/sandgate-dev/sandgate/internal/operator"
 	"github.com/sandgate-dev/sandgate/internal/testing/builders"
+	"github.com/sandgate-dev/sandgate/webhooks"
 )
 
 // Past what the cluster serves, new claims are refused at admission with 429 Too Many
 // Requests and a retry hint, through the API server: retryAfterSeconds in the Status and the
 // Retry-After header, which client-go honours by retrying by itself. The operator here is a
 // replica that never leads (another holds the Lease): it admits claims, as every replica does,
-// and reconciles none; the test serves claims itself, late (the limit is a nanosecond), while
-// others still wait. A creator with nothing waiting is still admitted, and once nothing waits,
-// so is everyone again.
+// and reconciles none, so nothing is served and every claim admitted stays ahead of the next
+// (the pool has no member to take). Up to MinBacklog claims are admitted; the next is refused.
+// A creator with nothing waiting is still admitted, and once nothing waits, so is everyone
+// again.
 func TestClaimsPastWhatTheClusterServesAreRefusedWith429AndARetryHint(t *testing.T) {
 	e := setupWithoutManager(t, 0)
 	// Another replica holds the Lease for an hour: the manager below follows, its claim
@@ -41,7 +42,7 @@ func TestClaimsPastWhatTheClusterServesAreRefusedWith429AndARetryHint(t *testing
 	opts := e.opts
 	opts.Configure = func(o *operator.Options) {
 		o.LeaderElection, o.LeaderElectionNamespace = true, e.ns
-		o.ClaimAdmissionMaxWait = time.Nanosecond // every claim served is served late
+		o.ClaimAdmissionMaxWait = time.Second
 	}
 	e.Manager = cluster.StartManager(t, opts)
 	e.create(builders.MakeTemplate("tmpl", e.ns).Obj())
@@ -49,26 +50,12 @@ func TestClaimsPastWhatTheClusterServesAreRefusedWith429AndARetryHint(t *testing
 
 	jane, hints := e.userSeeingRetryAfter("jane@example.com")
 	bob, _ := e.userSeeingRetryAfter("bob@example.com")
-	e.g.Expect(jane.Create(e.ctx(), builders.MakeClaim("waiting", e.ns, "pool").Obj())).To(Succeed(), "nothing served yet")
-
-	// Each round: jane's claim is served (late), and her next create comes while "waiting"
-	// still waits. Rounds repeat until the refusal falls within ServedWindow of a service.
-	var refused error
-	round := 0
-	e.eventually(func(g Gomega) {
-		round++
-		name := fmt.Sprintf("served-%d", round)
-		if err := jane.Create(e.ctx(), builders.MakeClaim(name, e.ns, "pool").Obj()); err != nil {
-			g.Expect(apierrors.IsTooManyRequests(err)).To(BeTrue(), "the create: %v", err)
-			refused = err
-			return
-		}
-		claim := builders.MakeClaim(name, e.ns, "pool").Obj()
-		g.Expect(e.Client.Status().Patch(e.ctx(), claim, client.RawPatch(types.MergePatchType,
-			[]byte(`{"status":{"conditions":[{"type":"Ready","status":"True","reason":"SandboxReady","message":"served by the test","lastTransitionTime":"2026-11-27T00:00:00Z"}]}}`)))).To(Succeed())
-		refused = jane.Create(e.ctx(), builders.MakeClaim(fmt.Sprintf("probe-%d", round), e.ns, "pool").Obj())
-		g.Expect(apierrors.IsTooManyRequests(refused)).To(BeTrue(), "the create: %v", refused)
-	})
+	for i := range webhooks.MinBacklog {
+		e.g.Expect(jane.Create(e.ctx(), builders.MakeClaim(fmt.Sprintf("waiting-%d", i), e.ns, "pool").Obj())).To(Succeed(),
+			"fewer than MinBacklog claims ahead")
+	}
+	refused := jane.Create(e.ctx(), builders.MakeClaim("one-more", e.ns, "pool").Obj())
+	e.g.Expect(apierrors.IsTooManyRequests(refused)).To(BeTrue(), "the create past MinBacklog claims ahead, none served: %v", refused)
 	status := refused.(apierrors.APIStatus).Status()
 	e.g.Expect(status.Details).NotTo(BeNil())
 	e.g.Expect(status.Details.RetryAfterSeconds).To(Equal(int32(1)))
