@@ -21,13 +21,15 @@ package webhooks
 // start's writes, the scheduler's queue). A claim whose pod starts on its node waits for the
 // kubelet, which is the pod's cost at any rate, not a queue admission can shorten; a claim
 // whose pod is Ready waits only for its last writes. The rate is the claims that became Ready
-// in the last RateWindow. Below MinBacklog claims ahead, nothing is refused: a fresh cluster
-// has served nothing to measure a rate by, and a handful of claims is no backlog. A cluster
-// that served nothing for a long while (servedHorizon) is stalled, which refusing does not
-// mend: the gate opens. A claim that never becomes Ready for a reason that waits for a change
-// (Stuck: a missing template or pool) is in no queue. Who is refused is decided by the claims
-// ahead: a creator holding fewer of them than its fair share is still admitted, so a tenant
-// that floods the cluster is refused first and one with nothing waiting is not.
+// in the last RateWindow (or since the work in hand began, when later). Below MinBacklog
+// claims ahead, nothing is refused: a fresh cluster has served nothing to measure a rate by,
+// and a handful of claims is no backlog. A cluster that served nothing for a long while
+// (servedHorizon) with claims ahead is stalled, which refusing does not mend: the gate opens.
+// A claim that never becomes Ready for a reason that waits for a change (Stuck: a missing
+// template or pool) is in no queue. Who is refused is decided by each creator's part of the
+// claims ahead: one holding less than its fair share is still admitted, so a tenant that
+// floods the cluster is refused first, and one with nothing ahead (its claims served by the
+// pool's ready members, say) is not.
 
 import (
 	"fmt"
@@ -63,25 +65,28 @@ type ClaimShed struct {
 
 	mu      sync.Mutex
 	waiting map[types.NamespacedName]WaitingClaim
-	// served are the times claims became Ready, within RateWindow.
-	served []time.Time
-	// last is when the last claim was served, whenever; first when this process first saw a
-	// claim waiting.
-	last, first time.Time
+	// served are the claims that became Ready within RateWindow, in order.
+	served []servedClaim
+	// last is when the last claim was served, whenever.
+	last time.Time
 	// placed are the Sandboxes whose pods are placed (on a node, or Ready): their pods' UIDs.
 	placed map[types.NamespacedName]types.UID
 	// sandboxOf names the Sandbox of each claim that has one (its controller), by the claim.
 	sandboxOf map[types.NamespacedName]string
-	// wasReady are the claims seen Ready once: one that is not Ready any more (expired with
-	// its claim retained, its pod lost) was served, and waits for nothing admission gave it.
-	wasReady map[types.NamespacedName]struct{}
+	// wasReady are the claims seen Ready once, by their UIDs: one that is not Ready any more
+	// (expired with its claim retained, its pod lost) was served, and waits for nothing
+	// admission gave it; a claim made again under its name is another.
+	wasReady map[types.NamespacedName]types.UID
 	// free are the ready, unbound pool members, by the Sandbox: what each can serve.
 	free map[types.NamespacedName]policy.MemberKey
 	// admitted are the claims admitted here and not yet seen by the claim informer, by
 	// namespace and admission time (webhook-first-observed-at): a flood admitted faster than
 	// the informer delivers must count at once.
-	admitted map[admittedKey]admittedClaim
+	admitted map[admittedKey][]admittedClaim
 }
+
+// servedClaim is a claim served At, admitted Since.
+type servedClaim struct{ At, Since time.Time }
 
 // RateWindow is how far back the claims served make the rate a backlog is served at: long
 // enough to hold tens of claims at any rate worth shedding, short enough to follow a cluster
@@ -120,10 +125,12 @@ type admittedClaim struct {
 	members policy.MemberKey
 }
 
-// inFlight are the reasons of a claim's Ready=False on its way to Ready.
+// inFlight are the reasons of a claim's Ready=False on its way to Ready: a reconcile that
+// failed is retried, a restamped claim is served from its new version.
 var inFlight = map[string]bool{
 	extv1beta1.ReasonSandboxCreatePending: true, extv1beta1.ReasonSandboxNotReady: true,
-	agentsv1beta1.ReasonDependenciesNotReady: true,
+	agentsv1beta1.ReasonDependenciesNotReady: true, extv1beta1.ReasonReconcilerError: true,
+	extv1beta1.ReasonRestamped: true,
 }
 
 // stuck says whether the claim's Ready condition is False for a reason other than being on
@@ -170,22 +177,24 @@ func (s *ClaimShed) Observe(c *extv1beta1.SandboxClaim) {
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.admitted, admittedKey{c.Namespace, c.Annotations[agentsv1beta1.AnnotationWebhookFirstObservedAt]})
-	_, known := s.waiting[key]
-	_, served := s.wasReady[key]
+	w, known := s.waiting[key]
+	uid, seenReady := s.wasReady[key]
+	served := seenReady && uid == c.UID
+	if !known && !served {
+		s.unadmit(c) // first seen: counted from now on as the informer shows it
+	}
 	switch {
 	case !c.DeletionTimestamp.IsZero():
 		s.forget(key)
 	case meta.IsStatusConditionTrue(c.Status.Conditions, agentsv1beta1.ConditionReady):
 		delete(s.waiting, key)
-		delete(s.sandboxOf, key)
 		if s.wasReady == nil {
-			s.wasReady = map[types.NamespacedName]struct{}{}
+			s.wasReady = map[types.NamespacedName]types.UID{}
 		}
-		s.wasReady[key] = struct{}{}
+		s.wasReady[key] = c.UID
 		if known {
 			s.last = now
-			s.served = append(pruneServed(s.served, now), now)
+			s.served = append(pruneServed(s.served, now), servedClaim{At: now, Since: w.Since})
 		}
 	case served:
 		// Served once, not Ready now: nothing in admission's queue.
@@ -193,17 +202,14 @@ func (s *ClaimShed) Observe(c *extv1beta1.SandboxClaim) {
 		if s.waiting == nil {
 			s.waiting = map[types.NamespacedName]WaitingClaim{}
 		}
-		if s.first.IsZero() {
-			s.first = now
-		}
 		s.waiting[key] = WaitingClaim{Since: admittedAt(c), Creator: c.Annotations[agentsv1beta1.AnnotationCreator],
 			Members: membersOf(c), Stuck: stuck(c)}
 	}
 }
 
 // ObserveSandbox records a pool member ready to serve claims, and which claim a Sandbox is
-// bound to (its controller), so that a claim whose pod starts is not taken for one waiting in
-// the control plane.
+// bound to (its controller), so that a claim whose pod is placed is not taken for one waiting
+// in the control plane.
 func (s *ClaimShed) ObserveSandbox(sb *agentsv1beta1.Sandbox) {
 	sbKey := types.NamespacedName{Namespace: sb.Namespace, Name: sb.Name}
 	members, isMember, ready := policy.MemberKeyOf(sb)
@@ -222,8 +228,11 @@ func (s *ClaimShed) ObserveSandbox(sb *agentsv1beta1.Sandbox) {
 		return
 	}
 	key := types.NamespacedName{Namespace: sb.Namespace, Name: owner.Name}
-	if _, waits := s.waiting[key]; !waits || !sb.DeletionTimestamp.IsZero() {
-		return // only a waiting claim's Sandbox is of use; a served claim's is dropped
+	if !sb.DeletionTimestamp.IsZero() {
+		if s.sandboxOf[key] == sb.Name {
+			delete(s.sandboxOf, key)
+		}
+		return
 	}
 	if s.sandboxOf == nil {
 		s.sandboxOf = map[types.NamespacedName]string{}
@@ -231,11 +240,11 @@ func (s *ClaimShed) ObserveSandbox(sb *agentsv1beta1.Sandbox) {
 	s.sandboxOf[key] = sb.Name
 }
 
-// forgetSandbox drops a deleted Sandbox's member.
+// forgetSandbox drops a deleted Sandbox.
 func (s *ClaimShed) forgetSandbox(sb *agentsv1beta1.Sandbox) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.free, types.NamespacedName{Namespace: sb.Namespace, Name: sb.Name})
+	sb = sb.DeepCopy()
+	sb.DeletionTimestamp = &metav1.Time{Time: s.now()}
+	s.ObserveSandbox(sb)
 }
 
 // ObservePod records whether a Sandbox's pod (its controller) is placed: on a node, the
@@ -269,9 +278,9 @@ func (s *ClaimShed) ObservePod(p *corev1.Pod) {
 }
 
 // pruneServed drops the claims served before the window that ends at now.
-func pruneServed(served []time.Time, now time.Time) []time.Time {
+func pruneServed(served []servedClaim, now time.Time) []servedClaim {
 	i := 0
-	for i < len(served) && now.Sub(served[i]) > RateWindow {
+	for i < len(served) && now.Sub(served[i].At) > RateWindow {
 		i++
 	}
 	return served[i:]
@@ -286,7 +295,6 @@ func (s *ClaimShed) Forget(namespace, name string) {
 
 func (s *ClaimShed) forget(key types.NamespacedName) {
 	delete(s.waiting, key)
-	delete(s.sandboxOf, key)
 	delete(s.wasReady, key)
 }
 
@@ -333,130 +341,191 @@ func eventHandler[T any](observe, gone func(T)) toolscache.ResourceEventHandler 
 }
 
 // Admit refuses a new claim of creator when it would wait too long (ShedDecision); nil
-// admits it. A nil ClaimShed, or one with MaxWait 0, admits every claim.
+// admits it, and counts it as ahead of the next ones (in the same step, or concurrent
+// admissions would all see the backlog without each other) until the claim informer shows
+// it, admittedTTL passes, or Withdraw takes it back. A nil ClaimShed, or one with MaxWait 0,
+// admits every claim and counts none. c carries its webhook-first-observed-at, by which the
+// informer's copy is known.
 func (s *ClaimShed) Admit(creator string, c *extv1beta1.SandboxClaim) error {
 	if s == nil || s.MaxWait <= 0 {
 		return nil
 	}
 	now := s.now()
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.served = pruneServed(s.served, now)
-	b := s.backlog(now)
-	s.mu.Unlock()
-	if d := ShedDecision(s.MaxWait, b, creator); d.Refuse {
+	if d := ShedDecision(s.MaxWait, s.backlog(now), creator); d.Refuse {
 		return shedRefusal(c, s.MaxWait, d)
 	}
+	if s.admitted == nil {
+		s.admitted = map[admittedKey][]admittedClaim{}
+	}
+	k := admittedKeyOf(c)
+	s.admitted[k] = append(s.admitted[k], admittedClaim{at: now, creator: creator, members: membersOf(c)})
 	return nil
 }
 
-// Admitted counts a claim admission let through (its policies too) as ahead of the next ones
-// until the claim informer shows it, or admittedTTL passes (its create failed after
-// admission). c carries its webhook-first-observed-at, by which the informer's copy is known.
-func (s *ClaimShed) Admitted(creator string, c *extv1beta1.SandboxClaim) {
+// Withdraw takes back a claim Admit let through that will not be created after all (a
+// policy refused it, its name is taken).
+func (s *ClaimShed) Withdraw(c *extv1beta1.SandboxClaim) {
 	if s == nil || s.MaxWait <= 0 {
 		return
 	}
-	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.admitted == nil {
-		s.admitted = map[admittedKey]admittedClaim{}
+	s.unadmit(c)
+}
+
+func admittedKeyOf(c *extv1beta1.SandboxClaim) admittedKey {
+	return admittedKey{c.Namespace, c.Annotations[agentsv1beta1.AnnotationWebhookFirstObservedAt]}
+}
+
+// unadmit drops one claim counted as admitted under c's key; s.mu held.
+func (s *ClaimShed) unadmit(c *extv1beta1.SandboxClaim) {
+	k := admittedKeyOf(c)
+	switch n := len(s.admitted[k]); n {
+	case 0:
+	case 1:
+		delete(s.admitted, k)
+	default:
+		s.admitted[k] = s.admitted[k][:n-1]
 	}
-	s.admitted[admittedKey{c.Namespace, c.Annotations[agentsv1beta1.AnnotationWebhookFirstObservedAt]}] =
-		admittedClaim{at: now, creator: creator, members: membersOf(c)}
 }
 
 // backlog is what a new claim would find ahead of it now (see the file's comment); s.mu held.
 func (s *ClaimShed) backlog(now time.Time) Backlog {
-	b := Backlog{Served: len(s.served), ByCreator: map[string]int{}, SinceServed: -1}
-	unserved := map[policy.MemberKey]int{} // claims without a Sandbox, by the members that could serve them
-	oldest := now
-	for k, a := range s.admitted {
-		if now.Sub(a.at) > admittedTTL {
-			delete(s.admitted, k)
-			continue
+	b := Backlog{Served: len(s.served), ByCreator: map[string]float64{}}
+	// Claims without a Sandbox, by the members that could serve them, and by creator.
+	unserved := map[policy.MemberKey]map[string]int{}
+	count := func(m policy.MemberKey, creator string) {
+		if unserved[m] == nil {
+			unserved[m] = map[string]int{}
 		}
-		unserved[a.members]++
-		b.ByCreator[a.creator]++
+		unserved[m][creator]++
 	}
+	busy := now // the start of the work in hand: the oldest claim ahead, or served lately
+	for k, as := range s.admitted {
+		kept := as[:0]
+		for _, a := range as {
+			if now.Sub(a.at) <= admittedTTL {
+				kept = append(kept, a)
+				count(a.members, a.creator)
+				busy = minTime(busy, a.at)
+			}
+		}
+		if len(kept) == 0 {
+			delete(s.admitted, k)
+		} else {
+			s.admitted[k] = kept
+		}
+	}
+	oldest := now
 	for key, w := range s.waiting {
 		if w.Stuck {
 			continue
 		}
-		sandbox, bound := s.sandboxOf[key]
-		if bound {
+		if sandbox, bound := s.sandboxOf[key]; bound {
 			if _, placed := s.placed[types.NamespacedName{Namespace: key.Namespace, Name: sandbox}]; placed {
 				continue // its pod starts on its node, or is Ready: past the control plane's queues
 			}
 			b.Ahead++
+			b.ByCreator[w.Creator]++
 		} else {
-			unserved[w.Members]++
+			count(w.Members, w.Creator)
 		}
-		b.ByCreator[w.Creator]++
-		if w.Since.Before(oldest) {
-			oldest = w.Since
-		}
+		oldest = minTime(oldest, w.Since)
 	}
 	ready := map[policy.MemberKey]int{}
 	for _, m := range s.free {
 		ready[m]++
 	}
-	for m, n := range unserved {
-		b.Ahead += max(0, n-ready[m])
+	// Of the claims one pool's ready members do not cover, each creator holds its part.
+	for m, creators := range unserved {
+		total := 0
+		for _, n := range creators {
+			total += n
+		}
+		beyond := max(0, total-ready[m])
+		b.Ahead += beyond
+		for creator, n := range creators {
+			if part := float64(beyond) * float64(n) / float64(total); part > 0 {
+				b.ByCreator[creator] += part
+			}
+		}
 	}
-	switch {
-	case !s.last.IsZero():
-		b.SinceServed = now.Sub(s.last)
-	case !s.first.IsZero():
-		b.SinceServed = now.Sub(oldest) // nothing served yet: as long as the oldest has waited
+	// The cluster has been stalled since its last claim served or the oldest claim ahead
+	// came, whichever is later: a burst after an idle hour is not a stall.
+	b.Stalled = now.Sub(maxTime(s.last, oldest))
+	// The rate is over the window, or over the work in hand when it began within it (a burst
+	// after a lull), at least a second.
+	for _, sv := range s.served {
+		busy = minTime(busy, sv.Since)
 	}
+	busy = minTime(busy, oldest)
+	b.Over = max(time.Second, min(RateWindow, now.Sub(busy)))
 	return b
 }
 
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
 // Backlog is what a new claim finds ahead of it: Ahead claims in the control plane (see the
-// file's comment), ByCreator how many of the claims on their way before their pods' start-up
-// each creator holds; Served claims became Ready in the last RateWindow, the last of all
-// SinceServed ago (negative: none waits nor was served).
+// file's comment), ByCreator each creator's part of them; Served claims became Ready in the
+// last Over (RateWindow, or less when the work in hand began later); none served for Stalled.
 type Backlog struct {
-	Ahead       int
-	ByCreator   map[string]int
-	Served      int
-	SinceServed time.Duration
+	Ahead     int
+	ByCreator map[string]float64
+	Served    int
+	Over      time.Duration
+	Stalled   time.Duration
 }
 
 // Shed is what ShedDecision decided, and why: Ahead claims ahead, served at Rate claims a
-// second, predict a Wait; Mine of the claims on their way are the creator's, Share is its fair
-// share of them.
+// second, predict a Wait (-1: unbounded); Mine of the claims ahead are the creator's, Share is
+// its fair share of them.
 type Shed struct {
 	Refuse      bool
 	Ahead       int
 	Rate        float64
 	Wait        time.Duration
-	Mine, Share int
+	Mine, Share float64
 }
 
 // ShedDecision decides whether a new claim of creator is refused: when at least MinBacklog
-// claims are ahead of it and they would take longer than maxWait to serve at the rate claims
-// were served in the last RateWindow (Little's law; none served is an unbounded wait, until
-// none has been served for servedHorizon: a stalled cluster, which refusing does not mend),
-// unless creator holds fewer of the claims on their way than its fair share (them ÷ the
-// creators holding some, rounded up).
+// claims are ahead of it and they, with it, would take longer than maxWait to serve at the
+// rate claims were served lately (Little's law; none served is an unbounded wait, until the
+// cluster has been stalled for servedHorizon, which refusing does not mend), unless creator
+// holds less of the claims ahead than its fair share (them ÷ the creators holding some).
 func ShedDecision(maxWait time.Duration, b Backlog, creator string) Shed {
-	d := Shed{Ahead: b.Ahead, Rate: float64(b.Served) / RateWindow.Seconds(), Wait: -1}
-	if b.Served > 0 {
-		d.Wait = RateWindow * time.Duration(b.Ahead+1) / time.Duration(b.Served)
+	d := Shed{Ahead: b.Ahead, Wait: -1}
+	if b.Served > 0 && b.Over > 0 {
+		d.Rate = float64(b.Served) / b.Over.Seconds()
+		d.Wait = b.Over * time.Duration(b.Ahead+1) / time.Duration(b.Served)
 	}
 	if b.Ahead < MinBacklog || (d.Wait >= 0 && d.Wait <= maxWait) ||
-		(b.Served == 0 && b.SinceServed > servedHorizon(maxWait)) {
+		(b.Served == 0 && b.Stalled > servedHorizon(maxWait)) {
 		return d
 	}
-	total := 0
+	total := 0.0
 	for _, n := range b.ByCreator {
 		total += n
 	}
 	d.Mine = b.ByCreator[creator]
-	d.Share = (total + len(b.ByCreator) - 1) / max(1, len(b.ByCreator))
-	d.Refuse = d.Mine >= d.Share
+	if len(b.ByCreator) > 0 {
+		d.Share = total / float64(len(b.ByCreator))
+	}
+	d.Refuse = d.Mine > 0 && d.Mine >= d.Share
 	return d
 }
 
@@ -476,12 +545,13 @@ func shedRefusal(c *extv1beta1.SandboxClaim, maxWait time.Duration, d Shed) erro
 		behind = fmt.Sprintf("%d claims are ahead of this one and claims are served at %.1f a second: about %s in the control plane, more than %s",
 			d.Ahead, d.Rate, d.Wait.Round(100*time.Millisecond), maxWait)
 	}
+	mine, share := math.Round(d.Mine*10)/10, math.Round(d.Share*10)/10
 	return &apierrors.StatusError{ErrStatus: metav1.Status{
 		Status: metav1.StatusFailure,
 		Code:   http.StatusTooManyRequests,
 		Reason: metav1.StatusReasonTooManyRequests,
-		Message: fmt.Sprintf("SandboxClaim.%s %q is refused for now: the cluster is behind, %s, and this creator holds %d of the claims on their way (its fair share: %d); retry after %d s",
-			claimGK.Group, name, behind, d.Mine, d.Share, retry),
+		Message: fmt.Sprintf("SandboxClaim.%s %q is refused for now: the cluster is behind, %s, and this creator holds %g of them (its fair share: %g); retry after %d s",
+			claimGK.Group, name, behind, mine, share, retry),
 		Details: &metav1.StatusDetails{Group: claimGK.Group, Kind: claimGK.Kind, Name: c.Name, RetryAfterSeconds: retry},
 	}}
 }

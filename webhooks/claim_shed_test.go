@@ -27,38 +27,40 @@ import (
 func TestShedDecision(t *testing.T) {
 	const maxWait = 2 * time.Second
 	served := func(perSecond int) int { return perSecond * int(webhooks.RateWindow/time.Second) }
-	byA := func(n int) map[string]int { return map[string]int{"a": n} }
+	byA := func(n float64) map[string]float64 { return map[string]float64{"a": n} }
 	for _, tc := range []struct {
 		name    string
 		backlog webhooks.Backlog
 		creator string
 		want    webhooks.Shed
 	}{
-		{name: "nothing ahead", creator: "a", backlog: webhooks.Backlog{SinceServed: -1},
-			want: webhooks.Shed{Wait: -1}},
+		{name: "nothing ahead", creator: "a", want: webhooks.Shed{Wait: -1}},
 		{name: "fewer than MinBacklog ahead, nothing served to measure by", creator: "a",
-			backlog: webhooks.Backlog{Ahead: webhooks.MinBacklog - 1, ByCreator: byA(webhooks.MinBacklog - 1), SinceServed: time.Second},
+			backlog: webhooks.Backlog{Ahead: webhooks.MinBacklog - 1, ByCreator: byA(webhooks.MinBacklog - 1), Stalled: time.Second},
 			want:    webhooks.Shed{Ahead: webhooks.MinBacklog - 1, Wait: -1}},
 		{name: "served in time: 39 ahead at 20 a second is 2 s with the new one", creator: "a",
-			backlog: webhooks.Backlog{Ahead: 39, ByCreator: byA(39), Served: served(20)},
+			backlog: webhooks.Backlog{Ahead: 39, ByCreator: byA(39), Served: served(20), Over: webhooks.RateWindow},
 			want:    webhooks.Shed{Ahead: 39, Rate: 20, Wait: maxWait}},
 		{name: "one more ahead is past the limit: the backlog's creator is refused", creator: "a",
-			backlog: webhooks.Backlog{Ahead: 40, ByCreator: byA(40), Served: served(20)},
+			backlog: webhooks.Backlog{Ahead: 40, ByCreator: byA(40), Served: served(20), Over: webhooks.RateWindow},
+			want:    webhooks.Shed{Refuse: true, Ahead: 40, Rate: 20, Wait: 2050 * time.Millisecond, Mine: 40, Share: 40}},
+		{name: "the rate of work begun within the window is over its own time", creator: "a",
+			backlog: webhooks.Backlog{Ahead: 40, ByCreator: byA(40), Served: 20, Over: time.Second},
 			want:    webhooks.Shed{Refuse: true, Ahead: 40, Rate: 20, Wait: 2050 * time.Millisecond, Mine: 40, Share: 40}},
 		{name: "nothing served lately with a backlog ahead: refused", creator: "a",
-			backlog: webhooks.Backlog{Ahead: 30, ByCreator: byA(30), SinceServed: 10 * time.Second},
+			backlog: webhooks.Backlog{Ahead: 30, ByCreator: byA(30), Stalled: 10 * time.Second},
 			want:    webhooks.Shed{Refuse: true, Ahead: 30, Wait: -1, Mine: 30, Share: 30}},
 		{name: "nothing served for the horizon: a stalled cluster, which refusing does not mend", creator: "a",
-			backlog: webhooks.Backlog{Ahead: 30, ByCreator: byA(30), SinceServed: 31 * time.Second},
+			backlog: webhooks.Backlog{Ahead: 30, ByCreator: byA(30), Stalled: 31 * time.Second},
 			want:    webhooks.Shed{Ahead: 30, Wait: -1}},
-		{name: "a creator with nothing on its way is admitted while another floods", creator: "b",
-			backlog: webhooks.Backlog{Ahead: 100, ByCreator: byA(100), Served: served(10)},
+		{name: "a creator with nothing ahead is admitted while another floods", creator: "b",
+			backlog: webhooks.Backlog{Ahead: 100, ByCreator: byA(100), Served: served(10), Over: webhooks.RateWindow},
 			want:    webhooks.Shed{Ahead: 100, Rate: 10, Wait: 10100 * time.Millisecond, Share: 100}},
 		{name: "a creator below its fair share is admitted", creator: "b",
-			backlog: webhooks.Backlog{Ahead: 100, ByCreator: map[string]int{"a": 90, "b": 10}, Served: served(10)},
+			backlog: webhooks.Backlog{Ahead: 100, ByCreator: map[string]float64{"a": 90, "b": 10}, Served: served(10), Over: webhooks.RateWindow},
 			want:    webhooks.Shed{Ahead: 100, Rate: 10, Wait: 10100 * time.Millisecond, Mine: 10, Share: 50}},
 		{name: "a creator at its fair share is refused", creator: "b",
-			backlog: webhooks.Backlog{Ahead: 100, ByCreator: map[string]int{"a": 50, "b": 50}, Served: served(10)},
+			backlog: webhooks.Backlog{Ahead: 100, ByCreator: map[string]float64{"a": 50, "b": 50}, Served: served(10), Over: webhooks.RateWindow},
 			want:    webhooks.Shed{Refuse: true, Ahead: 100, Rate: 10, Wait: 10100 * time.Millisecond, Mine: 50, Share: 50}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -103,10 +105,17 @@ func readyClaim(c *extv1beta1.SandboxClaim) *extv1beta1.SandboxClaim {
 	return c
 }
 
-// serveN has n claims served now (seen waiting, then Ready).
+// serveN has n claims, admitted RateWindow ago, served now (seen waiting, then Ready): a
+// steady n ÷ RateWindow a second.
 func (f *shedFixture) serveN(prefix string, n int) {
+	f.serveSince(prefix, n, f.now.Add(-webhooks.RateWindow))
+}
+
+// serveSince has n claims, admitted at since, served now.
+func (f *shedFixture) serveSince(prefix string, n int, since time.Time) {
 	for i := range n {
 		c := f.claim(fmt.Sprintf("%s-%d", prefix, i), "served@example.com", "h1")
+		c.Annotations[agentsv1beta1.AnnotationWebhookFirstObservedAt] = since.Format(time.RFC3339Nano)
 		f.shed.Observe(c)
 		f.shed.Observe(readyClaim(c))
 	}
@@ -142,12 +151,17 @@ func podOf(sandbox, node string, ready bool) *corev1.Pod {
 	return p
 }
 
-// refused admits a new claim of creator and says whether it was refused (429).
+// refused asks to admit a new claim of creator, says whether it was refused (429), and
+// withdraws it if not: a probe that leaves nothing behind.
 func (f *shedFixture) refused(creator string) bool {
 	f.t.Helper()
-	err := f.shed.Admit(creator, f.claim("new", creator, "h1"))
+	c := f.claim("new", creator, "h1")
+	err := f.shed.Admit(creator, c)
 	if err != nil && !apierrors.IsTooManyRequests(err) {
 		f.t.Fatalf("Admit: %v, want nil or 429", err)
+	}
+	if err == nil {
+		f.shed.Withdraw(c)
 	}
 	return err != nil
 }
@@ -232,46 +246,147 @@ func TestClaimShedPredictsTheWaitFromTheInformers(t *testing.T) {
 }
 
 // The claims admission lets through count at once, before the informer shows them, until it
-// does or admittedTTL passes (a create that failed after admission); a flood admitted faster
-// than the informer delivers would otherwise be let through whole.
+// does, Withdraw takes one back or admittedTTL passes (a create that failed after admission);
+// a flood admitted faster than the informer delivers would otherwise be let through whole.
+// Two claims admitted in the same instant both count.
 func TestClaimShedCountsWhatItAdmittedBeforeTheInformerShowsIt(t *testing.T) {
 	f := newShedFixture(t, 2*time.Second)
 	f.serveN("earlier", 5) // 1 a second
 	var admitted []*extv1beta1.SandboxClaim
 	for i := range webhooks.MinBacklog + 5 {
-		c := f.claim(fmt.Sprintf("flood-%d", i), someUser, "h1")
-		c.Annotations[agentsv1beta1.AnnotationWebhookFirstObservedAt] = f.now.Add(time.Duration(i)).Format(time.RFC3339Nano)
+		c := f.claim(fmt.Sprintf("flood-%d", i), someUser, "h1") // all admitted at the same instant
 		if err := f.shed.Admit(someUser, c); err != nil {
 			break
 		}
-		f.shed.Admitted(someUser, c)
 		admitted = append(admitted, c)
 	}
 	if len(admitted) != webhooks.MinBacklog {
 		t.Fatalf("admitted %d claims unseen by the informer, served at 1 a second under a 2 s limit; want MinBacklog = %d",
 			len(admitted), webhooks.MinBacklog)
 	}
-	for _, c := range admitted { // the informer shows them: counted once
+	f.shed.Withdraw(admitted[0]) // its policy refused it
+	if f.refused(someUser) {
+		t.Fatal("a claim withdrawn still counts")
+	}
+	if err := f.shed.Admit(someUser, admitted[0]); err != nil {
+		t.Fatalf("admitting again: %v", err)
+	}
+	for _, c := range admitted[:10] { // the informer shows half: each counted once
+		f.shed.Observe(c)
 		f.shed.Observe(c)
 	}
 	if !f.refused(someUser) {
-		t.Fatal("the claims admitted were forgotten once the informer showed them")
+		t.Fatal("the claims admitted were forgotten, or counted once only, as the informer showed some")
 	}
-	for _, c := range admitted {
+	for _, c := range admitted[:10] {
 		f.shed.Forget(c.Namespace, c.Name)
 	}
 	if f.refused(someUser) {
-		t.Fatal("deleted claims still count")
-	}
-	for _, c := range admitted { // admitted, never created
-		f.shed.Admitted(someUser, c)
-	}
-	if !f.refused(someUser) {
-		t.Fatal("claims admitted and not yet shown by the informer did not count")
+		t.Fatal("deleted claims, or claims seen by the informer, still count as admitted")
 	}
 	f.now = f.now.Add(6 * time.Second)
+	for i := range webhooks.MinBacklog {
+		f.shed.Observe(f.claim(fmt.Sprintf("late-%d", i), someUser, "h1"))
+	}
+	if !f.refused(someUser) {
+		t.Fatal("MinBacklog claims waiting, nothing served lately, refused nothing")
+	}
+	for i := range webhooks.MinBacklog {
+		f.shed.Forget("ns", fmt.Sprintf("late-%d", i))
+	}
 	if f.refused(someUser) {
 		t.Fatal("claims admitted whose creates failed after admission counted past admittedTTL")
+	}
+}
+
+// Who is refused is decided by each creator's part of the claims ahead: claims the pool's
+// ready members serve are nobody's backlog, so a tenant's warm burst is not refused for another
+// tenant's cold flood, and the flood's tenant is.
+func TestClaimShedRefusesTheCreatorOfTheBacklog(t *testing.T) {
+	f := newShedFixture(t, 2*time.Second)
+	f.serveN("earlier", 10)
+	for i := range 50 { // b: cold starts whose pods are not placed yet
+		name := fmt.Sprintf("cold-%d", i)
+		f.shed.Observe(f.claim(name, "b@example.com", "h1"))
+		f.shed.ObserveSandbox(sandboxOf(name, name))
+	}
+	for i := range 100 { // a: a burst the pool holds
+		f.shed.ObserveSandbox(member(fmt.Sprintf("m-%d", i), "h1", true))
+		f.shed.Observe(f.claim(fmt.Sprintf("warm-%d", i), someUser, "h1"))
+	}
+	if f.refused(someUser) {
+		t.Fatal("a creator whose claims the pool serves was refused for another's cold flood")
+	}
+	if !f.refused("b@example.com") {
+		t.Fatal("the creator of the cold flood was admitted")
+	}
+	for i := range 60 { // a takes 60 members: 40 remain for its 100 claims
+		f.shed.ObserveSandbox(sandboxOf(fmt.Sprintf("m-%d", i), "elsewhere"))
+	}
+	if !f.refused(someUser) {
+		t.Fatal("60 of a creator's claims beyond its pool's ready members, more than its fair share of the 110 ahead, did not refuse it")
+	}
+}
+
+// The shed's view follows the informers as they deliver: a claim's Sandbox seen before the
+// claim, a claim made again under a served claim's name, a claim whose reconcile failed (it is
+// retried, so on its way), and a burst after an idle hour (not a stalled cluster).
+func TestClaimShedFollowsTheInformers(t *testing.T) {
+	f := newShedFixture(t, 2*time.Second)
+	f.serveN("earlier", 10) // 2 a second
+	for i := range 30 {
+		name := fmt.Sprintf("c-%d", i)
+		f.shed.ObserveSandbox(sandboxOf(name, name)) // the Sandbox informer first
+		f.shed.ObservePod(podOf(name, "node-1", false))
+		f.shed.Observe(f.claim(name, someUser, "h1"))
+	}
+	if f.refused(someUser) {
+		t.Fatal("claims whose Sandboxes the informer delivered first were taken for claims without one")
+	}
+	for i := range 30 {
+		f.shed.Forget("ns", fmt.Sprintf("c-%d", i))
+	}
+
+	for i := range 30 {
+		c := f.claim(fmt.Sprintf("again-%d", i), someUser, "h1")
+		c.UID = "first"
+		f.shed.Observe(readyClaim(c))
+		c.UID = "second" // deleted and made again; the informer missed the delete
+		f.shed.Observe(c)
+	}
+	if !f.refused(someUser) {
+		t.Fatal("claims made again under served claims' names were taken for the served ones")
+	}
+	for i := range 30 {
+		f.shed.Forget("ns", fmt.Sprintf("again-%d", i))
+	}
+
+	for i := range 30 {
+		c := f.claim(fmt.Sprintf("failed-%d", i), someUser, "h1")
+		c.Status.Conditions = []metav1.Condition{{Type: agentsv1beta1.ConditionReady, Status: metav1.ConditionFalse, Reason: extv1beta1.ReasonReconcilerError}}
+		f.shed.Observe(c)
+	}
+	if !f.refused(someUser) {
+		t.Fatal("claims whose reconcile failed, to be retried, were taken for claims waiting for a change")
+	}
+	for i := range 30 {
+		f.shed.Forget("ns", fmt.Sprintf("failed-%d", i))
+	}
+
+	f.now = f.now.Add(time.Hour)
+	start := f.now
+	f.waitN("burst", someUser, 30)
+	if !f.refused(someUser) {
+		t.Fatal("30 claims ahead an hour after the last claim served were taken for a stalled cluster")
+	}
+	f.now = f.now.Add(500 * time.Millisecond)
+	f.serveSince("first-of-burst", 1, start)
+	if !f.refused(someUser) {
+		t.Fatal("30 ahead, 1 served in the first second of the burst, did not refuse")
+	}
+	f.serveSince("more-of-burst", 20, start) // 21 in the burst's first second: 31 ahead take 1.5 s
+	if f.refused(someUser) {
+		t.Fatal("the rate of a burst begun a second ago was taken over the whole window")
 	}
 }
 

@@ -137,12 +137,20 @@ func (w *ClaimWebhook) Default(ctx context.Context, c *extv1beta1.SandboxClaim) 
 	// Policies: a claim refused above reserves nothing. Arrival last: a claim a policy refuses
 	// is no demand of its pool's.
 	if err = w.Policies.Admit(ctx, req, c); err != nil {
+		w.Shed.Withdraw(c)
 		return err
 	}
-	if req.DryRun == nil || !*req.DryRun {
-		w.Shed.Admitted(req.UserInfo.Username, c)
+	if req.DryRun != nil && *req.DryRun {
+		return nil
 	}
-	w.recordArrival(ctx, req, c, admitted)
+	// A claim whose name the cache already holds will be refused as AlreadyExists after
+	// admission: it is neither ahead of other claims nor demand.
+	if c.Name != "" && w.Cache != nil &&
+		w.Cache.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: c.Name}, &extv1beta1.SandboxClaim{}) == nil {
+		w.Shed.Withdraw(c)
+		return nil
+	}
+	w.recordArrival(req, c, admitted)
 	return nil
 }
 
@@ -150,14 +158,11 @@ func (w *ClaimWebhook) Default(ctx context.Context, c *extv1beta1.SandboxClaim) 
 // written into webhook-first-observed-at: the claim informer's create carries that time, by
 // which the leader's estimator recognizes the arrivals it recorded here (internal/demand). A
 // dry run creates nothing, and a claim whose name the cache already holds will be refused as
-// AlreadyExists after admission: neither is demand. Other refusals after admission (a quota)
-// count until the informer fails to confirm them (demand.PendingTTL).
-func (w *ClaimWebhook) recordArrival(ctx context.Context, req admission.Request, c *extv1beta1.SandboxClaim, at time.Time) {
-	if w.Demand == nil || (req.DryRun != nil && *req.DryRun) {
-		return
-	}
-	if c.Name != "" && w.Cache != nil &&
-		w.Cache.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: c.Name}, &extv1beta1.SandboxClaim{}) == nil {
+// AlreadyExists after admission: neither is demand, and Default records neither. Other
+// refusals after admission (a quota) count until the informer fails to confirm them
+// (demand.PendingTTL).
+func (w *ClaimWebhook) recordArrival(req admission.Request, c *extv1beta1.SandboxClaim, at time.Time) {
+	if w.Demand == nil {
 		return
 	}
 	w.Demand.Admitted(types.NamespacedName{Namespace: req.Namespace, Name: c.Spec.WarmPoolRef.Name}, at)

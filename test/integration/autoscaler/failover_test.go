@@ -26,7 +26,12 @@ func TestFailoverMidRampRecoversTheEstimateFromTheCache(t *testing.T) {
 	electing := func(webhooks bool) framework.ManagerOptions {
 		o := e.opts
 		o.Webhooks = webhooks
-		o.Configure = func(o *operator.Options) { o.LeaderElection, o.LeaderElectionNamespace = true, e.ns }
+		// The claims here are never served (members never start): shedding off, or admission
+		// would refuse the claims past MinBacklog waiting, which this test counts.
+		o.Configure = func(o *operator.Options) {
+			o.LeaderElection, o.LeaderElectionNamespace = true, e.ns
+			o.ClaimAdmissionMaxWait = 0
+		}
 		return o
 	}
 	key := types.NamespacedName{Namespace: e.ns, Name: "wpa"}

@@ -42,7 +42,9 @@ func TestClaimsPastWhatTheClusterServesAreRefusedWith429AndARetryHint(t *testing
 	opts := e.opts
 	opts.Configure = func(o *operator.Options) {
 		o.LeaderElection, o.LeaderElectionNamespace = true, e.ns
-		o.ClaimAdmissionMaxWait = time.Second
+		// Ten seconds: a cluster stalled for ten times that opens the gate, longer than the
+		// test waits for anything below.
+		o.ClaimAdmissionMaxWait = 10 * time.Second
 	}
 	e.Manager = cluster.StartManager(t, opts)
 	e.create(builders.MakeTemplate("tmpl", e.ns).Obj())
@@ -58,10 +60,10 @@ func TestClaimsPastWhatTheClusterServesAreRefusedWith429AndARetryHint(t *testing
 	e.g.Expect(apierrors.IsTooManyRequests(refused)).To(BeTrue(), "the create past MinBacklog claims ahead, none served: %v", refused)
 	status := refused.(apierrors.APIStatus).Status()
 	e.g.Expect(status.Details).NotTo(BeNil())
-	e.g.Expect(status.Details.RetryAfterSeconds).To(Equal(int32(1)))
+	e.g.Expect(status.Details.RetryAfterSeconds).To(Equal(int32(10)))
 	e.g.Expect(status.Details.Kind).To(Equal("SandboxClaim"))
 	e.g.Expect(status.Message).To(ContainSubstring("the cluster is behind"))
-	e.g.Expect(hints()).To(ContainElement("1"), "the Retry-After header client-go retries by")
+	e.g.Expect(hints()).To(ContainElement("10"), "the Retry-After header client-go retries by")
 
 	e.g.Expect(bob.Create(e.ctx(), builders.MakeClaim("bobs", e.ns, "pool").Obj())).To(Succeed(),
 		"a creator with nothing waiting is admitted while another's claims wait")
