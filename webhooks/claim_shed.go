@@ -365,15 +365,16 @@ func (s *ClaimShed) Admit(creator string, c *extv1beta1.SandboxClaim) error {
 	return nil
 }
 
-// Withdraw takes back a claim Admit let through that will not be created after all (a
-// policy refused it, its name is taken).
-func (s *ClaimShed) Withdraw(c *extv1beta1.SandboxClaim) {
-	if s == nil || s.MaxWait <= 0 {
+// Withdraw takes back a claim of namespace Admit let through, admitted at (its
+// webhook-first-observed-at), that will not be created after all (a policy refused it, its
+// name is taken), or that admission stamps again (reinvoked).
+func (s *ClaimShed) Withdraw(namespace, at string) {
+	if s == nil || s.MaxWait <= 0 || at == "" {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.unadmit(c)
+	s.unadmitKey(admittedKey{namespace, at})
 }
 
 func admittedKeyOf(c *extv1beta1.SandboxClaim) admittedKey {
@@ -381,8 +382,9 @@ func admittedKeyOf(c *extv1beta1.SandboxClaim) admittedKey {
 }
 
 // unadmit drops one claim counted as admitted under c's key; s.mu held.
-func (s *ClaimShed) unadmit(c *extv1beta1.SandboxClaim) {
-	k := admittedKeyOf(c)
+func (s *ClaimShed) unadmit(c *extv1beta1.SandboxClaim) { s.unadmitKey(admittedKeyOf(c)) }
+
+func (s *ClaimShed) unadmitKey(k admittedKey) {
 	switch n := len(s.admitted[k]); n {
 	case 0:
 	case 1:

@@ -161,7 +161,7 @@ func (f *shedFixture) refused(creator string) bool {
 		f.t.Fatalf("Admit: %v, want nil or 429", err)
 	}
 	if err == nil {
-		f.shed.Withdraw(c)
+		f.shed.Withdraw(c.Namespace, c.Annotations[agentsv1beta1.AnnotationWebhookFirstObservedAt])
 	}
 	return err != nil
 }
@@ -264,7 +264,7 @@ func TestClaimShedCountsWhatItAdmittedBeforeTheInformerShowsIt(t *testing.T) {
 		t.Fatalf("admitted %d claims unseen by the informer, served at 1 a second under a 2 s limit; want MinBacklog = %d",
 			len(admitted), webhooks.MinBacklog)
 	}
-	f.shed.Withdraw(admitted[0]) // its policy refused it
+	f.shed.Withdraw("ns", admitted[0].Annotations[agentsv1beta1.AnnotationWebhookFirstObservedAt]) // its policy refused it
 	if f.refused(someUser) {
 		t.Fatal("a claim withdrawn still counts")
 	}
@@ -465,5 +465,27 @@ func TestClaimStampingShedsWhileTheClusterIsBehind(t *testing.T) {
 		Operation: admissionv1.Create, Namespace: "ns", UserInfo: authenticationv1.UserInfo{Username: someUser}, DryRun: ptr.To(true)}})
 	if err := w.Default(dryRun, builders.MakeClaim("f", "ns", "pool").Obj()); err != nil {
 		t.Errorf("a dry run was refused: %v", err)
+	}
+}
+
+// Admission invoked again on the claim it stamped (reinvocationPolicy IfNeeded: another
+// mutating webhook changed it after this one) counts the claim once, not once per call.
+func TestClaimStampingCountsAReinvokedClaimOnce(t *testing.T) {
+	f := newShedFixture(t, 2*time.Second)
+	reader := fakeClient(builders.MakeTemplate("tmpl", "ns").Obj(), builders.MakePool("pool", "ns", "tmpl").Obj())
+	w := &webhooks.ClaimWebhook{APIReader: reader, OperatorUser: operatorUser, Now: func() time.Time { return f.now }, Shed: f.shed}
+	f.serveN("earlier", 5)
+	f.waitN("cold", someUser, webhooks.MinBacklog-1)
+
+	c := builders.MakeClaim("c", "ns", "pool").Obj()
+	if err := w.Default(request(someUser, admissionv1.Create), c); err != nil {
+		t.Fatalf("a claim with fewer than MinBacklog ahead was refused: %v", err)
+	}
+	f.now = f.now.Add(time.Millisecond)
+	if err := w.Default(request(someUser, admissionv1.Create), c); err != nil {
+		t.Fatalf("the same claim, admission invoked again, was refused: it was counted ahead of itself: %v", err)
+	}
+	if got := code(w.Default(request(someUser, admissionv1.Create), builders.MakeClaim("d", "ns", "pool").Obj())); got != 429 {
+		t.Errorf("the next claim, with MinBacklog ahead: code %d, want 429", got)
 	}
 }

@@ -122,6 +122,9 @@ func (w *ClaimWebhook) Default(ctx context.Context, c *extv1beta1.SandboxClaim) 
 	// (ValidateClaimUpdate). The public project's tooling measures startup from
 	// controller-first-observed-at; a claim being created has not been observed by any
 	// controller before, it is first observed here, and stamping it now costs no write.
+	// Reinvoked (another mutating webhook changed the claim after this one), admission sees
+	// the claim it stamped: what the shed counted then is counted again below.
+	w.Shed.Withdraw(c.Namespace, c.Annotations[agentsv1beta1.AnnotationWebhookFirstObservedAt])
 	c.Annotations[agentsv1beta1.AnnotationWebhookFirstObservedAt] = at
 	c.Annotations[agentsv1beta1.AnnotationControllerFirstObservedAt] = at
 	if tmpl != nil {
@@ -137,7 +140,7 @@ func (w *ClaimWebhook) Default(ctx context.Context, c *extv1beta1.SandboxClaim) 
 	// Policies: a claim refused above reserves nothing. Arrival last: a claim a policy refuses
 	// is no demand of its pool's.
 	if err = w.Policies.Admit(ctx, req, c); err != nil {
-		w.Shed.Withdraw(c)
+		w.Shed.Withdraw(c.Namespace, at)
 		return err
 	}
 	if req.DryRun != nil && *req.DryRun {
@@ -147,7 +150,7 @@ func (w *ClaimWebhook) Default(ctx context.Context, c *extv1beta1.SandboxClaim) 
 	// admission: it is neither ahead of other claims nor demand.
 	if c.Name != "" && w.Cache != nil &&
 		w.Cache.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: c.Name}, &extv1beta1.SandboxClaim{}) == nil {
-		w.Shed.Withdraw(c)
+		w.Shed.Withdraw(c.Namespace, at)
 		return nil
 	}
 	w.recordArrival(req, c, admitted)
