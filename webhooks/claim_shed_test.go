@@ -394,30 +394,23 @@ func TestClaimShedFollowsTheInformers(t *testing.T) {
 // none for servedHorizon, and then admits: claims that never become Ready do not hold the gate
 // shut, and neither do claims that wait for a change (Stuck) or were served once.
 func TestClaimShedOpensOnAStalledCluster(t *testing.T) {
+	for _, servedBefore := range []bool{true, false} { // and a fresh cluster, which served none
+		f := newShedFixture(t, 2*time.Second)
+		if servedBefore {
+			f.serveN("earlier", 5)
+		}
+		f.waitN("cold", someUser, 30)
+		f.now = f.now.Add(10 * time.Second)
+		if !f.refused(someUser) {
+			t.Fatalf("served before: %t; 30 claims ahead, none served for 10 s, did not refuse", servedBefore)
+		}
+		f.now = f.now.Add(21 * time.Second)
+		if f.refused(someUser) {
+			t.Fatalf("served before: %t; a cluster that served nothing for the 31 s its oldest claim waited still refused", servedBefore)
+		}
+	}
+
 	f := newShedFixture(t, 2*time.Second)
-	f.serveN("earlier", 5)
-	f.waitN("cold", someUser, 30)
-	f.now = f.now.Add(10 * time.Second)
-	if !f.refused(someUser) {
-		t.Fatal("30 claims ahead, none served for 10 s, did not refuse")
-	}
-	f.now = f.now.Add(21 * time.Second)
-	if f.refused(someUser) {
-		t.Fatal("a cluster that served nothing for 31 s still refused")
-	}
-
-	f = newShedFixture(t, 2*time.Second)
-	f.waitN("cold", someUser, 30)
-	f.now = f.now.Add(10 * time.Second)
-	if !f.refused(someUser) {
-		t.Fatal("a fresh cluster with 30 cold claims ahead, none served yet, did not refuse")
-	}
-	f.now = f.now.Add(21 * time.Second)
-	if f.refused(someUser) {
-		t.Fatal("a fresh cluster whose oldest claim waited 31 s with none served still refused")
-	}
-
-	f = newShedFixture(t, 2*time.Second)
 	f.serveN("earlier", 5)
 	for i := range 30 {
 		c := f.claim(fmt.Sprintf("stuck-%d", i), someUser, "h1")
