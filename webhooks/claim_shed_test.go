@@ -435,14 +435,20 @@ func TestRetryAfter(t *testing.T) {
 	}
 }
 
-// The stamping webhook sheds before anything else is decided for the claim (a refused claim
-// reserves nothing in a ClaimPolicy's ledger), never a dry run, and counts what it admits.
-func TestClaimStampingShedsWhileTheClusterIsBehind(t *testing.T) {
+// stamperOneShortOfABacklog is a stamping webhook whose shed has one claim fewer than
+// MinBacklog ahead, served at 1 a second.
+func stamperOneShortOfABacklog(t *testing.T) (*shedFixture, *webhooks.ClaimWebhook) {
 	f := newShedFixture(t, 2*time.Second)
 	reader := fakeClient(builders.MakeTemplate("tmpl", "ns").Obj(), builders.MakePool("pool", "ns", "tmpl").Obj())
 	w := &webhooks.ClaimWebhook{APIReader: reader, OperatorUser: operatorUser, Now: func() time.Time { return f.now }, Shed: f.shed}
 	f.serveN("earlier", 5)
 	f.waitN("cold", someUser, webhooks.MinBacklog-1)
+	return f, w
+}
+
+// The stamping webhook sheds new claims, never a dry run, and counts what it admits.
+func TestClaimStampingShedsWhileTheClusterIsBehind(t *testing.T) {
+	f, w := stamperOneShortOfABacklog(t)
 	f.now = f.now.Add(time.Second)
 
 	if err := w.Default(request(someUser, admissionv1.Create), builders.MakeClaim("c", "ns", "pool").Obj()); err != nil {
@@ -464,11 +470,7 @@ func TestClaimStampingShedsWhileTheClusterIsBehind(t *testing.T) {
 // Admission invoked again on the claim it stamped (reinvocationPolicy IfNeeded: another
 // mutating webhook changed it after this one) counts the claim once, not once per call.
 func TestClaimStampingCountsAReinvokedClaimOnce(t *testing.T) {
-	f := newShedFixture(t, 2*time.Second)
-	reader := fakeClient(builders.MakeTemplate("tmpl", "ns").Obj(), builders.MakePool("pool", "ns", "tmpl").Obj())
-	w := &webhooks.ClaimWebhook{APIReader: reader, OperatorUser: operatorUser, Now: func() time.Time { return f.now }, Shed: f.shed}
-	f.serveN("earlier", 5)
-	f.waitN("cold", someUser, webhooks.MinBacklog-1)
+	f, w := stamperOneShortOfABacklog(t)
 
 	c := builders.MakeClaim("c", "ns", "pool").Obj()
 	if err := w.Default(request(someUser, admissionv1.Create), c); err != nil {
