@@ -412,7 +412,7 @@ func (s *ClaimShed) backlog(now time.Time) Backlog {
 			if now.Sub(a.at) <= admittedTTL {
 				kept = append(kept, a)
 				count(a.members, a.creator)
-				busy = minTime(busy, a.at)
+				busy = earliest(busy, a.at)
 			}
 		}
 		if len(kept) == 0 {
@@ -435,7 +435,7 @@ func (s *ClaimShed) backlog(now time.Time) Backlog {
 		} else {
 			count(w.Members, w.Creator)
 		}
-		oldest = minTime(oldest, w.Since)
+		oldest = earliest(oldest, w.Since)
 	}
 	ready := map[policy.MemberKey]int{}
 	for _, m := range s.free {
@@ -457,26 +457,20 @@ func (s *ClaimShed) backlog(now time.Time) Backlog {
 	}
 	// The cluster has been stalled since its last claim served or the oldest claim ahead
 	// came, whichever is later: a burst after an idle hour is not a stall.
-	b.Stalled = now.Sub(maxTime(s.last, oldest))
+	b.Stalled = min(now.Sub(s.last), now.Sub(oldest))
 	// The rate is over the window, or over the work in hand when it began within it (a burst
 	// after a lull), at least a second.
 	for _, sv := range s.served {
-		busy = minTime(busy, sv.Since)
+		busy = earliest(busy, sv.Since)
 	}
-	busy = minTime(busy, oldest)
+	busy = earliest(busy, oldest)
 	b.Over = max(time.Second, min(RateWindow, now.Sub(busy)))
 	return b
 }
 
-func minTime(a, b time.Time) time.Time {
+// earliest is the earlier of a and b.
+func earliest(a, b time.Time) time.Time {
 	if b.Before(a) {
-		return b
-	}
-	return a
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if b.After(a) {
 		return b
 	}
 	return a
