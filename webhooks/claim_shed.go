@@ -77,8 +77,10 @@ type ClaimShed struct {
 	// (expired with its claim retained, its pod lost) was served, and waits for nothing
 	// admission gave it; a claim made again under its name is another.
 	wasReady map[types.NamespacedName]types.UID
-	// free are the ready, unbound pool members, by the Sandbox: what each can serve.
-	free map[types.NamespacedName]policy.MemberKey
+	// free are the ready, unbound pool members, by the Sandbox: what each can serve; ready
+	// counts them by what they serve.
+	free  map[types.NamespacedName]policy.MemberKey
+	ready map[policy.MemberKey]int
 	// admitted are the claims admitted here and not yet seen by the claim informer, by
 	// namespace and admission time (webhook-first-observed-at): a flood admitted faster than
 	// the informer delivers must count at once.
@@ -215,13 +217,19 @@ func (s *ClaimShed) ObserveSandbox(sb *agentsv1beta1.Sandbox) {
 	members, isMember, ready := policy.MemberKeyOf(sb)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if was, ok := s.free[sbKey]; ok {
+		delete(s.free, sbKey)
+		if s.ready[was]--; s.ready[was] <= 0 {
+			delete(s.ready, was)
+		}
+	}
 	if isMember && ready {
 		if s.free == nil {
 			s.free = map[types.NamespacedName]policy.MemberKey{}
+			s.ready = map[policy.MemberKey]int{}
 		}
 		s.free[sbKey] = members
-	} else {
-		delete(s.free, sbKey)
+		s.ready[members]++
 	}
 	owner := policy.ControllerOf(sb, policy.ClaimKind)
 	if owner == nil {
@@ -437,17 +445,13 @@ func (s *ClaimShed) backlog(now time.Time) Backlog {
 		}
 		oldest = earliest(oldest, w.Since)
 	}
-	ready := map[policy.MemberKey]int{}
-	for _, m := range s.free {
-		ready[m]++
-	}
 	// Of the claims one pool's ready members do not cover, each creator holds its part.
 	for m, creators := range unserved {
 		total := 0
 		for _, n := range creators {
 			total += n
 		}
-		beyond := max(0, total-ready[m])
+		beyond := max(0, total-s.ready[m])
 		b.Ahead += beyond
 		for creator, n := range creators {
 			if part := float64(beyond) * float64(n) / float64(total); part > 0 {
