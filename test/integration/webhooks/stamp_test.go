@@ -8,6 +8,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -128,14 +129,22 @@ func TestClaimValidatorCalledOnlyForDeletionsItCanRefuse(t *testing.T) {
 	e.templatePool("web")
 	alice := cluster.UserWithRole(t, e.admin, e.ns, "alice", framework.TenantRole)
 	calls := func() float64 { return webhookCalls(e.g, "/validate-extensions-agents-x-k8s-io-v1beta1-sandboxclaim") }
-	// Other tests' namespaces being cleaned up send the webhook a few requests of their own:
-	// the counts are compared over many deletions, not one.
+	// Other tests' namespaces being cleaned up send the webhook requests of their own (the
+	// namespace controller deletes their claims): the counts are taken once none is, and
+	// compared over many deletions, not one.
 	const n = 10
 	claims := make([]*extv1beta1.SandboxClaim, n)
 	for i := range claims {
 		claims[i] = builders.MakeClaim(fmt.Sprintf("c%d", i), e.ns, "web").Obj()
 		e.create(alice, claims[i])
 	}
+	e.g.Eventually(func(g Gomega) {
+		var nss corev1.NamespaceList
+		g.Expect(e.admin.List(e.ctx(), &nss)).To(Succeed())
+		for _, ns := range nss.Items {
+			g.Expect(ns.Status.Phase).NotTo(Equal(corev1.NamespaceTerminating), "namespace %s is being cleaned up", ns.Name)
+		}
+	}).WithTimeout(framework.Timeout).WithPolling(framework.Interval).Should(Succeed())
 	before := calls()
 	for _, c := range claims {
 		e.g.Expect(alice.Delete(e.ctx(), c, client.PropagationPolicy(metav1.DeletePropagationOrphan))).NotTo(Succeed())
