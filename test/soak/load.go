@@ -315,6 +315,28 @@ func (g *loadGen) lookUp(ctx context.Context, claim *extv1beta1.SandboxClaim) bo
 	return true
 }
 
+// sweep deletes, once the load has stopped, the claims it created without knowing: a create
+// given up unanswered whose claim appeared only after the load had looked for it. A client
+// cleans up what it made; the system's own leaks are the checker's. It returns how many.
+func (g *loadGen) sweep(ctx context.Context) (int, error) {
+	var claims extv1beta1.SandboxClaimList
+	if err := g.c.List(ctx, &claims, client.MatchingLabels{agentsv1beta1.LabelCreatedBy: agentsv1beta1.CreatedByGoClient}); err != nil {
+		return 0, err
+	}
+	n := 0
+	for i := range claims.Items {
+		c := &claims.Items[i]
+		if !c.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if err := g.c.Delete(ctx, c); client.IgnoreNotFound(err) != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
 // progress is a one-line account of the load.
 func (g *loadGen) progress() string {
 	g.mu.Lock()

@@ -45,6 +45,9 @@ type Result struct {
 	// FencedWrites the writes each replica's lease fence refused, from its log.
 	Restarts     map[string]int
 	FencedWrites map[string]int
+	// Swept counts the claims the load deleted after it stopped because it did not know it
+	// had created them (a create given up unanswered whose claim appeared later).
+	Swept int
 	// Settled says whether the system settled within SettleTimeout, and how long it took.
 	Settled    bool
 	SettleTook time.Duration
@@ -173,6 +176,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, ctx.Err()
 	}
 	logf("load stopped after %s: %s", loadStopped.Sub(start).Round(time.Second), gen.progress())
+	if res.Swept, err = gen.sweep(ctx); err != nil {
+		logf("sweeping the claims the load did not know it created: %v", err)
+	} else if res.Swept > 0 {
+		logf("deleted %d claims the load did not know it created (creates given up unanswered whose claims appeared later)", res.Swept)
+	}
 
 	settleStart := time.Now()
 	res.Settled = settle(ctx, c, o, logf)
@@ -402,7 +410,7 @@ func (r *Result) WriteText(w io.Writer) error {
 	cl := rep.Claims
 	fmt.Fprintf(&b, "claims: %d requested, %d created, %d served (Ready), %d deleted, %d refused at admission, %d given up unanswered; %d admitted and %d answered 429 (shed or over a ClaimPolicy's limit or rate; retries counted) in the audit log\n",
 		cl.Requested, cl.Created, cl.Served, cl.Deleted, cl.Refused, cl.Unanswered, cl.Admitted, cl.Shed)
-	fmt.Fprintf(&b, "claims not Ready within %s of their creation: %d\n", r.Options.ReadyTimeout, r.NotServed)
+	fmt.Fprintf(&b, "claims not Ready within %s of their creation: %d; claims the load did not know it created, deleted after it: %d\n", r.Options.ReadyTimeout, r.NotServed, r.Swept)
 	fmt.Fprintf(&b, "claim latency (created → Ready): outside faults p50 %s p99 %s (%d claims); during faults p50 %s p99 %s (%d claims)\n",
 		ms(rep.LatencyOutsideFaults.P50), ms(rep.LatencyOutsideFaults.P99), rep.LatencyOutsideFaults.Count,
 		ms(rep.LatencyInFaults.P50), ms(rep.LatencyInFaults.P99), rep.LatencyInFaults.Count)
