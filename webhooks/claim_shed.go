@@ -10,9 +10,7 @@ package webhooks
 // "Past the sustainable rate").
 //
 // "Too long" is predicted, not observed: the claims ahead of a new one in the control plane,
-// divided by the rate claims are being served (Little's law), against MaxWait more than what
-// the control plane takes of a cold claim with nothing ahead of it (learnt from the claims
-// admitted so: a cluster whose writes are slow takes seconds without any backlog). Rules that
+// divided by the rate claims are being served (Little's law), against MaxWait. Rules that
 // timed the claims served, or waiting, learnt of a backlog only once its claims were MaxWait
 // old, by which time MaxWait × the arrival rate had been admitted behind them (measured: at
 // four times the sustainable rate, p50 27–40 s with a 5 s limit). A prediction closes the
@@ -37,7 +35,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"slices"
 	"sync"
 	"time"
 
@@ -72,12 +69,8 @@ type ClaimShed struct {
 	served []servedClaim
 	// last is when the last claim was served, whenever.
 	last time.Time
-	// placed are the Sandboxes whose pods are placed (on a node, or Ready).
-	placed map[types.NamespacedName]placedPod
-	// unqueued are the times the last claims admitted with nothing ahead of them (fewer than
-	// MinBacklog) took from admission to their pods' placement: what the control plane takes
-	// without a backlog (Backlog.Base).
-	unqueued []time.Duration
+	// placed are the Sandboxes whose pods are placed (on a node, or Ready): their pods' UIDs.
+	placed map[types.NamespacedName]types.UID
 	// sandboxOf names the Sandbox of each claim that has one (its controller), by the claim.
 	sandboxOf map[types.NamespacedName]string
 	// wasReady are the claims seen Ready once, by their UIDs: one that is not Ready any more
@@ -96,15 +89,6 @@ type ClaimShed struct {
 
 // servedClaim is a claim served At, admitted Since.
 type servedClaim struct{ At, Since time.Time }
-
-// placedPod is a Sandbox's pod, placed At as this process saw it.
-type placedPod struct {
-	UID types.UID
-	At  time.Time
-}
-
-// unqueuedSamples is how many of the last claims admitted with nothing ahead make the base.
-const unqueuedSamples = 32
 
 // RateWindow is how far back the claims served make the rate a backlog is served at: long
 // enough to hold tens of claims at any rate worth shedding, short enough to follow a cluster
@@ -133,17 +117,14 @@ type WaitingClaim struct {
 	Creator string
 	Members policy.MemberKey
 	Stuck   bool
-	// Unqueued says this replica admitted it with fewer than MinBacklog claims ahead.
-	Unqueued bool
 }
 
 type admittedKey struct{ namespace, at string }
 
 type admittedClaim struct {
-	at       time.Time
-	creator  string
-	members  policy.MemberKey
-	unqueued bool
+	at      time.Time
+	creator string
+	members policy.MemberKey
 }
 
 // inFlight are the reasons of a claim's Ready=False on its way to Ready: a reconcile that
@@ -202,9 +183,7 @@ func (s *ClaimShed) Observe(c *extv1beta1.SandboxClaim) {
 	uid, seenReady := s.wasReady[key]
 	served := seenReady && uid == c.UID
 	if !known && !served {
-		// First seen: counted from now on as the informer shows it.
-		a, ok := s.unadmitKey(admittedKeyOf(c))
-		w.Unqueued = ok && a.unqueued
+		s.unadmit(c) // first seen: counted from now on as the informer shows it
 	}
 	switch {
 	case !c.DeletionTimestamp.IsZero():
@@ -218,7 +197,6 @@ func (s *ClaimShed) Observe(c *extv1beta1.SandboxClaim) {
 		if known {
 			s.last = now
 			s.served = append(pruneServed(s.served, now), servedClaim{At: now, Since: w.Since})
-			s.sampleUnqueued(key, w)
 		}
 	case served:
 		// Served once, not Ready now: nothing in admission's queue.
@@ -227,25 +205,8 @@ func (s *ClaimShed) Observe(c *extv1beta1.SandboxClaim) {
 			s.waiting = map[types.NamespacedName]WaitingClaim{}
 		}
 		s.waiting[key] = WaitingClaim{Since: admittedAt(c), Creator: c.Annotations[agentsv1beta1.AnnotationCreator],
-			Members: membersOf(c), Stuck: stuck(c), Unqueued: w.Unqueued}
+			Members: membersOf(c), Stuck: stuck(c)}
 	}
-}
-
-// sampleUnqueued records, of a claim served that was admitted with nothing ahead and whose
-// pod was placed after its admission (a cold start, not a member ready before), the time from
-// its admission to its pod's placement; s.mu held.
-func (s *ClaimShed) sampleUnqueued(key types.NamespacedName, w WaitingClaim) {
-	if !w.Unqueued {
-		return
-	}
-	p, ok := s.placed[types.NamespacedName{Namespace: key.Namespace, Name: s.sandboxOf[key]}]
-	if !ok || !p.At.After(w.Since) {
-		return
-	}
-	if len(s.unqueued) == unqueuedSamples {
-		s.unqueued = s.unqueued[1:]
-	}
-	s.unqueued = append(s.unqueued, p.At.Sub(w.Since))
 }
 
 // ObserveSandbox records a pool member ready to serve claims, and which claim a Sandbox is
@@ -304,22 +265,21 @@ func (s *ClaimShed) ObservePod(p *corev1.Pod) {
 	}
 	key := types.NamespacedName{Namespace: p.Namespace, Name: owner.Name}
 	placed := p.Spec.NodeName != "" || podIsReady(p)
-	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	was, known := s.placed[key]
+	uid, known := s.placed[key]
 	switch {
 	case !p.DeletionTimestamp.IsZero():
-		if !known || was.UID == p.UID {
+		if !known || uid == p.UID {
 			delete(s.placed, key)
 		}
-	case known && was.UID == p.UID:
-		// Placed before; a pod is never unplaced.
 	case placed:
 		if s.placed == nil {
-			s.placed = map[types.NamespacedName]placedPod{}
+			s.placed = map[types.NamespacedName]types.UID{}
 		}
-		s.placed[key] = placedPod{UID: p.UID, At: now}
+		s.placed[key] = p.UID
+	case known && uid == p.UID:
+		// Placed before; a pod is never unplaced.
 	default:
 		delete(s.placed, key) // a replacement not placed yet
 	}
@@ -402,15 +362,14 @@ func (s *ClaimShed) Admit(creator string, c *extv1beta1.SandboxClaim) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.served = pruneServed(s.served, now)
-	b := s.backlog(now)
-	if d := ShedDecision(s.MaxWait, b, creator); d.Refuse {
+	if d := ShedDecision(s.MaxWait, s.backlog(now), creator); d.Refuse {
 		return shedRefusal(c, s.MaxWait, d)
 	}
 	if s.admitted == nil {
 		s.admitted = map[admittedKey][]admittedClaim{}
 	}
 	k := admittedKeyOf(c)
-	s.admitted[k] = append(s.admitted[k], admittedClaim{at: now, creator: creator, members: membersOf(c), unqueued: b.Ahead < MinBacklog})
+	s.admitted[k] = append(s.admitted[k], admittedClaim{at: now, creator: creator, members: membersOf(c)})
 	return nil
 }
 
@@ -430,19 +389,17 @@ func admittedKeyOf(c *extv1beta1.SandboxClaim) admittedKey {
 	return admittedKey{c.Namespace, c.Annotations[agentsv1beta1.AnnotationWebhookFirstObservedAt]}
 }
 
-// unadmitKey drops one claim counted as admitted under k, and returns it; s.mu held.
-func (s *ClaimShed) unadmitKey(k admittedKey) (admittedClaim, bool) {
-	as := s.admitted[k]
-	if len(as) == 0 {
-		return admittedClaim{}, false
-	}
-	a := as[len(as)-1]
-	if len(as) == 1 {
+// unadmit drops one claim counted as admitted under c's key; s.mu held.
+func (s *ClaimShed) unadmit(c *extv1beta1.SandboxClaim) { s.unadmitKey(admittedKeyOf(c)) }
+
+func (s *ClaimShed) unadmitKey(k admittedKey) {
+	switch n := len(s.admitted[k]); n {
+	case 0:
+	case 1:
 		delete(s.admitted, k)
-	} else {
-		s.admitted[k] = as[:len(as)-1]
+	default:
+		s.admitted[k] = s.admitted[k][:n-1]
 	}
-	return a, true
 }
 
 // backlog is what a new claim would find ahead of it now (see the file's comment); s.mu held.
@@ -512,16 +469,7 @@ func (s *ClaimShed) backlog(now time.Time) Backlog {
 	}
 	busy = earliest(busy, oldest)
 	b.Over = max(time.Second, min(RateWindow, now.Sub(busy)))
-	if len(s.unqueued) > 0 {
-		b.Base = lowerMedian(slices.Clone(s.unqueued))
-	}
 	return b
-}
-
-// lowerMedian is the middle of ds, the lower one of an even count. ds is sorted.
-func lowerMedian(ds []time.Duration) time.Duration {
-	slices.Sort(ds)
-	return ds[(len(ds)-1)/2]
 }
 
 // earliest is the earlier of a and b.
@@ -535,42 +483,37 @@ func earliest(a, b time.Time) time.Time {
 // Backlog is what a new claim finds ahead of it: Ahead claims in the control plane (see the
 // file's comment), ByCreator each creator's part of them; Served claims became Ready in the
 // last Over (RateWindow, or less when the work in hand began later); none served for Stalled.
-// Base is what the control plane takes of a cold claim with nothing ahead of it: the median,
-// over the last claims this replica admitted with fewer than MinBacklog ahead, of their time
-// from admission to their pods' placement (0 before any).
 type Backlog struct {
 	Ahead     int
 	ByCreator map[string]float64
 	Served    int
 	Over      time.Duration
 	Stalled   time.Duration
-	Base      time.Duration
 }
 
 // Shed is what ShedDecision decided, and why: Ahead claims ahead, served at Rate claims a
-// second, predict a Wait (-1: unbounded), against Base (Backlog.Base) plus the limit; Mine of
-// the claims ahead are the creator's, Share is its fair share of them.
+// second, predict a Wait (-1: unbounded); Mine of the claims ahead are the creator's, Share is
+// its fair share of them.
 type Shed struct {
 	Refuse      bool
 	Ahead       int
 	Rate        float64
-	Wait, Base  time.Duration
+	Wait        time.Duration
 	Mine, Share float64
 }
 
 // ShedDecision decides whether a new claim of creator is refused: when at least MinBacklog
-// claims are ahead of it and they, with it, would take longer to serve at the rate claims were
-// served lately (Little's law; none served is an unbounded wait, until the cluster has been
-// stalled for servedHorizon, which refusing does not mend) than maxWait more than a claim with
-// nothing ahead takes (Backlog.Base), unless creator holds less of the claims ahead than its
-// fair share (them ÷ the creators holding some).
+// claims are ahead of it and they, with it, would take longer than maxWait to serve at the
+// rate claims were served lately (Little's law; none served is an unbounded wait, until the
+// cluster has been stalled for servedHorizon, which refusing does not mend), unless creator
+// holds less of the claims ahead than its fair share (them ÷ the creators holding some).
 func ShedDecision(maxWait time.Duration, b Backlog, creator string) Shed {
-	d := Shed{Ahead: b.Ahead, Wait: -1, Base: b.Base}
+	d := Shed{Ahead: b.Ahead, Wait: -1}
 	if b.Served > 0 && b.Over > 0 {
 		d.Rate = float64(b.Served) / b.Over.Seconds()
 		d.Wait = b.Over * time.Duration(b.Ahead+1) / time.Duration(b.Served)
 	}
-	if b.Ahead < MinBacklog || (d.Wait >= 0 && d.Wait <= b.Base+maxWait) ||
+	if b.Ahead < MinBacklog || (d.Wait >= 0 && d.Wait <= maxWait) ||
 		(b.Served == 0 && b.Stalled > servedHorizon(maxWait)) {
 		return d
 	}
@@ -599,8 +542,8 @@ func shedRefusal(c *extv1beta1.SandboxClaim, maxWait time.Duration, d Shed) erro
 	retry := RetryAfter(maxWait)
 	behind := fmt.Sprintf("no claim was served in the last %s and %d claims are ahead of this one", RateWindow, d.Ahead)
 	if d.Wait >= 0 {
-		behind = fmt.Sprintf("%d claims are ahead of this one and claims are served at %.1f a second: about %s in the control plane, more than %s longer than the %s a claim with nothing ahead takes",
-			d.Ahead, d.Rate, d.Wait.Round(100*time.Millisecond), maxWait, d.Base.Round(100*time.Millisecond))
+		behind = fmt.Sprintf("%d claims are ahead of this one and claims are served at %.1f a second: about %s in the control plane, more than %s",
+			d.Ahead, d.Rate, d.Wait.Round(100*time.Millisecond), maxWait)
 	}
 	mine, share := math.Round(d.Mine*10)/10, math.Round(d.Share*10)/10
 	return &apierrors.StatusError{ErrStatus: metav1.Status{

@@ -44,12 +44,6 @@ func TestShedDecision(t *testing.T) {
 		{name: "one more ahead is past the limit: the backlog's creator is refused", creator: "a",
 			backlog: webhooks.Backlog{Ahead: 40, ByCreator: byA(40), Served: served(20), Over: webhooks.RateWindow},
 			want:    webhooks.Shed{Refuse: true, Ahead: 40, Rate: 20, Wait: 2050 * time.Millisecond, Mine: 40, Share: 40}},
-		{name: "past the limit less than the limit more than a claim with nothing ahead takes: admitted", creator: "a",
-			backlog: webhooks.Backlog{Ahead: 40, ByCreator: byA(40), Served: served(20), Over: webhooks.RateWindow, Base: 500 * time.Millisecond},
-			want:    webhooks.Shed{Ahead: 40, Rate: 20, Wait: 2050 * time.Millisecond, Base: 500 * time.Millisecond}},
-		{name: "the limit more than a claim with nothing ahead takes: refused", creator: "a",
-			backlog: webhooks.Backlog{Ahead: 60, ByCreator: byA(60), Served: served(20), Over: webhooks.RateWindow, Base: 500 * time.Millisecond},
-			want:    webhooks.Shed{Refuse: true, Ahead: 60, Rate: 20, Wait: 3050 * time.Millisecond, Base: 500 * time.Millisecond, Mine: 60, Share: 60}},
 		{name: "the rate of work begun within the window is over its own time", creator: "a",
 			backlog: webhooks.Backlog{Ahead: 40, ByCreator: byA(40), Served: 20, Over: time.Second},
 			want:    webhooks.Shed{Refuse: true, Ahead: 40, Rate: 20, Wait: 2050 * time.Millisecond, Mine: 40, Share: 40}},
@@ -488,70 +482,5 @@ func TestClaimStampingCountsAReinvokedClaimOnce(t *testing.T) {
 	}
 	if got := code(w.Default(request(someUser, admissionv1.Create), builders.MakeClaim("d", "ns", "pool").Obj())); got != 429 {
 		t.Errorf("the next claim, with MinBacklog ahead: code %d, want 429", got)
-	}
-}
-
-// The limit is how much longer than a claim with nothing ahead of it a new claim would wait:
-// the shed learns what the control plane takes without a backlog from the cold claims it
-// admitted with fewer than MinBacklog ahead (admission to their pods' placement), so that a
-// cluster whose writes are slow is not held below its capacity by a limit its unqueued claims
-// already take. Claims admitted behind a backlog, or served from a member placed before them,
-// teach it nothing.
-func TestClaimShedLimitIsOverWhatAClaimWithNothingAheadTakes(t *testing.T) {
-	f := newShedFixture(t, 2*time.Second)
-	f.serveN("earlier", 50) // 10 a second
-	coldStart := func(name string, took time.Duration) {
-		c := f.claim(name, someUser, "h1")
-		if err := f.shed.Admit(someUser, c); err != nil {
-			t.Fatalf("admitting %s: %v", name, err)
-		}
-		f.shed.Observe(c)
-		f.shed.ObserveSandbox(sandboxOf(name, name))
-		f.shed.ObservePod(podOf(name, "", false))
-		f.now = f.now.Add(took)
-		f.shed.ObservePod(podOf(name, "node-1", false))
-		f.shed.Observe(readyClaim(c))
-		f.now = f.now.Add(time.Millisecond)
-	}
-	f.waitN("cold", someUser, 30) // 31 at 10 a second: 3.1 s
-	if !f.refused(someUser) {
-		t.Fatal("30 ahead at 10 a second under a 2 s limit, nothing learnt, did not refuse")
-	}
-	for i := range 30 {
-		f.shed.Forget("ns", fmt.Sprintf("cold-%d", i))
-	}
-	for i := range 3 {
-		coldStart(fmt.Sprintf("unqueued-%d", i), 1500*time.Millisecond)
-	}
-	f.waitN("cold", someUser, 30)
-	if f.refused(someUser) {
-		t.Fatal("30 ahead at 10 a second (3.1 s) refused where claims with nothing ahead take 1.5 s and the limit is 2 s more")
-	}
-	f.waitN("more", someUser, 10) // 41: 4.1 s
-	if !f.refused(someUser) {
-		t.Fatal("40 ahead at 10 a second (4.1 s) admitted where claims with nothing ahead take 1.5 s and the limit is 2 s more")
-	}
-	for i := range 10 {
-		f.shed.Forget("ns", fmt.Sprintf("more-%d", i))
-	}
-	var queued []*extv1beta1.SandboxClaim
-	for i := range 4 { // admitted behind the 30 ahead (in time): they teach nothing
-		c := f.claim(fmt.Sprintf("queued-%d", i), someUser, "h1")
-		if err := f.shed.Admit(someUser, c); err != nil {
-			t.Fatalf("admitting %s behind 30 ahead: %v", c.Name, err)
-		}
-		f.shed.Observe(c)
-		f.shed.ObserveSandbox(sandboxOf(c.Name, c.Name))
-		queued = append(queued, c)
-	}
-	f.now = f.now.Add(10 * time.Second)
-	for _, c := range queued {
-		f.shed.ObservePod(podOf(c.Name, "node-1", false))
-		f.shed.Observe(readyClaim(c))
-	}
-	f.serveN("recent", 50)
-	f.waitN("more", someUser, 10) // 41 ahead again: 4.1 s
-	if !f.refused(someUser) {
-		t.Fatal("claims admitted behind a backlog (10 s to their pods' placement) were taken for what a claim with nothing ahead takes")
 	}
 }

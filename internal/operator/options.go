@@ -46,14 +46,13 @@ const (
 	DefaultPprofMutexProfileFraction = 10
 )
 
-// DefaultClaimAdmissionMaxWait is how much longer than a claim with nothing ahead of it a new
-// claim may be predicted to wait in the control plane (the claims ahead of it over the rate
-// claims are served) before it is refused (Options.ClaimAdmissionMaxWait). Neither a pod's
-// start-up on its node nor a claim a ready pool member serves counts, and what the control
-// plane takes without a backlog is learnt, so the limit depends on neither the cluster's
-// images, nor the pool's size, nor how fast its API server writes: past the sustainable rate
-// the claims served settle about this much later than below it (docs/performance.md,
-// "Overload: past the sustainable rate").
+// DefaultClaimAdmissionMaxWait is the longest a new claim is predicted to wait in the control
+// plane (the claims ahead of it over the rate claims are served) before it is refused
+// (Options.ClaimAdmissionMaxWait). Neither a pod's start-up on its node nor a claim a ready
+// pool member serves counts, so the limit depends on neither the cluster's images nor the
+// pool's size: below the sustainable rate a cold start's part before its pod is placed takes
+// well under a second, and past it the claims served settle about this much later than that
+// (docs/performance.md, "Overload: past the sustainable rate").
 const DefaultClaimAdmissionMaxWait = 2 * time.Second
 
 // LeaderElectionID names the leader election Lease of every sandgate manager.
