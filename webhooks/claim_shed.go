@@ -42,6 +42,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 
@@ -183,7 +184,7 @@ func (s *ClaimShed) Observe(c *extv1beta1.SandboxClaim) {
 	uid, seenReady := s.wasReady[key]
 	served := seenReady && uid == c.UID
 	if !known && !served {
-		s.unadmit(c) // first seen: counted from now on as the informer shows it
+		s.unadmitKey(admittedKeyOf(c)) // first seen: counted from now on as the informer shows it
 	}
 	switch {
 	case !c.DeletionTimestamp.IsZero():
@@ -248,13 +249,6 @@ func (s *ClaimShed) ObserveSandbox(sb *agentsv1beta1.Sandbox) {
 	s.sandboxOf[key] = sb.Name
 }
 
-// forgetSandbox drops a deleted Sandbox.
-func (s *ClaimShed) forgetSandbox(sb *agentsv1beta1.Sandbox) {
-	sb = sb.DeepCopy()
-	sb.DeletionTimestamp = &metav1.Time{Time: s.now()}
-	s.ObserveSandbox(sb)
-}
-
 // ObservePod records whether a Sandbox's pod (its controller) is placed: on a node, the
 // scheduler's work done, or Ready. A claim whose Sandbox's pod is placed waits for its kubelet
 // or its last writes, not in the control plane's queues.
@@ -312,19 +306,25 @@ func (s *ClaimShed) Handler() toolscache.ResourceEventHandler {
 }
 
 // SandboxHandler is the Sandbox informer's event handler that keeps the pool members ready
-// to serve and the claims' Sandboxes current (a deleted Sandbox leaves its claim's entry until
-// the claim is served or deleted).
+// to serve and the claims' Sandboxes current.
 func (s *ClaimShed) SandboxHandler() toolscache.ResourceEventHandler {
-	return eventHandler(s.ObserveSandbox, s.forgetSandbox)
+	return eventHandler(s.ObserveSandbox, func(sb *agentsv1beta1.Sandbox) { s.ObserveSandbox(deletedNow(sb, s.now())) })
 }
 
 // PodHandler is the pod informer's event handler that keeps the pods' placement current.
 func (s *ClaimShed) PodHandler() toolscache.ResourceEventHandler {
-	return eventHandler(s.ObservePod, func(p *corev1.Pod) {
-		p = p.DeepCopy()
-		p.DeletionTimestamp = &metav1.Time{Time: s.now()}
-		s.ObservePod(p)
-	})
+	return eventHandler(s.ObservePod, func(p *corev1.Pod) { s.ObservePod(deletedNow(p, s.now())) })
+}
+
+// deletedNow is a copy of obj, as an informer last knew it before its delete, marked deleted
+// at now: what the observers take a delete for.
+func deletedNow[T interface {
+	runtime.Object
+	metav1.Object
+}](obj T, now time.Time) T {
+	obj = obj.DeepCopyObject().(T)
+	obj.SetDeletionTimestamp(&metav1.Time{Time: now})
+	return obj
 }
 
 // eventHandler calls observe with each object of type T an informer adds or updates, and gone
@@ -389,9 +389,7 @@ func admittedKeyOf(c *extv1beta1.SandboxClaim) admittedKey {
 	return admittedKey{c.Namespace, c.Annotations[agentsv1beta1.AnnotationWebhookFirstObservedAt]}
 }
 
-// unadmit drops one claim counted as admitted under c's key; s.mu held.
-func (s *ClaimShed) unadmit(c *extv1beta1.SandboxClaim) { s.unadmitKey(admittedKeyOf(c)) }
-
+// unadmitKey drops one claim counted as admitted under k; s.mu held.
 func (s *ClaimShed) unadmitKey(k admittedKey) {
 	switch n := len(s.admitted[k]); n {
 	case 0:
