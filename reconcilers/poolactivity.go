@@ -36,7 +36,7 @@ type poolActivity struct {
 	inFlight     map[types.NamespacedName]map[types.NamespacedName]time.Time
 	inFlightPool map[types.NamespacedName]types.NamespacedName
 	// unmet are the claims of inFlight that found no ready member of their pool to take
-	// (unmetClaims).
+	// (shortfall).
 	unmet map[types.NamespacedName]struct{}
 }
 
@@ -67,7 +67,7 @@ func newPoolActivity() *poolActivity {
 
 // claimServed records that claim of pool was served at now and is not Ready yet; unmet says
 // it found no ready member to take: it took one still starting, or was cold-started for want
-// of one (unmetClaims).
+// of one (shortfall).
 func (a *poolActivity) claimServed(pool, claim types.NamespacedName, now time.Time, unmet bool) {
 	if a == nil {
 		return
@@ -86,20 +86,8 @@ func (a *poolActivity) claimServed(pool, claim types.NamespacedName, now time.Ti
 	}
 }
 
-// unmetClaims is how many claims of pool found no ready member to take (took one starting, or
-// were cold-started for want of one) and are not Ready yet (served within maxInFlight of now):
-// the pool's shortfall under the traffic now, in claims (startingRoom).
-func (a *poolActivity) unmetClaims(pool types.NamespacedName, now time.Time) int {
-	if a == nil {
-		return 0
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.unmetLocked(pool, now)
-}
-
 // shortfall is how many claims of pool the refill is short of: those waiting for a member
-// (waitingClaims) and those that found no ready one (unmetClaims), read together, so that a
+// (waitingClaims) and those that found no ready one (shortfall), read together, so that a
 // claim moving from one to the other in between is not counted twice, or not at all.
 func (a *poolActivity) shortfall(pool types.NamespacedName, now time.Time) int {
 	if a == nil {
@@ -110,6 +98,9 @@ func (a *poolActivity) shortfall(pool types.NamespacedName, now time.Time) int {
 	return len(a.unserved[pool]) + a.unmetLocked(pool, now)
 }
 
+// unmetLocked is how many claims of pool found no ready member to take (took one starting, or
+// were cold-started for want of one) and are not Ready yet (served within maxInFlight of now):
+// the pool's shortfall under the traffic now, in claims (startingRoom); a.mu held.
 func (a *poolActivity) unmetLocked(pool types.NamespacedName, now time.Time) int {
 	n := 0
 	for claim, at := range a.inFlight[pool] {

@@ -295,7 +295,7 @@ func (r *claimReconciler) coldStart(ctx context.Context, s *claimStep, tmpl *ext
 		return ctrl.Result{}, nil // not created; the claim is not served yet
 	}
 	// A claim that found its pool without a member to take tells the pool's refill how far it
-	// falls short (poolActivity.unmetClaims); one cold-started for its spec or beyond its warm
+	// falls short (poolActivity.shortfall); one cold-started for its spec or beyond its warm
 	// share does not: the pool had, or could not have had, a member for it.
 	r.activity.claimServed(poolOfClaim(claim), client.ObjectKeyFromObject(claim), r.Clock.Now(), s.mem.coldReason == fairshare.ColdPoolEmpty)
 	r.eventf(s, corev1.EventTypeNormal, extv1beta1.EventSandboxProvisioned, "Provision", "Created sandbox %s from template %s", sb.Name, tmpl.Name)
@@ -535,7 +535,7 @@ func (r *claimReconciler) boundByClaim(ctx context.Context, s *claimStep, name s
 // returned it) and returns bound.
 func (r *claimReconciler) boundWarm(ctx context.Context, s *claimStep, member, bound *agentsv1beta1.Sandbox, template string) *agentsv1beta1.Sandbox {
 	r.expected.expect(client.ObjectKeyFromObject(s.claim), bindItem(bound.Name))
-	// A member taken while it starts is the pool falling short too (poolActivity.unmetClaims).
+	// A member taken while it starts is the pool falling short too (poolActivity.shortfall).
 	r.activity.claimServed(poolOfClaim(s.claim), client.ObjectKeyFromObject(s.claim), r.Clock.Now(), servedPodCondition(member) == PodConditionNotReady)
 	s.mem.launchType, s.mem.template = agentsv1beta1.LaunchTypeWarm, template
 	r.Metrics.warmHit()

@@ -408,7 +408,7 @@ func TestClaimReconcileColdStart(t *testing.T) {
 				t.Errorf("within interimReportDelay the claim's status is %+v, want nothing written", st)
 			}
 			// A claim cold-started for its spec, beside a ready member, is no shortfall of
-			// its pool's: its refill is not told of it (poolActivity.unmetClaims).
+			// its pool's: its refill is not told of it (poolActivity.shortfall).
 			if n := r.activity.unmetClaims(client.ObjectKeyFromObject(pool), clk.Now()); tc.withMember && n != 0 {
 				t.Errorf("the pool's unmet claims: %d, want 0 (the claim's spec asked for a cold start)", n)
 			}
@@ -773,7 +773,7 @@ func TestClaimTakesAStartingMember(t *testing.T) {
 		t.Errorf("claims created warm from a member not ready: %v, want 1", got)
 	}
 	// The pool had no ready member for it: its refill is told it fell short by one
-	// (poolActivity.unmetClaims), until the claim is Ready.
+	// (poolActivity.shortfall), until the claim is Ready.
 	if n := r.activity.unmetClaims(client.ObjectKeyFromObject(pool), clk.Now()); n != 1 {
 		t.Errorf("the pool's unmet claims: %d, want 1", n)
 	}
@@ -840,7 +840,7 @@ func TestClaimAmidOthersDoesNotWaitForMembersToBeCreated(t *testing.T) {
 				t.Fatalf("cold-started: %v, want %v (%v)", cold, tc.wantCold, a.Journal())
 			}
 			// A claim cold-started because its pool had nothing to give tells the pool's
-			// refill it fell short by one (poolActivity.unmetClaims).
+			// refill it fell short by one (poolActivity.shortfall).
 			if n, want := r.activity.unmetClaims(types.NamespacedName{Namespace: "ns", Name: "pool"}, planNow), map[bool]int{true: 1}[tc.wantCold]; n != want {
 				t.Errorf("the pool's unmet claims: %d, want %d", n, want)
 			}
