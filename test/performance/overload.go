@@ -104,10 +104,11 @@ func (s overloadSettings) describe() string {
 		s.Profile, s.Pool, s.Duration, s.Lifetime, s.ProbeRate, strings.ReplaceAll(s.Multipliers, ",", "×, "))
 }
 
-// config is one arm's load at rate; floor runs the floor.
-func (s overloadSettings) config(o Options, rate float64, floor bool) load.SustainedConfig {
+// config is one arm's load at rate; floor runs the floor. With --apiserver-profile each arm
+// profiles the whole of its arrivals into its own files, <file>.<arm> (floor, 1x, 2x, ...).
+func (s overloadSettings) config(o Options, arm string, rate float64, floor bool) load.SustainedConfig {
 	lo, hi, _ := load.ParseLifetime(s.Lifetime) // validated
-	return load.SustainedConfig{
+	cfg := load.SustainedConfig{
 		Namespace: "bench", PodSpec: load.DefaultPodSpec(), PoolSize: int32(s.Pool), Rate: rate, Duration: s.Duration,
 		LifetimeMin: lo, LifetimeMax: hi, Seed: 1, Floor: floor, Open: !floor,
 		// Sixty-four replacements at once held the floor to 7 claims/s on two loaded cores
@@ -119,6 +120,13 @@ func (s overloadSettings) config(o Options, rate float64, floor bool) load.Susta
 		// to its clients; waiting minutes more for a backlog would only measure the backlog.
 		Timeout: max(30*time.Second, s.Duration),
 	}
+	if o.CPUProfile != "" {
+		cfg.APIServerProfile, cfg.ProfileSeconds = o.CPUProfile+"."+arm, max(o.ProfileSeconds, int(s.Duration.Seconds()))
+		if o.WebhookProfile != "" && !floor {
+			cfg.WebhookServerProfile = o.WebhookProfile + "." + arm
+		}
+	}
+	return cfg
 }
 
 // runOverload measures the floor's sustainable rate, then sandgate at 1× and each multiple,
@@ -139,7 +147,7 @@ func runOverload(ctx context.Context, o Options, sc scenario, stdout, stderr io.
 	var failed []string
 	if s.Rate == 0 {
 		logf(stderr, "\n=== scenario %s: the floor offered %g claims/s, to find the rate it sustains\n", sc.name, s.ProbeRate)
-		f, err := runSustainedOnce(ctx, o, s.config(o, s.ProbeRate, true), stderr)
+		f, err := runSustainedOnce(ctx, o, s.config(o, "floor", s.ProbeRate, true), stderr)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, nil, err
@@ -158,7 +166,7 @@ func runOverload(ctx context.Context, o Options, sc scenario, stdout, stderr io.
 	for _, m := range append([]float64{1}, mults...) {
 		rate := round1(m * res.Overload.SustainableRate)
 		logf(stderr, "\n=== scenario %s: sandgate at %g× the sustainable rate, %g claims/s\n", sc.name, m, rate)
-		r, err := runSustainedOnce(ctx, o, s.config(o, rate, false), stderr)
+		r, err := runSustainedOnce(ctx, o, s.config(o, fmt.Sprintf("%gx", m), rate, false), stderr)
 		var arm report.OverloadArm
 		switch {
 		case err != nil && ctx.Err() != nil:

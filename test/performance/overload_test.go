@@ -49,7 +49,7 @@ func TestOverloadArms(t *testing.T) {
 	if diff := cmp.Diff([]float64{2, 4}, got); diff != "" {
 		t.Errorf("default multipliers (-want +got):\n%s", diff)
 	}
-	floor, sg := s.config(Options{}, 40, true), s.config(Options{}, 12.5, false)
+	floor, sg := s.config(Options{}, "floor", 40, true), s.config(Options{}, "1x", 12.5, false)
 	if !floor.Floor || floor.Open || sg.Floor || !sg.Open || sg.Rate != 12.5 || sg.Timeout != 45*time.Second || floor.RefillWorkers != 400 {
 		t.Errorf("floor %+v, sandgate %+v: want the floor closed, sandgate open at 12.5/s, drained 45s", floor, sg)
 	}
@@ -57,5 +57,25 @@ func TestOverloadArms(t *testing.T) {
 		if cfg != nil {
 			t.Error(cfg)
 		}
+	}
+	if floor.APIServerProfile != "" || sg.APIServerProfile != "" {
+		t.Errorf("profiles %q, %q without --apiserver-profile", floor.APIServerProfile, sg.APIServerProfile)
+	}
+}
+
+// With --apiserver-profile each arm profiles its whole arrivals into a file of its own; the
+// floor has no webhook server of sandgate's to profile.
+func TestOverloadArmsProfileEachArm(t *testing.T) {
+	s := overloadFlags
+	o := Options{CPUProfile: "/tmp/api.pprof", WebhookProfile: "/tmp/op.pprof", ProfileSeconds: 10}
+	floor, sg := s.config(o, "floor", 40, true), s.config(o, "2x", 25, false)
+	if floor.APIServerProfile != "/tmp/api.pprof.floor" || floor.WebhookServerProfile != "" {
+		t.Errorf("floor profiles %q, %q", floor.APIServerProfile, floor.WebhookServerProfile)
+	}
+	if sg.APIServerProfile != "/tmp/api.pprof.2x" || sg.WebhookServerProfile != "/tmp/op.pprof.2x" {
+		t.Errorf("2× profiles %q, %q", sg.APIServerProfile, sg.WebhookServerProfile)
+	}
+	if want := int(s.Duration.Seconds()); floor.ProfileSeconds != want || sg.ProfileSeconds != want {
+		t.Errorf("profile seconds %d, %d: want the arrivals' %d", floor.ProfileSeconds, sg.ProfileSeconds, want)
 	}
 }

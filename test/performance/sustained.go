@@ -177,7 +177,8 @@ func runSustainedOnce(ctx context.Context, o Options, cfg load.SustainedConfig, 
 	if env.Cluster == nil || env.Operator == nil || !env.Webhooks {
 		return nil, errors.New("a sustained run needs the operator and its webhooks in the local cluster")
 	}
-	probes := load.Probes{Healthy: env.Err, ComponentUsage: env.ComponentUsage, APIServerCPU: env.APIServerCPU}
+	probes := load.Probes{Healthy: env.Err, ComponentUsage: env.ComponentUsage, APIServerCPU: env.APIServerCPU,
+		ProfileWebhookServer: env.ProfileWebhookServer}
 	params := report.Parameters{
 		QPS: cfg.Rate, WarmPoolSize: cfg.PoolSize, Namespace: cfg.Namespace, Template: "built-in",
 		TimeoutSeconds: cfg.Timeout.Seconds(), Floor: cfg.Floor, OperatorCommand: env.Operator.Template,

@@ -79,6 +79,11 @@ type SustainedConfig struct {
 	Open bool
 	// Progress receives progress lines; nil for none.
 	Progress io.Writer
+	// APIServerProfile and WebhookServerProfile, when set, receive CPU profiles of
+	// kube-apiserver and of the process answering the webhooks over the first ProfileSeconds
+	// of the arrivals.
+	APIServerProfile, WebhookServerProfile string
+	ProfileSeconds                         int
 }
 
 // Validate reports the settings that cannot run.
@@ -173,6 +178,7 @@ func RunSustained(ctx context.Context, restCfg *rest.Config, cfg SustainedConfig
 	r := &runner{cfg: Config{
 		Namespace: cfg.Namespace, PodSpec: cfg.PodSpec, WarmPoolSize: cfg.PoolSize, QPS: cfg.Rate,
 		Timeout: cfg.Timeout, Progress: cfg.Progress, Floor: cfg.Floor, FloorRoute: cfg.FloorRoute,
+		APIServerProfile: cfg.APIServerProfile, WebhookServerProfile: cfg.WebhookServerProfile, ProfileSeconds: cfg.ProfileSeconds,
 	}, probes: probes, c: c, rest: restCfg, start: time.Now()}
 	res := &report.Result{StartedAt: r.start, RefillSeconds: -1}
 	s := &sustained{r: r, cfg: cfg, launch: map[string]string{}, settled: make(chan struct{})}
@@ -208,11 +214,15 @@ func RunSustained(ctx context.Context, restCfg *rest.Config, cfg SustainedConfig
 	before := r.measure(ctx, res)
 	window := r.startCPUWindow(ctx, w)
 	runStart := time.Now()
+	profiled := r.profileAPIServer(ctx)
 	samplerDone := s.samplePool(cacheCtx, runStart)
 	var deletes sync.WaitGroup
 	lastCreate := s.fire(ctx, w, runStart, &deletes)
 	s.waitForClaims(ctx, w)
 	claimsCPU := window.end(ctx)
+	if err := <-profiled; err != nil {
+		res.Errors = append(res.Errors, err.Error())
+	}
 	close(s.settled)
 	res.OtherWork = window.otherWork()
 	lastReady := s.lastReady(w)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/sandgate-dev/sandgate/test/env/scrape"
 )
 
 // The overload scenario (issue 37): the rate the floor sustains on this machine, measured in
@@ -63,7 +65,12 @@ type OverloadArm struct {
 	APIServerCPUSeconds float64 `json:"apiServerCPUSeconds,omitempty"`
 	OperatorCPUSeconds  float64 `json:"operatorCPUSeconds,omitempty"`
 	Phases              []Phase `json:"phases,omitempty"`
-	LoadAverage         float64 `json:"loadAverage"`
+	// Writes are the API server's mutating requests over the run, every client's, by "VERB
+	// resource[/subresource] code" (refused creates included), largest first; Reads its
+	// reading ones by "VERB resource[/subresource]".
+	Writes      []scrape.Count `json:"writes,omitempty"`
+	Reads       []scrape.Count `json:"reads,omitempty"`
+	LoadAverage float64        `json:"loadAverage"`
 	Error               string  `json:"error,omitempty"`
 }
 
@@ -73,7 +80,7 @@ func OverloadArmOf(arm string, multiplier float64, r *Result, warmUp, arrivals f
 	a := OverloadArm{Arm: arm, Multiplier: multiplier, Created: r.Claims.Created, CreateErrors: r.Claims.CreateErrors,
 		Ready: r.Claims.Ready, Lost: r.Claims.NeverReady, P50Ms: r.Latency.Client.P50, P99Ms: r.Latency.Client.P99,
 		LoadAverage: r.LoadAverage, APIServerCPUSeconds: r.API.ClaimsCPUSeconds, OperatorCPUSeconds: r.Operator.CPUSeconds,
-		Phases: r.Operator.Phases}
+		Phases: r.Operator.Phases, Writes: r.API.ByVerbResourceCode, Reads: r.API.ReadsByVerbResource}
 	if s := r.Sustained; s != nil {
 		a.Rate, a.Offered, a.WarmShare = s.Rate, s.AchievedRate, s.WarmShare
 		a.Refused, a.RetryAfterSeconds, a.BoundTwice = s.Refused, s.RetryAfterSeconds, s.BoundTwice
@@ -182,12 +189,58 @@ func overloadCostRows(o *Overload) [][]string {
 			phases = append(phases, fmt.Sprintf("%s %.1f", ph.Name, ph.MeanMs))
 		}
 		rows = append(rows, []string{name, fmt.Sprintf("%.1f", a.APIServerCPUSeconds), fmt.Sprintf("%.1f", a.OperatorCPUSeconds),
-			orDash(strings.Join(phases, ", "))})
+			perReady(a, a.APIServerCPUSeconds*1000, "%.1f"), perReady(a, sumCounts(a.Writes), "%.1f"), orDash(strings.Join(phases, ", "))})
 	}
 	return rows
 }
 
-var overloadCostHeader = []string{"arm", "kube-apiserver CPU (s)", "operator CPU (s)", "claim phases, mean ms"}
+var overloadCostHeader = []string{"arm", "kube-apiserver CPU (s)", "operator CPU (s)", "kube-apiserver CPU per Ready claim (ms)",
+	"writes per Ready claim", "claim phases, mean ms"}
+
+// perReady is v per Ready claim of the arm in format f; "-" when nothing was Ready or v is 0.
+func perReady(a OverloadArm, v float64, f string) string {
+	if a.Ready == 0 || v == 0 {
+		return "-"
+	}
+	return fmt.Sprintf(f, v/float64(a.Ready))
+}
+
+func sumCounts(cs []scrape.Count) float64 {
+	var n float64
+	for _, c := range cs {
+		n += c.Count
+	}
+	return n
+}
+
+// overloadRequestLines are each arm's requests per Ready claim by kind, the largest first:
+// what a served claim costs the API server, refusals and the pool's refill included.
+func overloadRequestLines(o *Overload) []string {
+	var out []string
+	for _, a := range o.Arms {
+		if a.Error != "" || a.Ready == 0 || len(a.Writes) == 0 {
+			continue
+		}
+		name := a.Arm
+		if a.Multiplier > 0 {
+			name = fmt.Sprintf("%s %g×", a.Arm, a.Multiplier)
+		}
+		var parts []string
+		for _, c := range a.Writes {
+			if per := c.Count / float64(a.Ready); per >= 0.05 {
+				parts = append(parts, fmt.Sprintf("%s %.2f", c.Key, per))
+			}
+		}
+		var reads []string
+		for _, c := range a.Reads {
+			if per := c.Count / float64(a.Ready); per >= 0.05 {
+				reads = append(reads, fmt.Sprintf("%s %.2f", c.Key, per))
+			}
+		}
+		out = append(out, fmt.Sprintf("%s: writes %s; reads %s", name, orDash(strings.Join(parts, ", ")), orDash(strings.Join(reads, ", "))))
+	}
+	return out
+}
 
 // WriteOverloadText prints the overload scenario's figures.
 func WriteOverloadText(w io.Writer, r *Result) error {
@@ -205,6 +258,12 @@ func WriteOverloadText(w io.Writer, r *Result) error {
 		fmt.Fprintf(&b, "  where the time went:\n  %s\n", strings.Join(overloadCostHeader, " | "))
 		for _, row := range rows {
 			fmt.Fprintf(&b, "  %s\n", strings.Join(row, " | "))
+		}
+	}
+	if lines := overloadRequestLines(o); len(lines) > 0 {
+		fmt.Fprintf(&b, "  requests per Ready claim (every client's, refusals and refill included):\n")
+		for _, l := range lines {
+			fmt.Fprintf(&b, "  %s\n", l)
 		}
 	}
 	if _, err := io.WriteString(w, b.String()); err != nil {
@@ -269,6 +328,14 @@ func writeOverloads(p func(string, ...any), results []*Result) {
 			tableHead(p, overloadCostHeader)
 			for _, row := range rows {
 				p("| %s |", strings.Join(row, " | "))
+			}
+			p("")
+		}
+		if lines := overloadRequestLines(o); len(lines) > 0 {
+			p("Requests per Ready claim (every client's, refusals and the pool's refill included):")
+			p("")
+			for _, l := range lines {
+				p("- %s", l)
 			}
 			p("")
 		}
