@@ -71,7 +71,7 @@ type OverloadArm struct {
 	Writes      []scrape.Count `json:"writes,omitempty"`
 	Reads       []scrape.Count `json:"reads,omitempty"`
 	LoadAverage float64        `json:"loadAverage"`
-	Error               string  `json:"error,omitempty"`
+	Error       string         `json:"error,omitempty"`
 }
 
 // OverloadArmOf is the arm of a sustained run's result r, its goodput counted from warmUp
