@@ -177,10 +177,16 @@ func (r *claimReconciler) serve(ctx context.Context, s *claimStep) (result ctrl.
 		waiting = true
 		r.Index.Wait(key, nn)
 		r.activity.claimWaits(poolNN, nn)
-		r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonSandboxCreatePending, messageWaitingForMember)
+		hold := r.holdWaitingReport(s)
+		if hold <= 0 {
+			r.setReady(claim, metav1.ConditionFalse, extv1beta1.ReasonSandboxCreatePending, messageWaitingForMember)
+		}
 		if available, _ := r.Index.Counts(key); available > 0 && take == fairshare.TakeAny {
 			// A member became ready between the pick and the registration.
 			return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+		}
+		if hold > 0 {
+			return ctrl.Result{RequeueAfter: min(left, hold)}, nil
 		}
 		return ctrl.Result{RequeueAfter: left}, nil
 	}

@@ -834,7 +834,20 @@ func TestClaimAmidOthersDoesNotWaitForMembersToBeCreated(t *testing.T) {
 			if tc.lastClaim >= 0 {
 				r.activity.touch(types.NamespacedName{Namespace: "ns", Name: "pool"}, planNow.Add(-tc.lastClaim))
 			}
-			reconcileClaim(t, r)
+			clk := r.Clock.(*clocktesting.FakeClock)
+			res := reconcileClaim(t, r)
+			if tc.wantReason != "" {
+				// A wait is reported only once it has lasted interimReportDelay: most end
+				// sooner, and the claim's status is then written once, Ready.
+				if ready := meta.FindStatusCondition(getClaim(t, a).Status.Conditions, agentsv1beta1.ConditionReady); ready != nil {
+					t.Errorf("Ready = %+v at once, want nothing reported before %s", ready, interimReportDelay)
+				}
+				if res.RequeueAfter <= 0 || res.RequeueAfter > interimReportDelay {
+					t.Errorf("requeued after %s, want within %s, to report the wait", res.RequeueAfter, interimReportDelay)
+				}
+				clk.Step(interimReportDelay)
+				reconcileClaim(t, r)
+			}
 			sbs := claimSandboxes(t, a, "claim-uid")
 			if cold := len(sbs) == 1; cold != tc.wantCold {
 				t.Fatalf("cold-started: %v, want %v (%v)", cold, tc.wantCold, a.Journal())

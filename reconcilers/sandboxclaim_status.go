@@ -67,6 +67,20 @@ func (r *claimReconciler) holdInterimReport(s *claimStep, sb *agentsv1beta1.Sand
 	return max(0, interimReportDelay-r.Clock.Since(s.mem.createdAt))
 }
 
+// holdWaitingReport returns how long the claim's status should go on not reporting that it
+// waits for a member of its pool: > 0 while its status reports nothing yet and
+// interimReportDelay has not passed since the claim was first seen. Most waits end sooner (a
+// member becomes ready, and wakes the claim): the claim's status is then written once, Ready,
+// where writing "waiting" first cost a second write of the claim's status, per claim that
+// waited (1.07 status writes more per claim than the floor's at the sustainable rate, in the
+// overload scenario, when the pool was drained). A longer wait is reported after the delay.
+func (r *claimReconciler) holdWaitingReport(s *claimStep) time.Duration {
+	if meta.FindStatusCondition(s.claim.Status.Conditions, agentsv1beta1.ConditionReady) != nil {
+		return 0
+	}
+	return max(0, interimReportDelay-r.Clock.Since(s.mem.firstSeen))
+}
+
 // report mirrors the bound Sandbox into the claim's status and, when that makes the claim
 // Ready, first makes the Sandbox's pod look bound: Ready means routable. The sandbox-router
 // finds a claimed pod by its name only once the pod has lost the warm-pool label, and users'

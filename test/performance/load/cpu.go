@@ -156,9 +156,10 @@ func (cw *cpuWindow) otherWork() *report.OtherWork {
 		return nil
 	}
 	return &report.OtherWork{
-		CPUSeconds:    round2(max(0, (end.busy-start.busy)-(end.ours-start.ours))),
-		WindowSeconds: round2(end.at.Sub(start.at).Seconds()),
-		CPUs:          runtime.NumCPU(),
+		CPUSeconds:     round2(max(0, (end.busy-start.busy)-(end.ours-start.ours))),
+		BusyCPUSeconds: round2(end.busy - start.busy),
+		WindowSeconds:  round2(end.at.Sub(start.at).Seconds()),
+		CPUs:           runtime.NumCPU(),
 	}
 }
 

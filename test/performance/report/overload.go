@@ -68,6 +68,9 @@ type OverloadArm struct {
 	// Writes are the API server's mutating requests over the run, every client's, by "VERB
 	// resource[/subresource] code" (refused creates included), largest first; Reads its
 	// reading ones by "VERB resource[/subresource]".
+	// MachineBusy is the share of the machine's CPUs busy over the claims' window (every
+	// process's): near 1, the arm was bound by CPU.
+	MachineBusy float64        `json:"machineBusy,omitempty"`
 	Writes      []scrape.Count `json:"writes,omitempty"`
 	Reads       []scrape.Count `json:"reads,omitempty"`
 	LoadAverage float64        `json:"loadAverage"`
@@ -80,7 +83,8 @@ func OverloadArmOf(arm string, multiplier float64, r *Result, warmUp, arrivals f
 	a := OverloadArm{Arm: arm, Multiplier: multiplier, Created: r.Claims.Created, CreateErrors: r.Claims.CreateErrors,
 		Ready: r.Claims.Ready, Lost: r.Claims.NeverReady, P50Ms: r.Latency.Client.P50, P99Ms: r.Latency.Client.P99,
 		LoadAverage: r.LoadAverage, APIServerCPUSeconds: r.API.ClaimsCPUSeconds, OperatorCPUSeconds: r.Operator.CPUSeconds,
-		Phases: r.Operator.Phases, Writes: r.API.ByVerbResourceCode, Reads: r.API.ReadsByVerbResource}
+		Phases: r.Operator.Phases, Writes: r.API.ByVerbResourceCode, Reads: r.API.ReadsByVerbResource,
+		MachineBusy: round2(r.OtherWork.BusyShare())}
 	if s := r.Sustained; s != nil {
 		a.Rate, a.Offered, a.WarmShare = s.Rate, s.AchievedRate, s.WarmShare
 		a.Refused, a.RetryAfterSeconds, a.BoundTwice = s.Refused, s.RetryAfterSeconds, s.BoundTwice
@@ -189,13 +193,21 @@ func overloadCostRows(o *Overload) [][]string {
 			phases = append(phases, fmt.Sprintf("%s %.1f", ph.Name, ph.MeanMs))
 		}
 		rows = append(rows, []string{name, fmt.Sprintf("%.1f", a.APIServerCPUSeconds), fmt.Sprintf("%.1f", a.OperatorCPUSeconds),
-			perReady(a, a.APIServerCPUSeconds*1000, "%.1f"), perReady(a, sumCounts(a.Writes), "%.1f"), orDash(strings.Join(phases, ", "))})
+			perReady(a, a.APIServerCPUSeconds*1000, "%.1f"), perReady(a, sumCounts(a.Writes), "%.1f"), busy(a.MachineBusy),
+			orDash(strings.Join(phases, ", "))})
 	}
 	return rows
 }
 
 var overloadCostHeader = []string{"arm", "kube-apiserver CPU (s)", "operator CPU (s)", "kube-apiserver CPU per Ready claim (ms)",
-	"writes per Ready claim", "claim phases, mean ms"}
+	"writes per Ready claim", "machine CPU busy", "claim phases, mean ms"}
+
+func busy(share float64) string {
+	if share == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", 100*share)
+}
 
 // perReady is v per Ready claim of the arm in format f; "-" when nothing was Ready or v is 0.
 func perReady(a OverloadArm, v float64, f string) string {

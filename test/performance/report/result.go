@@ -173,9 +173,20 @@ type Webhook struct {
 // OtherWork is the CPU a shared machine spent outside a run's processes (the load
 // generator, the operator, the local control plane) during the run's claims.
 type OtherWork struct {
-	CPUSeconds    float64 `json:"cpuSeconds"`
-	WindowSeconds float64 `json:"windowSeconds"`
-	CPUs          int     `json:"cpus"`
+	CPUSeconds float64 `json:"cpuSeconds"`
+	// BusyCPUSeconds is the whole machine's busy CPU over the window, the run's own included.
+	BusyCPUSeconds float64 `json:"busyCPUSeconds,omitempty"`
+	WindowSeconds  float64 `json:"windowSeconds"`
+	CPUs           int     `json:"cpus"`
+}
+
+// BusyShare is the machine's busy part of its capacity during the window: near 1, the run
+// was bound by CPU.
+func (o *OtherWork) BusyShare() float64 {
+	if o == nil || o.WindowSeconds <= 0 || o.CPUs <= 0 {
+		return 0
+	}
+	return o.BusyCPUSeconds / (o.WindowSeconds * float64(o.CPUs))
 }
 
 // Share is the other work's part of the machine's capacity during the window.
