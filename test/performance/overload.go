@@ -35,13 +35,15 @@ type overloadSettings struct {
 	// Profile is how the clusters' pods become Ready (the floor's too): the shedding must
 	// not take a slow pod's start-up for a backlog.
 	Profile string
+	// ContractFloor also measures the contract floor's sustainable rate (with the floor's).
+	ContractFloor bool
 }
 
 // overloadFlags hold the scenario's flags. The defaults keep a run (four clusters) within
 // about eight minutes on two cores: 45 s of arrivals per cluster, claims held 2–10 s so that
 // a run at four times the rate does not hold thousands of pods.
 var overloadFlags = overloadSettings{Multipliers: "2,4", Duration: 45 * time.Second, ProbeRate: 40, Pool: 50, Lifetime: "2s-10s",
-	Profile: string(controlplane.ProfileFast)}
+	Profile: string(controlplane.ProfileFast), ContractFloor: true}
 
 // AddOverloadFlags registers the flags of the overload scenario on fs.
 func AddOverloadFlags(fs *flag.FlagSet) {
@@ -53,6 +55,7 @@ func AddOverloadFlags(fs *flag.FlagSet) {
 	fs.IntVar(&f.Pool, "overload-pool", f.Pool, "overload: the pool's size")
 	fs.StringVar(&f.Lifetime, "overload-lifetime", f.Lifetime, "overload: range of a claim's lifetime from Ready to its deletion (min-max)")
 	fs.StringVar(&f.Profile, "overload-profile", f.Profile, "overload: pod profile of the clusters, the floor's too ("+profileNames()+"; realistic draws start-ups from --pod-startup-*)")
+	fs.BoolVar(&f.ContractFloor, "overload-contract-floor", f.ContractFloor, "overload: also measure the rate the contract floor sustains (the floor with the admission webhooks kept and answered at once by a stand-in process, and the route write after each bind), offered the probe rate, and report goodput ÷ it beside goodput ÷ the floor's")
 }
 
 // multipliers parses --overload-multipliers.
@@ -162,6 +165,26 @@ func runOverload(ctx context.Context, o Options, sc scenario, stdout, stderr io.
 			return nil, append(failed, fmt.Sprintf("%s (floor): served nothing after the warm-up", sc.name)), nil
 		}
 		logf(stderr, "the floor sustains %.1f claims/s\n", arm.Goodput)
+		if s.ContractFloor {
+			logf(stderr, "\n=== scenario %s: the contract floor offered %g claims/s, to find the rate it sustains\n", sc.name, s.ProbeRate)
+			co := o
+			co.Floor, co.FloorAdmission = true, true
+			ccfg := s.config(co, "contract-floor", s.ProbeRate, true)
+			ccfg.FloorRoute = true
+			c, err := runSustainedOnce(ctx, co, ccfg, stderr)
+			switch {
+			case err != nil && ctx.Err() != nil:
+				return nil, nil, err
+			case err != nil:
+				failed = append(failed, fmt.Sprintf("%s (contract floor): %v", sc.name, err))
+				res.Overload.Arms = append(res.Overload.Arms, report.OverloadArm{Arm: report.OverloadContractFloor, Rate: s.ProbeRate, Error: firstLine(err.Error())})
+			default:
+				carm := report.OverloadArmOf(report.OverloadContractFloor, 0, c, warmUp, arrivals)
+				res.Overload.Arms = append(res.Overload.Arms, carm)
+				res.Overload.ContractRate = carm.Goodput
+				logf(stderr, "the contract floor sustains %.1f claims/s\n", carm.Goodput)
+			}
+		}
 	}
 	for _, m := range append([]float64{1}, mults...) {
 		rate := round1(m * res.Overload.SustainableRate)

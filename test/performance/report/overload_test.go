@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/sandgate-dev/sandgate/test/env/scrape"
 )
 
 // Goodput counts the claims Ready within the window, by create time plus latency.
@@ -53,6 +55,11 @@ func TestOverloadRatiosAndGoals(t *testing.T) {
 	if diff := cmp.Diff([]string{"-/missed", "-/missed", "judged/met", "judged/missed", "-/missed"}, met); diff != "" {
 		t.Errorf("goals (-want +got):\n%s", diff)
 	}
+	o.ContractRate = 25
+	o.SetRatios()
+	if got := o.Arms[2].ContractRatio; got != 0.74 {
+		t.Errorf("2×'s goodput ÷ the contract floor's rate: %g, want 18.5 ÷ 25 = 0.74", got)
+	}
 	lost := o.Arms[2]
 	lost.Lost = 1
 	if ok, _ := lost.Met(); ok {
@@ -65,16 +72,23 @@ func TestOverloadSection(t *testing.T) {
 	r := &Result{Scenario: "overload", StartedAt: time.Date(2026, 11, 27, 14, 0, 0, 0, time.UTC), Overload: &Overload{
 		Settings: "a pool of 50", SustainableRate: 20, Measured: true, Arms: []OverloadArm{
 			{Arm: "floor", Rate: 40, Offered: 39.8, Created: 1000, Ready: 1000, Goodput: 20},
-			{Arm: "sandgate", Multiplier: 2, Rate: 40, Offered: 40, Created: 500, Refused: 1300, RetryAfterSeconds: 5, Ready: 500, Goodput: 19},
-		}}}
+			{Arm: OverloadContractFloor, Rate: 40, Offered: 39.8, Created: 950, Ready: 950, Goodput: 19.5,
+				Writes: []scrape.Count{{Key: "POST sandboxclaims 201", Count: 950}, {Key: "POST events 201", Count: 19}}},
+			{Arm: "sandgate", Multiplier: 2, Rate: 40, Offered: 40, Created: 500, Refused: 1300, RetryAfterSeconds: 5, Ready: 500, Goodput: 19,
+				APIServerCPUSeconds: 25, OperatorCPUSeconds: 5, MachineBusy: 0.97},
+		}, ContractRate: 19.5}}
 	r.Overload.SetRatios()
 	var buf bytes.Buffer
 	if err := WriteMarkdown(&buf, Machine{}, []*Result{r}, "test"); err != nil {
 		t.Fatal(err)
 	}
 	md := buf.String()
-	for _, want := range []string{sectionOverload, "sustainable rate **20.0 claims/s** (the floor's goodput, measured in this run)",
-		"| sandgate 2× | 40 / 40.0 | 500 | 1300 (retry after 5 s) | 500 | 0 | 0 | 19.0 | 0.95 |"} {
+	for _, want := range []string{sectionOverload, "sustainable rate **20.0 claims/s** (the floor's goodput, measured in this run); the contract floor's 19.5 claims/s.",
+		"| sandgate 2× | 40 / 40.0 | 500 | 1300 (retry after 5 s) | 500 | 0 | 0 | 19.0 | 0.95 | 0.97 |",
+		"| contract floor | 40 / 39.8 | 950 | 0 | 950 | 0 | 0 | 19.5 | 0.98 | 1.00 |",
+		// Where a Ready claim's CPU goes, and what it asks of the API server.
+		"| sandgate 2× | 25.0 | 5.0 | 50.0 | - | 97% |",
+		"- contract floor: writes POST sandboxclaims 201 1.00; reads -"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
 		}
