@@ -225,6 +225,7 @@ func RunSustained(ctx context.Context, restCfg *rest.Config, cfg SustainedConfig
 	}
 	close(s.settled)
 	res.OtherWork = window.otherWork()
+	res.LoadGeneratorCPUSeconds = window.selfCPU()
 	lastReady := s.lastReady(w)
 	if lastReady.IsZero() {
 		lastReady = time.Now()

@@ -73,13 +73,20 @@ type OverloadArm struct {
 	// the claims' path phase by phase (the operator's sandgate_claim_phase_seconds).
 	APIServerCPUSeconds float64 `json:"apiServerCPUSeconds,omitempty"`
 	OperatorCPUSeconds  float64 `json:"operatorCPUSeconds,omitempty"`
-	Phases              []Phase `json:"phases,omitempty"`
+	// LoadGeneratorCPUSeconds is the load generator's own CPU over the same window: on one
+	// machine, the clients' cost of offering the load (and the floors' binds and refill)
+	// comes out of the cluster's CPUs.
+	LoadGeneratorCPUSeconds float64 `json:"loadGeneratorCPUSeconds,omitempty"`
+	Phases                  []Phase `json:"phases,omitempty"`
 	// Writes are the API server's mutating requests over the run, every client's, by "VERB
 	// resource[/subresource] code" (refused creates included), largest first; Reads its
 	// reading ones by "VERB resource[/subresource]".
 	// MachineBusy is the share of the machine's CPUs busy over the claims' window (every
 	// process's): near 1, the arm was bound by CPU.
-	MachineBusy float64        `json:"machineBusy,omitempty"`
+	MachineBusy float64 `json:"machineBusy,omitempty"`
+	// OtherWork is the share of the machine's CPUs spent outside the run's own processes
+	// over the same window: the shared machine's other work.
+	OtherWork   float64        `json:"otherWork,omitempty"`
 	Writes      []scrape.Count `json:"writes,omitempty"`
 	Reads       []scrape.Count `json:"reads,omitempty"`
 	LoadAverage float64        `json:"loadAverage"`
@@ -92,8 +99,9 @@ func OverloadArmOf(arm string, multiplier float64, r *Result, warmUp, arrivals f
 	a := OverloadArm{Arm: arm, Multiplier: multiplier, Created: r.Claims.Created, CreateErrors: r.Claims.CreateErrors,
 		Ready: r.Claims.Ready, Lost: r.Claims.NeverReady, P50Ms: r.Latency.Client.P50, P99Ms: r.Latency.Client.P99,
 		LoadAverage: r.LoadAverage, APIServerCPUSeconds: r.API.ClaimsCPUSeconds, OperatorCPUSeconds: r.Operator.CPUSeconds,
-		Phases: r.Operator.Phases, Writes: r.API.ByVerbResourceCode, Reads: r.API.ReadsByVerbResource,
-		MachineBusy: round2(r.OtherWork.BusyShare())}
+		LoadGeneratorCPUSeconds: r.LoadGeneratorCPUSeconds,
+		Phases:                  r.Operator.Phases, Writes: r.API.ByVerbResourceCode, Reads: r.API.ReadsByVerbResource,
+		MachineBusy: round2(r.OtherWork.BusyShare()), OtherWork: round2(r.OtherWork.Share())}
 	if s := r.Sustained; s != nil {
 		a.Rate, a.Offered, a.WarmShare = s.Rate, s.AchievedRate, s.WarmShare
 		a.Refused, a.RetryAfterSeconds, a.BoundTwice = s.Refused, s.RetryAfterSeconds, s.BoundTwice
@@ -205,14 +213,15 @@ func overloadCostRows(o *Overload) [][]string {
 			phases = append(phases, fmt.Sprintf("%s %.1f", ph.Name, ph.MeanMs))
 		}
 		rows = append(rows, []string{name, fmt.Sprintf("%.1f", a.APIServerCPUSeconds), fmt.Sprintf("%.1f", a.OperatorCPUSeconds),
-			perReady(a, a.APIServerCPUSeconds*1000, "%.1f"), perReady(a, sumCounts(a.Writes), "%.1f"), busy(a.MachineBusy),
+			fmt.Sprintf("%.1f", a.LoadGeneratorCPUSeconds),
+			perReady(a, a.APIServerCPUSeconds*1000, "%.1f"), perReady(a, sumCounts(a.Writes), "%.1f"), busy(a.MachineBusy), busy(a.OtherWork),
 			orDash(strings.Join(phases, ", "))})
 	}
 	return rows
 }
 
-var overloadCostHeader = []string{"arm", "kube-apiserver CPU (s)", "operator CPU (s)", "kube-apiserver CPU per Ready claim (ms)",
-	"writes per Ready claim", "machine CPU busy", "claim phases, mean ms"}
+var overloadCostHeader = []string{"arm", "kube-apiserver CPU (s)", "operator CPU (s)", "load generator CPU (s)", "kube-apiserver CPU per Ready claim (ms)",
+	"writes per Ready claim", "machine CPU busy", "of which other work", "claim phases, mean ms"}
 
 func busy(share float64) string {
 	if share == 0 {

@@ -87,7 +87,7 @@ func TestOverloadSection(t *testing.T) {
 		"| sandgate 2× | 40 / 40.0 | 500 | 1300 (retry after 5 s) | 500 | 0 | 0 | 19.0 | 0.95 | 0.97 |",
 		"| contract floor | 40 / 39.8 | 950 | 0 | 950 | 0 | 0 | 19.5 | 0.98 | 1.00 |",
 		// Where a Ready claim's CPU goes, and what it asks of the API server.
-		"| sandgate 2× | 25.0 | 5.0 | 50.0 | - | 97% |",
+		"| sandgate 2× | 25.0 | 5.0 | 0.0 | 50.0 | - | 97% | - |",
 		"- contract floor: writes POST sandboxclaims 201 1.00; reads -"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
