@@ -39,8 +39,8 @@ type overloadSettings struct {
 	ContractFloor bool
 }
 
-// overloadFlags hold the scenario's flags. The defaults keep a run (four clusters) within
-// about eight minutes on two cores: 45 s of arrivals per cluster, claims held 2–10 s so that
+// overloadFlags hold the scenario's flags. The defaults keep a run (five clusters) within
+// about ten minutes on two cores: 45 s of arrivals per cluster, claims held 2–10 s so that
 // a run at four times the rate does not hold thousands of pods.
 var overloadFlags = overloadSettings{Multipliers: "2,4", Duration: 45 * time.Second, ProbeRate: 40, Pool: 50, Lifetime: "2s-10s",
 	Profile: string(controlplane.ProfileFast), ContractFloor: true}

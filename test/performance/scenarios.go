@@ -173,8 +173,8 @@ func scenarios(scalePool int) []scenario {
 			run: runFairShare, optional: true,
 		},
 		{
-			// Four clusters (overload.go, flags --overload-*): by name only.
-			name: "overload", description: "past the sustainable rate: the floor's sustainable rate measured, then sandgate offered 1×, 2× and 4× of it, arrivals open",
+			// Five clusters (overload.go, flags --overload-*): by name only.
+			name: "overload", description: "past the sustainable rate: the floor's and the contract floor's sustainable rates measured, then sandgate offered 1×, 2× and 4× of the floor's, arrivals open",
 			run: runOverload, optional: true,
 		},
 		{
