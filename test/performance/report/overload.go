@@ -78,15 +78,15 @@ type OverloadArm struct {
 	// comes out of the cluster's CPUs.
 	LoadGeneratorCPUSeconds float64 `json:"loadGeneratorCPUSeconds,omitempty"`
 	Phases                  []Phase `json:"phases,omitempty"`
-	// Writes are the API server's mutating requests over the run, every client's, by "VERB
-	// resource[/subresource] code" (refused creates included), largest first; Reads its
-	// reading ones by "VERB resource[/subresource]".
 	// MachineBusy is the share of the machine's CPUs busy over the claims' window (every
 	// process's): near 1, the arm was bound by CPU.
 	MachineBusy float64 `json:"machineBusy,omitempty"`
 	// OtherWork is the share of the machine's CPUs spent outside the run's own processes
 	// over the same window: the shared machine's other work.
-	OtherWork   float64        `json:"otherWork,omitempty"`
+	OtherWork float64 `json:"otherWork,omitempty"`
+	// Writes are the API server's mutating requests over the run, every client's, by "VERB
+	// resource[/subresource] code" (refused creates included), largest first; Reads its
+	// reading ones by "VERB resource[/subresource]".
 	Writes      []scrape.Count `json:"writes,omitempty"`
 	Reads       []scrape.Count `json:"reads,omitempty"`
 	LoadAverage float64        `json:"loadAverage"`
@@ -169,11 +169,16 @@ func round2(v float64) float64 { return float64(int64(v*100+0.5)) / 100 }
 var overloadHeader = []string{"arm", "offered (claims/s)", "admitted", "refused (429)", "Ready", "lost", "bound twice",
 	"goodput (claims/s)", "goodput ÷ sustainable", "goodput ÷ contract floor", "p50 (ms)", "p99 (ms)", "p99 ÷ 1×", "warm", "goals", "load average"}
 
-func overloadRow(a OverloadArm) []string {
-	name := a.Arm
+// name is the arm's name in the tables: "floor", "sandgate 2×".
+func (a OverloadArm) name() string {
 	if a.Multiplier > 0 {
-		name = fmt.Sprintf("%s %g×", a.Arm, a.Multiplier)
+		return fmt.Sprintf("%s %g×", a.Arm, a.Multiplier)
 	}
+	return a.Arm
+}
+
+func overloadRow(a OverloadArm) []string {
+	name := a.name()
 	if a.Error != "" {
 		return []string{name, "failed: " + a.Error}
 	}
@@ -204,15 +209,11 @@ func overloadCostRows(o *Overload) [][]string {
 		if a.Error != "" || (a.APIServerCPUSeconds == 0 && len(a.Phases) == 0) {
 			continue
 		}
-		name := a.Arm
-		if a.Multiplier > 0 {
-			name = fmt.Sprintf("%s %g×", a.Arm, a.Multiplier)
-		}
 		var phases []string
 		for _, ph := range a.Phases {
 			phases = append(phases, fmt.Sprintf("%s %.1f", ph.Name, ph.MeanMs))
 		}
-		rows = append(rows, []string{name, fmt.Sprintf("%.1f", a.APIServerCPUSeconds), fmt.Sprintf("%.1f", a.OperatorCPUSeconds),
+		rows = append(rows, []string{a.name(), fmt.Sprintf("%.1f", a.APIServerCPUSeconds), fmt.Sprintf("%.1f", a.OperatorCPUSeconds),
 			fmt.Sprintf("%.1f", a.LoadGeneratorCPUSeconds),
 			perReady(a, a.APIServerCPUSeconds*1000, "%.1f"), perReady(a, sumCounts(a.Writes), "%.1f"), busy(a.MachineBusy), busy(a.OtherWork),
 			orDash(strings.Join(phases, ", "))})
@@ -254,25 +255,21 @@ func overloadRequestLines(o *Overload) []string {
 		if a.Error != "" || a.Ready == 0 || len(a.Writes) == 0 {
 			continue
 		}
-		name := a.Arm
-		if a.Multiplier > 0 {
-			name = fmt.Sprintf("%s %g×", a.Arm, a.Multiplier)
-		}
-		var parts []string
-		for _, c := range a.Writes {
-			if per := c.Count / float64(a.Ready); per >= 0.05 {
-				parts = append(parts, fmt.Sprintf("%s %.2f", c.Key, per))
-			}
-		}
-		var reads []string
-		for _, c := range a.Reads {
-			if per := c.Count / float64(a.Ready); per >= 0.05 {
-				reads = append(reads, fmt.Sprintf("%s %.2f", c.Key, per))
-			}
-		}
-		out = append(out, fmt.Sprintf("%s: writes %s; reads %s", name, orDash(strings.Join(parts, ", ")), orDash(strings.Join(reads, ", "))))
+		out = append(out, fmt.Sprintf("%s: writes %s; reads %s", a.name(), perReadyCounts(a, a.Writes), perReadyCounts(a, a.Reads)))
 	}
 	return out
+}
+
+// perReadyCounts are the counts of cs per Ready claim of the arm, those of 0.05 or more, "-"
+// for none.
+func perReadyCounts(a OverloadArm, cs []scrape.Count) string {
+	var parts []string
+	for _, c := range cs {
+		if per := c.Count / float64(a.Ready); per >= 0.05 {
+			parts = append(parts, fmt.Sprintf("%s %.2f", c.Key, per))
+		}
+	}
+	return orDash(strings.Join(parts, ", "))
 }
 
 // WriteOverloadText prints the overload scenario's figures.
