@@ -204,6 +204,9 @@ func runOverload(ctx context.Context, o Options, sc scenario, stdout, stderr io.
 			}
 			if arm.Lost > 0 || arm.BoundTwice > 0 || arm.CreateErrors > 0 {
 				failed = append(failed, fmt.Sprintf("%s (%g×): %d lost, %d bound twice, %d create errors", sc.name, m, arm.Lost, arm.BoundTwice, arm.CreateErrors))
+				for _, e := range r.Errors {
+					logf(stderr, "  %s\n", e)
+				}
 			}
 		}
 		res.Overload.Arms = append(res.Overload.Arms, arm)

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,6 +29,7 @@ import (
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -135,7 +137,9 @@ type sustainedClaim struct {
 	// waited marks a floor claim that found no ready member and waited for a replacement.
 	waited  bool
 	deleted bool
-	delErr  error
+	// deletedAt is when its delete returned (zero while it lives, or when the delete failed).
+	deletedAt time.Time
+	delErr    error
 	// gaveUp is set when the create or the floor's writes failed.
 	gaveUp atomic.Bool
 }
@@ -150,6 +154,11 @@ type sustained struct {
 	// by the end of the run.
 	launchMu sync.Mutex
 	launch   map[string]string
+	// boundTo is the claim-uid label each Sandbox (by UID) was first seen with; rebound are
+	// the Sandboxes later seen with another: a binding changed, which the binding guard
+	// refuses.
+	boundTo map[types.UID]string
+	rebound map[types.UID]bool
 
 	mu     sync.Mutex
 	claims []*sustainedClaim
@@ -181,7 +190,7 @@ func RunSustained(ctx context.Context, restCfg *rest.Config, cfg SustainedConfig
 		APIServerProfile: cfg.APIServerProfile, WebhookServerProfile: cfg.WebhookServerProfile, ProfileSeconds: cfg.ProfileSeconds,
 	}, probes: probes, c: c, rest: restCfg, start: time.Now()}
 	res := &report.Result{StartedAt: r.start, RefillSeconds: -1}
-	s := &sustained{r: r, cfg: cfg, launch: map[string]string{}, settled: make(chan struct{})}
+	s := &sustained{r: r, cfg: cfg, launch: map[string]string{}, boundTo: map[types.UID]string{}, rebound: map[types.UID]bool{}, settled: make(chan struct{})}
 
 	if err := r.createObjects(ctx); err != nil {
 		return nil, err
@@ -293,13 +302,16 @@ func (s *sustained) startCache(ctx context.Context, restCfg *rest.Config) error 
 		return fmt.Errorf("watching Sandboxes: %w", err)
 	}
 	note := func(obj any) {
-		if sb, ok := obj.(*agentsv1beta1.Sandbox); ok {
-			if lt, ok := sb.Labels[agentsv1beta1.LabelLaunchType]; ok {
-				s.launchMu.Lock()
-				s.launch[sb.Name] = lt
-				s.launchMu.Unlock()
-			}
+		sb, ok := obj.(*agentsv1beta1.Sandbox)
+		if !ok {
+			return
 		}
+		s.launchMu.Lock()
+		defer s.launchMu.Unlock()
+		if lt, ok := sb.Labels[agentsv1beta1.LabelLaunchType]; ok {
+			s.launch[sb.Name] = lt
+		}
+		s.noteBinding(sb.UID, sb.Labels[agentsv1beta1.LabelClaimUID])
 	}
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    note,
@@ -489,7 +501,65 @@ wait:
 	err := s.r.c.Delete(ctx, claim, client.PropagationPolicy(metav1.DeletePropagationBackground))
 	s.mu.Lock()
 	c.deleted, c.delErr = err == nil, client.IgnoreNotFound(err)
+	if c.deleted {
+		c.deletedAt = time.Now()
+	}
 	s.mu.Unlock()
+}
+
+// heldSandbox is a Sandbox a Ready claim named, from its Ready until its deletion (zero:
+// never deleted).
+type heldSandbox struct {
+	sandbox, claim string
+	from, until    time.Time
+}
+
+// heldTwice counts the Sandboxes two Ready claims named at the same time: one claim became
+// Ready naming it before the other, which named it too, was deleted. Two claims naming one
+// Sandbox name one after the other are not: a pool member is named <pool>-<5 random
+// characters>, and a name freed when its Sandbox was deleted with its claim may be drawn again
+// for a new member (about one run in thirty of a thousand members). A Sandbox bound again
+// after its claim was deleted is counted by the cache's view of its claim-uid label instead
+// (noteBinding).
+func heldTwice(held []heldSandbox) []string {
+	by := map[string][]heldSandbox{}
+	for _, h := range held {
+		by[h.sandbox] = append(by[h.sandbox], h)
+	}
+	var out []string
+	for name, hs := range by {
+		sort.Slice(hs, func(i, j int) bool { return hs[i].from.Before(hs[j].from) })
+		for i := 1; i < len(hs); i++ {
+			if prev := hs[i-1]; prev.until.IsZero() || hs[i].from.Before(prev.until) {
+				out = append(out, fmt.Sprintf("Sandbox %s named by Ready claims %s (Ready %s, deleted %s) and %s (Ready %s)", name,
+					prev.claim, prev.from.Format(time.StampMilli), orNever(prev.until), hs[i].claim, hs[i].from.Format(time.StampMilli)))
+				break
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func orNever(t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	return t.Format(time.StampMilli)
+}
+
+// noteBinding records the claim a Sandbox is bound to as the cache shows it; s.launchMu is
+// held.
+func (s *sustained) noteBinding(uid types.UID, claim string) {
+	if claim == "" {
+		return
+	}
+	switch first, seen := s.boundTo[uid]; {
+	case !seen:
+		s.boundTo[uid] = claim
+	case first != claim:
+		s.rebound[uid] = true
+	}
 }
 
 // waitForClaims waits, after the arrivals, until every created claim is Ready or Timeout
@@ -602,7 +672,7 @@ func (s *sustained) tally(res *report.Result, w *ClaimWatcher, start, lastCreate
 	var clientView, serverView, call []time.Duration
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	bound := map[string]int{}
+	var held []heldSandbox
 	for _, c := range claims {
 		if hint, ok := refused(c.createErr); ok {
 			sus.Refused++
@@ -636,9 +706,7 @@ func (s *sustained) tally(res *report.Result, w *ClaimWatcher, start, lastCreate
 		}
 		res.Claims.Ready++
 		if obs.Sandbox != "" {
-			if bound[obs.Sandbox]++; bound[obs.Sandbox] == 2 {
-				sus.BoundTwice++
-			}
+			held = append(held, heldSandbox{sandbox: obs.Sandbox, claim: c.name, from: obs.ReadyAt, until: c.deletedAt})
 		}
 		clientView = append(clientView, obs.ReadyAt.Sub(c.createdAt))
 		if !obs.webhookAt.IsZero() {
@@ -659,6 +727,14 @@ func (s *sustained) tally(res *report.Result, w *ClaimWatcher, start, lastCreate
 			Warm:      warm,
 		})
 	}
+	twice := heldTwice(held)
+	s.launchMu.Lock()
+	sus.BoundTwice = len(twice) + len(s.rebound)
+	for uid := range s.rebound {
+		twice = append(twice, fmt.Sprintf("Sandbox %s bound to claim %s, later to another", uid, s.boundTo[uid]))
+	}
+	s.launchMu.Unlock()
+	res.Errors = append(res.Errors, twice...) // every one: each is a broken promise
 	res.Latency = report.Latency{Client: stats.Summarize(clientView), Server: stats.Summarize(serverView), CreateCall: stats.Summarize(call)}
 	if !lastCreate.IsZero() && lastCreate.After(first) {
 		sus.AchievedRate = round2(float64(len(claims)) / lastCreate.Sub(first).Seconds())
