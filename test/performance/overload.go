@@ -208,6 +208,9 @@ func runOverload(ctx context.Context, o Options, sc scenario, stdout, stderr io.
 					logf(stderr, "  %s\n", e)
 				}
 			}
+			if r.Sustained != nil && r.Sustained.NamesDrawnAgain > 0 {
+				logf(stderr, "%d Sandbox names drawn again for a later Sandbox (%g×)\n", r.Sustained.NamesDrawnAgain, m)
+			}
 		}
 		res.Overload.Arms = append(res.Overload.Arms, arm)
 	}

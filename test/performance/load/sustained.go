@@ -159,6 +159,9 @@ type sustained struct {
 	// refuses.
 	boundTo map[types.UID]string
 	rebound map[types.UID]bool
+	// uidOf is each Sandbox name's first UID; drawnAgain the names seen with another.
+	uidOf      map[string]types.UID
+	drawnAgain map[string]bool
 
 	mu     sync.Mutex
 	claims []*sustainedClaim
@@ -190,7 +193,8 @@ func RunSustained(ctx context.Context, restCfg *rest.Config, cfg SustainedConfig
 		APIServerProfile: cfg.APIServerProfile, WebhookServerProfile: cfg.WebhookServerProfile, ProfileSeconds: cfg.ProfileSeconds,
 	}, probes: probes, c: c, rest: restCfg, start: time.Now()}
 	res := &report.Result{StartedAt: r.start, RefillSeconds: -1}
-	s := &sustained{r: r, cfg: cfg, launch: map[string]string{}, boundTo: map[types.UID]string{}, rebound: map[types.UID]bool{}, settled: make(chan struct{})}
+	s := &sustained{r: r, cfg: cfg, launch: map[string]string{}, boundTo: map[types.UID]string{}, rebound: map[types.UID]bool{},
+		uidOf: map[string]types.UID{}, drawnAgain: map[string]bool{}, settled: make(chan struct{})}
 
 	if err := r.createObjects(ctx); err != nil {
 		return nil, err
@@ -312,6 +316,11 @@ func (s *sustained) startCache(ctx context.Context, restCfg *rest.Config) error 
 			s.launch[sb.Name] = lt
 		}
 		s.noteBinding(sb.UID, sb.Labels[agentsv1beta1.LabelClaimUID])
+		if first, ok := s.uidOf[sb.Name]; !ok {
+			s.uidOf[sb.Name] = sb.UID
+		} else if first != sb.UID {
+			s.drawnAgain[sb.Name] = true
+		}
 	}
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    note,
@@ -729,7 +738,7 @@ func (s *sustained) tally(res *report.Result, w *ClaimWatcher, start, lastCreate
 	}
 	twice := heldTwice(held)
 	s.launchMu.Lock()
-	sus.BoundTwice = len(twice) + len(s.rebound)
+	sus.BoundTwice, sus.NamesDrawnAgain = len(twice)+len(s.rebound), len(s.drawnAgain)
 	for uid := range s.rebound {
 		twice = append(twice, fmt.Sprintf("Sandbox %s bound to claim %s, later to another", uid, s.boundTo[uid]))
 	}

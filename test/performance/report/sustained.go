@@ -48,10 +48,14 @@ type Sustained struct {
 	DeleteErrors  int `json:"deleteErrors"`
 	// Refused are creates refused with 429 (an open run's, load.SustainedConfig.Open: not
 	// retried), RetryAfterSeconds the longest retry delay they suggested; BoundTwice the
-	// Sandboxes more than one Ready claim named (0 expected).
+	// Sandboxes two Ready claims named at the same time, or bound to one claim and later to
+	// another (0 expected). NamesDrawnAgain counts the Sandbox names two Sandboxes (two UIDs)
+	// carried one after the other: a pool member's random name drawn again once the first
+	// was deleted, which two claims naming one name one after the other are.
 	Refused           int   `json:"refused,omitempty"`
 	RetryAfterSeconds int32 `json:"retryAfterSeconds,omitempty"`
 	BoundTwice        int   `json:"boundTwice,omitempty"`
+	NamesDrawnAgain   int   `json:"namesDrawnAgain,omitempty"`
 	// Refilled are the replacement members the load generator made itself (floor only).
 	Refilled int `json:"refilled,omitempty"`
 	// Pool is the pool sampled every second from the claims' first create: its unbound
