@@ -265,8 +265,9 @@ func claimRejection(errs field.ErrorList) (reason, message string) {
 // the claim gets a Sandbox under a generated name instead, and an event says why.
 //
 // The claim's status does not report the new Sandbox at once: a Sandbox that is Ready within
-// interimReportDelay (a kwok or warm-image start) is reported once, Ready, and the claim's
-// status is written once on its cold path, not twice (holdInterimReport).
+// interimReportDelay of the claim's first sight (a kwok or warm-image start) is reported once,
+// Ready, and the claim's status is written once on its cold path, not twice
+// (holdInterimReport).
 func (r *claimReconciler) coldStart(ctx context.Context, s *claimStep, tmpl *extv1beta1.SandboxTemplate, stamp string) (ctrl.Result, error) {
 	claim := s.claim
 	tmpl, err := r.templateOfVersion(ctx, s, tmpl, stamp)
@@ -307,7 +308,7 @@ func (r *claimReconciler) coldStart(ctx context.Context, s *claimStep, tmpl *ext
 	r.eventf(s, corev1.EventTypeNormal, extv1beta1.EventSandboxProvisioned, "Provision", "Created sandbox %s from template %s", sb.Name, tmpl.Name)
 	r.expected.expect(client.ObjectKeyFromObject(claim), createItem(sandboxKind, sb.Name))
 	s.mem.launchType, s.mem.template = agentsv1beta1.LaunchTypeCold, tmpl.Name
-	s.mem.unreported, s.mem.createdAt = sb.Name, r.Clock.Now()
+	s.mem.unreported = sb.Name
 	if wait := r.holdInterimReport(s, sb); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
@@ -553,8 +554,8 @@ func (r *claimReconciler) boundWarm(ctx context.Context, s *claimStep, member, b
 	s.mem.adopted = bound.Name
 	if !meta.IsStatusConditionTrue(bound.Status.Conditions, agentsv1beta1.ConditionReady) {
 		// A member taken while starting: like a cold start's Sandbox, it is reported once
-		// Ready, in one status write, unless that takes longer than interimReportDelay.
-		s.mem.unreported, s.mem.createdAt = bound.Name, r.Clock.Now()
+		// Ready, in one status write, unless the claim's first report comes due before.
+		s.mem.unreported = bound.Name
 	}
 	return bound
 }

@@ -151,11 +151,10 @@ type claimMemory struct {
 	// adopted names the warm member this process bound, whose SandboxAdopted event is sent
 	// with the claim's bookkeeping (recordSandboxName).
 	adopted string
-	// unreported names the Sandbox this process created for the claim while the claim's
-	// status may not report it yet (holdInterimReport); createdAt is when it was created.
-	// Should the Sandbox be gone before it is reported, the claim is still not served again.
+	// unreported names the Sandbox this process created (or took while starting) for the
+	// claim while the claim's status may not report it yet (holdInterimReport). Should the
+	// Sandbox be gone before it is reported, the claim is still not served again.
 	unreported string
-	createdAt  time.Time
 	// servedOnce: the claim has been served (or waited) once; amidClaims: when it first was,
 	// another claim of its pool had come within the refill's quiet period.
 	servedOnce, amidClaims bool

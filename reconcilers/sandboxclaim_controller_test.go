@@ -812,6 +812,50 @@ func TestClaimTakesAStartingMember(t *testing.T) {
 	}
 }
 
+// A claim says nothing for interimReportDelay from its first sight, however it is served: one
+// that waits out its grace for its pool's members and then cold-starts is reported, not Ready
+// and naming its Sandbox, when that delay ends, not its grace plus the delay later, and its
+// status is written once on the way.
+func TestAClaimsFirstReportIsDueFromItsFirstSight(t *testing.T) {
+	tmpl := testTemplate()
+	a := newFakeAPI(t, tmpl, testPool(2), testClaim(tmpl)) // no member yet: the pool is to create two
+	clk := clocktesting.NewFakeClock(planNow)
+	r := newClaimReconciler(t, a, clk)
+	r.ColdStartGrace = interimReportDelay / 2
+	res := reconcileClaim(t, r) // waits for the pool's members
+	if res.RequeueAfter != r.ColdStartGrace {
+		t.Fatalf("requeued after %s, want the grace %s", res.RequeueAfter, r.ColdStartGrace)
+	}
+	clk.Step(r.ColdStartGrace)
+	a.Journal()
+	res = reconcileClaim(t, r) // the grace is over: cold start
+	if sbs := claimSandboxes(t, a, "claim-uid"); len(sbs) != 1 {
+		t.Fatalf("the claim's Sandboxes after its grace: %d, want 1 cold-started", len(sbs))
+	}
+	if st := getClaim(t, a).Status; len(st.Conditions) != 0 || st.Sandbox.Name != "" {
+		t.Errorf("status %+v before interimReportDelay from the claim's first sight, want nothing", st)
+	}
+	if want := interimReportDelay - r.ColdStartGrace; res.RequeueAfter != want {
+		t.Errorf("requeued after %s, want %s: the first report is due interimReportDelay after the claim's first sight", res.RequeueAfter, want)
+	}
+	clk.Step(res.RequeueAfter)
+	reconcileClaim(t, r)
+	st := getClaim(t, a).Status
+	ready := meta.FindStatusCondition(st.Conditions, agentsv1beta1.ConditionReady)
+	if st.Sandbox.Name != "c" || ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != extv1beta1.ReasonSandboxNotReady {
+		t.Errorf("status %+v, want not Ready (SandboxNotReady) naming Sandbox c", st)
+	}
+	var statusWrites int
+	for _, w := range a.Journal() {
+		if w == "patch SandboxClaim/c/status" {
+			statusWrites++
+		}
+	}
+	if statusWrites != 1 {
+		t.Errorf("claim status writes from the cold start to the first report: %d, want 1", statusWrites)
+	}
+}
+
 // A claim that finds no member to take waits its grace for the members its pool is about to
 // create, unless it came amid other claims of its pool (within the refill's quiet period):
 // those took the members there were, the pool starts more only a few at a time, and the
@@ -831,6 +875,7 @@ func TestClaimAmidOthersDoesNotWaitForMembersToBeCreated(t *testing.T) {
 			a := newFakeAPI(t, tmpl, testPool(2), testClaim(tmpl)) // no member yet: the pool is to create two
 			r := newClaimReconciler(t, a, clocktesting.NewFakeClock(planNow))
 			r.BookkeepingDelay = time.Second
+			r.ColdStartGrace = 2 * interimReportDelay // a wait that outlasts the first report's hold
 			if tc.lastClaim >= 0 {
 				r.activity.touch(types.NamespacedName{Namespace: "ns", Name: "pool"}, planNow.Add(-tc.lastClaim))
 			}

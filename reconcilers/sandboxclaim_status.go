@@ -49,36 +49,46 @@ func (r *claimReconciler) mirror(claim *extv1beta1.SandboxClaim, sb *agentsv1bet
 	}
 }
 
-// interimReportDelay is how long a claim's status waits to report a Sandbox the claim created
-// that is not Ready yet. Most cold Sandboxes are Ready sooner, and are then reported once,
-// Ready: the claim's status is written once on its path, not twice. A slower one is reported
-// not Ready after this delay, so that a user watching a slow start sees which Sandbox the
-// claim waits for.
-const interimReportDelay = time.Second
+// interimReportDelay is how long, from the claim's first sight, its status reports nothing
+// that is not Ready: a claim that waits for a member of its pool, or whose Sandbox (cold, or a
+// member taken while starting) is not Ready yet. Most claims are Ready sooner and are then
+// reported once, Ready: the claim's status is written once on its path, not twice. A slower
+// one is reported after this delay (waiting, or not Ready naming its Sandbox), so that a user
+// watching a slow start sees what the claim waits for, and the public SDK, which reads the
+// Sandbox's name there and then watches the Sandbox, can start watching it.
+//
+// Three seconds, measured: under overload (the overload scenario, fast pods, every core busy)
+// most claims took 1–4 s, and a one-second delay cost 0.9 claim status writes more per claim
+// served than the floor's; with three, kube-apiserver spent 5 ms less per claim and sandgate
+// served 11–24% more claims a second (design.md, "Past the sustainable rate"). A pod that
+// takes longer (an image pull) is reported at three seconds instead of one.
+const interimReportDelay = 3 * time.Second
+
+// firstReportHold returns how long the claim's status should go on reporting nothing: >0
+// while interimReportDelay has not passed since the claim was first seen. 0 means report now.
+func (r *claimReconciler) firstReportHold(s *claimStep) time.Duration {
+	return max(0, interimReportDelay-r.Clock.Since(s.mem.firstSeen))
+}
 
 // holdInterimReport returns how long the claim's status should go on not reporting sb, the
-// Sandbox it created: > 0 while sb is not Ready, nothing reported it yet and
-// interimReportDelay has not passed since its create. 0 means report now.
+// Sandbox it created or took while starting: > 0 while sb is not Ready, nothing reported it
+// yet and the first report's hold lasts. 0 means report now.
 func (r *claimReconciler) holdInterimReport(s *claimStep, sb *agentsv1beta1.Sandbox) time.Duration {
 	if s.mem.unreported != sb.Name || s.claim.Status.Sandbox.Name != "" ||
 		meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.ConditionReady) {
 		return 0
 	}
-	return max(0, interimReportDelay-r.Clock.Since(s.mem.createdAt))
+	return r.firstReportHold(s)
 }
 
 // holdWaitingReport returns how long the claim's status should go on not reporting that it
-// waits for a member of its pool: > 0 while its status reports nothing yet and
-// interimReportDelay has not passed since the claim was first seen. Most waits end sooner (a
-// member becomes ready, and wakes the claim): the claim's status is then written once, Ready,
-// where writing "waiting" first cost a second write of the claim's status, per claim that
-// waited (1.07 status writes more per claim than the floor's at the sustainable rate, in the
-// overload scenario, when the pool was drained). A longer wait is reported after the delay.
+// waits for a member of its pool: > 0 while its status reports nothing yet and the first
+// report's hold lasts. Most waits end sooner (a member becomes ready, and wakes the claim).
 func (r *claimReconciler) holdWaitingReport(s *claimStep) time.Duration {
 	if meta.FindStatusCondition(s.claim.Status.Conditions, agentsv1beta1.ConditionReady) != nil {
 		return 0
 	}
-	return max(0, interimReportDelay-r.Clock.Since(s.mem.firstSeen))
+	return r.firstReportHold(s)
 }
 
 // report mirrors the bound Sandbox into the claim's status and, when that makes the claim
