@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -153,5 +155,33 @@ func TestServedClaimBookkeepingIsBackground(t *testing.T) {
 		if res.RequeueAfter <= 0 || res.Priority == nil || *res.Priority != priorityBackground {
 			t.Errorf("reconcile %d of the served claim: requeue after %s at priority %v, want a requeue at %d", i+2, res.RequeueAfter, res.Priority, priorityBackground)
 		}
+	}
+}
+
+// A claim deleted while its cache still shows it: its bookkeeping's annotation patch answers
+// 404, and the reconcile writes nothing more (no ReconcilerError status, itself a second 404)
+// and forgets the claim.
+func TestBookkeepingOfAClaimDeletedMeanwhileWritesNoStatus(t *testing.T) {
+	tmpl, pool := testTemplate(), testPool(1)
+	c := claim(func(w *builders.ClaimWrapper) { w.StatusSandbox("m") })
+	sb := readyMember(pool, tmpl, "m", "10.0.0.1")
+	bindReady(c, sb, planNow.Add(-time.Minute)) // long past its bound: its bookkeeping is due
+	a := newFakeAPI(t, tmpl, pool, c, sb, podOf(sb))
+	r := newClaimReconciler(t, a, clocktesting.NewFakeClock(planNow))
+	observeSandboxes(t, a, r.Index)
+	a.FailOnce("patch SandboxClaim/c", apierrors.NewNotFound(schema.GroupResource{Group: "extensions.agents.x-k8s.io", Resource: "sandboxclaims"}, "c"))
+
+	res := reconcileClaim(t, r)
+	if diff := cmp.Diff([]string{"patch SandboxClaim/c (not_found)"}, writesOf(a.Journal())); diff != "" {
+		t.Errorf("writes (-want +got):\n%s", diff)
+	}
+	if res.RequeueAfter != 0 {
+		t.Errorf("requeued after %s, want nothing more for a claim that is gone", res.RequeueAfter)
+	}
+	r.mu.Lock()
+	_, remembered := r.claims[client.ObjectKeyFromObject(c)]
+	r.mu.Unlock()
+	if remembered {
+		t.Error("the claim's memory was kept")
 	}
 }

@@ -280,12 +280,18 @@ func (r *claimReconciler) wakeBookkeeping(claims []types.NamespacedName) {
 
 // annotateClaim sets one annotation of the claim, in the API server and in claim. The patch
 // goes through a bare copy, which takes the API server's answer: claim holds the status this
-// reconcile is working out.
+// reconcile is working out. A claim the API server no longer has is errClaimDeleted: its
+// deletion has not reached the cache yet, and it has no status to write either (writing one
+// cost a second request answered 404, 0.1-0.25 per claim served in the overload scenario,
+// whose claims live 2-10 s).
 func (r *claimReconciler) annotateClaim(ctx context.Context, claim *extv1beta1.SandboxClaim, key, value string) error {
 	p := &metadataPatch{}
 	p.setAnnotation(key, &value)
 	target := &extv1beta1.SandboxClaim{ObjectMeta: metav1.ObjectMeta{Namespace: claim.Namespace, Name: claim.Name}}
 	if err := patchMetadata(ctx, r.Client, target, p); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("%w: %w", errClaimDeleted, err)
+		}
 		return err
 	}
 	if claim.Annotations == nil {
