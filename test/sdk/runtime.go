@@ -64,6 +64,7 @@ type Runtime struct {
 
 	mu       sync.Mutex
 	servers  map[string]*podServer // by pod UID
+	byIP     map[string]*podServer // the server listening on each IP
 	requests []Request
 	// routes is each pod's route labels in every state its watch delivered, by namespace/name:
 	// what a failed request is explained by.
@@ -77,7 +78,25 @@ type podServer struct {
 	mu     sync.Mutex
 	files  map[string][]byte
 	uid    string
+	name   string
 	lookup func() (*corev1.Pod, bool)
+	// sharing are the other live pods kwok gave this server's IP (by name), which its
+	// listener answers for: kwok's pod IP pool has handed one address to two live pods (seen
+	// once in the SDK suite, three pods on 127.16.0.1). A request the router sent to this IP
+	// for one of them (X-Sandbox-Id) is that pod's; any other is this server's pod's, so that
+	// a request routed to the wrong IP still reaches the wrong pod and fails its test.
+	sharing map[string]*podServer
+}
+
+// serverFor is the pod a request to s is for: the pod sharing s's IP that the router named,
+// else s's own.
+func (s *podServer) serverFor(req *http.Request) *podServer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if o := s.sharing[req.Header.Get("X-Sandbox-Id")]; o != nil {
+		return o
+	}
+	return s
 }
 
 // StartRuntime starts the stand-in, watching pods through cs, until ctx ends.
@@ -85,7 +104,8 @@ func StartRuntime(ctx context.Context, cs kubernetes.Interface, port int) (*Runt
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.LabelSelector = labelSandboxNameHash
 	}))
-	r := &Runtime{Port: port, pods: factory.Core().V1().Pods().Informer(), cs: cs, servers: map[string]*podServer{}, routes: map[string][]string{}}
+	r := &Runtime{Port: port, pods: factory.Core().V1().Pods().Informer(), cs: cs, servers: map[string]*podServer{}, byIP: map[string]*podServer{},
+		routes: map[string][]string{}}
 	if _, err := r.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { r.sync(obj) },
 		UpdateFunc: func(_, obj any) { r.sync(obj) },
@@ -169,14 +189,8 @@ func (r *Runtime) sync(obj any) {
 	if s := r.servers[uid]; s != nil && s.ip == pod.Status.PodIP {
 		return
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(r.Port)))
-	if err != nil {
-		// Another pod held this IP and its server has not stopped yet: the next update
-		// of this pod tries again.
-		return
-	}
 	ns, name := pod.Namespace, pod.Name
-	s := &podServer{ip: pod.Status.PodIP, ln: ln, files: map[string][]byte{}, uid: uid, lookup: func() (*corev1.Pod, bool) {
+	s := &podServer{ip: pod.Status.PodIP, files: map[string][]byte{}, uid: uid, name: name, lookup: func() (*corev1.Pod, bool) {
 		// The pod as the API server has it when the request arrives, not as this informer
 		// last saw it: a client that saw its claim Ready must find every write made before
 		// that Ready, and an informer a few events behind would report a route write as
@@ -186,18 +200,61 @@ func (r *Runtime) sync(obj any) {
 		p, err := r.cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		return p, err == nil && string(p.UID) == uid
 	}}
+	if owner := r.byIP[s.ip]; owner != nil {
+		// Served and Ready as far as this watch knows (stop removes it otherwise).
+		owner.mu.Lock()
+		owner.sharing[name] = s
+		owner.mu.Unlock()
+		r.servers[uid] = s
+		fmt.Printf("runtime stand-in: kwok gave pod %s/%s the IP %s of live pod %s too; its listener answers for both\n", ns, name, s.ip, owner.name)
+		return
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(s.ip, strconv.Itoa(r.Port)))
+	if err != nil {
+		// Another pod held this IP and its server has not stopped yet: the next update
+		// of this pod tries again.
+		return
+	}
+	s.ln, s.sharing = ln, map[string]*podServer{}
 	s.srv = &http.Server{Handler: r.handler(s), ReadHeaderTimeout: 10 * time.Second}
-	r.servers[uid] = s
+	r.servers[uid], r.byIP[s.ip] = s, s
 	go func() { _ = s.srv.Serve(ln) }()
 }
 
+// stop stops serving the pod with this UID: a pod sharing another's listener leaves it; a
+// listener's own pod closes it, and the pods sharing it are served again at once, as their
+// watch last showed them.
 func (r *Runtime) stop(uid string) {
 	r.mu.Lock()
 	s := r.servers[uid]
 	delete(r.servers, uid)
+	if s != nil && s.srv == nil {
+		if owner := r.byIP[s.ip]; owner != nil {
+			owner.mu.Lock()
+			delete(owner.sharing, s.name)
+			owner.mu.Unlock()
+		}
+		r.mu.Unlock()
+		return
+	}
+	var again []*podServer
+	if s != nil && r.byIP[s.ip] == s {
+		delete(r.byIP, s.ip)
+		s.mu.Lock()
+		for _, o := range s.sharing {
+			delete(r.servers, o.uid)
+			again = append(again, o)
+		}
+		s.mu.Unlock()
+	}
 	r.mu.Unlock()
 	if s != nil {
 		_ = s.srv.Close()
+	}
+	for _, o := range again {
+		if pod, ok := o.lookup(); ok {
+			r.sync(pod)
+		}
 	}
 }
 
@@ -212,12 +269,13 @@ func podReady(pod *corev1.Pod) bool {
 
 // handler answers the runtime endpoints for one pod. It routes on the raw path itself: a
 // ServeMux would answer the SDK's "/list/." with a redirect to the cleaned path.
-func (r *Runtime) handler(s *podServer) http.Handler {
+func (r *Runtime) handler(listener *podServer) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.Method == http.MethodGet && req.URL.Path == "/" {
 			writeJSON(w, map[string]string{"status": "ok"})
 			return
 		}
+		s := listener.serverFor(req)
 		pod, ok := s.lookup()
 		if !ok {
 			http.Error(w, `{"detail":"pod gone"}`, http.StatusGone)
