@@ -76,6 +76,19 @@ func DefaultOptions() Options {
 	}
 }
 
+// armProfiles are the CPU profiles of one arm of a scenario that runs several clusters:
+// --apiserver-profile and --webhook-server-profile with ".<arm>" appended, each over the whole
+// of the arm's arrivals at least; "" and 0 without --apiserver-profile.
+func (o Options) armProfiles(arm string, arrivals time.Duration) (apiServer, webhookServer string, seconds int) {
+	if o.CPUProfile == "" {
+		return "", "", 0
+	}
+	if o.WebhookProfile != "" {
+		webhookServer = o.WebhookProfile + "." + arm
+	}
+	return o.CPUProfile + "." + arm, webhookServer, max(o.ProfileSeconds, int(arrivals.Seconds()))
+}
+
 // resolved applies Serial and LightFloor.
 func (o Options) resolved() Options {
 	if o.Serial > 0 {

@@ -195,14 +195,9 @@ func (s fairShareSettings) config(arm string, o Options) load.FairShareConfig {
 		ControlEvery:   s.ControlEvery,
 		PoolCreateWait: max(o.PoolCreateWait, time.Duration(s.Pool)*200*time.Millisecond), Timeout: max(o.Timeout, 5*time.Minute),
 	}
-	if o.CPUProfile != "" {
-		// At least the whole load: B's first burst comes a quarter into it, past the flag's
-		// default of 10 s.
-		cfg.APIServerProfile, cfg.ProfileSeconds = o.CPUProfile+"."+arm, max(o.ProfileSeconds, int(s.Duration.Seconds()))
-		if o.WebhookProfile != "" {
-			cfg.WebhookServerProfile = o.WebhookProfile + "." + arm
-		}
-	}
+	// At least the whole load: B's first burst comes a quarter into it, past the flag's
+	// default of 10 s.
+	cfg.APIServerProfile, cfg.WebhookServerProfile, cfg.ProfileSeconds = o.armProfiles(arm, s.Duration)
 	if arm == report.ArmAlone || arm == report.ArmFloorAlone {
 		cfg.BBursts = 0
 	}

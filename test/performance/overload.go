@@ -123,11 +123,9 @@ func (s overloadSettings) config(o Options, arm string, rate float64, floor bool
 		// to its clients; waiting minutes more for a backlog would only measure the backlog.
 		Timeout: max(30*time.Second, s.Duration),
 	}
-	if o.CPUProfile != "" {
-		cfg.APIServerProfile, cfg.ProfileSeconds = o.CPUProfile+"."+arm, max(o.ProfileSeconds, int(s.Duration.Seconds()))
-		if o.WebhookProfile != "" && !floor {
-			cfg.WebhookServerProfile = o.WebhookProfile + "." + arm
-		}
+	cfg.APIServerProfile, cfg.WebhookServerProfile, cfg.ProfileSeconds = o.armProfiles(arm, s.Duration)
+	if floor {
+		cfg.WebhookServerProfile = "" // no process of sandgate's answers the floors' webhooks
 	}
 	return cfg
 }
