@@ -105,7 +105,7 @@ func startEnv(ctx context.Context, o Options, logf func(string, ...any)) (_ *env
 		}
 		// A reservation of a create that a fault cut short after its admission ends after
 		// --claim-reservation-ttl: shorter than the default 2m, so that settling is.
-		r, err := newReplica(name, binary, kubeconfig, e.certDir, e.cluster.LogPath("sandgate-"+name), []string{"--claim-reservation-ttl=30s"})
+		r, err := newReplica(name, binary, kubeconfig, e.certDir, e.cluster.LogPath("sandgate-"+name), append([]string{"--claim-reservation-ttl=30s"}, o.OperatorArgs...))
 		if err != nil {
 			return nil, err
 		}

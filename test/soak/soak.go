@@ -67,6 +67,10 @@ type Options struct {
 	SettleTimeout time.Duration
 	// KeepLogs keeps the cluster's logs (the audit log among them) after the run.
 	KeepLogs bool
+	// OperatorArgs are flags given to both replicas after the soak's own (a later flag wins),
+	// each "--name" or "--name=value": an operator setting the soak is to be run with, such as
+	// --claim-admission-max-wait.
+	OperatorArgs []string
 	// Log receives progress lines.
 	Log io.Writer
 }
@@ -166,6 +170,11 @@ func (o Options) Validate() error {
 	}
 	if o.Nodes < 1 {
 		errs = append(errs, fmt.Errorf("nodes must be at least 1, got %d", o.Nodes))
+	}
+	for i, a := range o.OperatorArgs {
+		if !strings.HasPrefix(a, "--") || len(a) == 2 {
+			errs = append(errs, fmt.Errorf("operator argument %d %q: want a flag, --name or --name=value", i+1, a))
+		}
 	}
 	for _, k := range o.Faults {
 		if !knownFault(k) {

@@ -58,7 +58,9 @@ func TestScheduleIsTheSeedsAndCoversEveryKind(t *testing.T) {
 }
 
 func TestOptionsAreValidated(t *testing.T) {
-	for _, o := range []Options{DefaultOptions(), ShortOptions()} {
+	withArg := DefaultOptions()
+	withArg.OperatorArgs = []string{"--claim-admission-max-wait=1s"}
+	for _, o := range []Options{DefaultOptions(), ShortOptions(), withArg} {
 		if err := o.Validate(); err != nil {
 			t.Errorf("%+v refused: %v", o, err)
 		}
@@ -68,8 +70,9 @@ func TestOptionsAreValidated(t *testing.T) {
 	bad.Faults = []string{"meteor-strike"}
 	bad.LifetimeMax = time.Second
 	bad.PodStartup.Median = time.Second // on the fast profile
+	bad.OperatorArgs = []string{"--claim-admission-max-wait=1s", "claim-admission-max-wait=1s"}
 	err := bad.Validate()
-	for _, want := range []string{"rate", `unknown fault "meteor-strike"`, "lifetime", "realistic profile only"} {
+	for _, want := range []string{"rate", `unknown fault "meteor-strike"`, "lifetime", "realistic profile only", `operator argument 2 "claim-admission-max-wait=1s"`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not mention %q", err, want)
 		}

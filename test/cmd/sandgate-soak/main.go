@@ -83,6 +83,10 @@ func run(args []string) error {
 	fs.DurationVar(&o.ReadyTimeout, "ready-timeout", o.ReadyTimeout, "How long a claim may take to become Ready before it counts as not served.")
 	fs.DurationVar(&o.SettleTimeout, "settle-timeout", o.SettleTimeout, "How long the system may take to settle after the load.")
 	fs.BoolVar(&o.KeepLogs, "keep-logs", o.KeepLogs, "Keep the cluster's logs, the audit log and the replicas' among them.")
+	fs.Func("operator-arg", "A flag given to both replicas after the soak's own, as --name=value (repeat it for more), e.g. --operator-arg=--claim-admission-max-wait=1s.", func(v string) error {
+		o.OperatorArgs = append(o.OperatorArgs, v)
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
