@@ -52,9 +52,13 @@ type Options struct {
 	WebhookProfile string                  // --webhook-server-profile: with --apiserver-profile, the webhook server's CPU profile
 	Floor          bool                    // --floor
 	FloorAdmission bool                    // --floor-admission
-	FloorRoute     bool                    // --floor-route: the floor makes sandgate's route write too
-	LightFloor     bool                    // --light-floor: the floor on minimal members; implies Floor
-	StandInInProc  bool                    // --stand-in-in-process: the floor's webhooks answered from the load generator's process
+	// FloorClaimRate, with FloorAdmission, makes the stand-in admit claim creates at this
+	// rate a second and refuse the rest with 429 (the overload scenario's contract floor past
+	// the sustainable rate; harness.Options.FloorClaimAdmissionRate).
+	FloorClaimRate float64
+	FloorRoute     bool // --floor-route: the floor makes sandgate's route write too
+	LightFloor     bool // --light-floor: the floor on minimal members; implies Floor
+	StandInInProc  bool // --stand-in-in-process: the floor's webhooks answered from the load generator's process
 
 	Scenarios  string // --scenarios: all or a comma-separated list (ScenarioNames)
 	ScalePool  int    // --scale-pool: pool size of the large scale scenario
@@ -203,18 +207,19 @@ func startEnv(ctx context.Context, o Options, nodes int, progress io.Writer) (*h
 		standIn = exe
 	}
 	return harness.Start(ctx, harness.Options{
-		StandInExecutable: standIn,
-		OperatorPprof:     o.WebhookProfile != "",
-		Kubeconfig:        o.Kubeconfig,
-		Nodes:             nodes,
-		Profile:           o.Profile,
-		PodStartup:        o.PodStartup,
-		OperatorCommand:   o.OperatorCmd,
-		FeatureGates:      o.FeatureGates,
-		NoWebhooks:        !o.Webhooks,
-		V1beta1Only:       !o.ServeV1alpha1,
-		FloorAdmission:    o.FloorAdmission,
-		Log:               progress,
+		StandInExecutable:       standIn,
+		OperatorPprof:           o.WebhookProfile != "",
+		Kubeconfig:              o.Kubeconfig,
+		Nodes:                   nodes,
+		Profile:                 o.Profile,
+		PodStartup:              o.PodStartup,
+		OperatorCommand:         o.OperatorCmd,
+		FeatureGates:            o.FeatureGates,
+		NoWebhooks:              !o.Webhooks,
+		V1beta1Only:             !o.ServeV1alpha1,
+		FloorAdmission:          o.FloorAdmission,
+		FloorClaimAdmissionRate: o.FloorClaimRate,
+		Log:                     progress,
 	})
 }
 

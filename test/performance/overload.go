@@ -183,6 +183,18 @@ func runOverload(ctx context.Context, o Options, sc scenario, stdout, stderr io.
 				logf(stderr, "the contract floor sustains %.1f claims/s\n", carm.Goodput)
 			}
 		}
+		if s.ContractFloor && res.Overload.ContractRate > 0 {
+			for _, m := range mults {
+				arm, err := s.contractFloorPast(ctx, o, m, res.Overload, warmUp, arrivals, stderr)
+				if err != nil {
+					if ctx.Err() != nil {
+						return nil, nil, err
+					}
+					failed = append(failed, fmt.Sprintf("%s (contract floor %g×): %v", sc.name, m, err))
+				}
+				res.Overload.Arms = append(res.Overload.Arms, arm)
+			}
+		}
 	}
 	for _, m := range append([]float64{1}, mults...) {
 		rate := round1(m * res.Overload.SustainableRate)
@@ -218,6 +230,26 @@ func runOverload(ctx context.Context, o Options, sc scenario, stdout, stderr io.
 		return nil, nil, err
 	}
 	return res, failed, nil
+}
+
+// contractFloorPast runs the contract floor offered m times the sustainable rate, its stand-in
+// webhook admitting claim creates at the rate the contract floor sustained (ov.ContractRate)
+// and refusing the rest with 429 as sandgate does: the design's limit past the sustainable
+// rate, an oracle that knows the cluster's capacity doing the shedding at no cost of its own,
+// each refusal paying only what any refusal costs (a create decoded, a webhook round trip, a
+// 429). A sandgate arm at m is read against it.
+func (s overloadSettings) contractFloorPast(ctx context.Context, o Options, m float64, ov *report.Overload, warmUp, arrivals float64, stderr io.Writer) (report.OverloadArm, error) {
+	rate := round1(m * ov.SustainableRate)
+	logf(stderr, "\n=== scenario overload: the contract floor at %g× the sustainable rate, %g claims/s, its stand-in admitting %.1f claims/s\n", m, rate, ov.ContractRate)
+	co := o
+	co.Floor, co.FloorAdmission, co.FloorClaimRate = true, true, ov.ContractRate
+	cfg := s.config(co, fmt.Sprintf("contract-floor-%gx", m), rate, true)
+	cfg.FloorRoute, cfg.Open = true, true
+	r, err := runSustainedOnce(ctx, co, cfg, stderr)
+	if err != nil {
+		return report.OverloadArm{Arm: report.OverloadContractFloor, Multiplier: m, Rate: rate, Error: firstLine(err.Error())}, err
+	}
+	return report.OverloadArmOf(report.OverloadContractFloor, m, r, warmUp, arrivals), nil
 }
 
 func round1(v float64) float64 { return float64(int64(v*10+0.5)) / 10 }

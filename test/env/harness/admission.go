@@ -251,12 +251,22 @@ func webhookConfigurations(ctx context.Context, c client.Client) (*admissionv1.M
 
 // answerAtOnce answers an admission call without deciding anything: it allows the request,
 // and stamps a claim's CREATE with webhook-first-observed-at, the admission time the
-// server-side latency view starts from (as sandgate's stamping webhook does).
-func answerAtOnce(now func() time.Time) admission.Handler {
+// server-side latency view starts from (as sandgate's stamping webhook does). With admit, a
+// claim's CREATE that admit refuses is answered 429 Too Many Requests with a one-second retry
+// hint, the shape of sandgate's refusal past the sustainable rate: the contract floor under
+// overload, where an oracle that knows the rate the cluster sustains does the shedding.
+func answerAtOnce(now func() time.Time, admit func() bool) admission.Handler {
 	return admission.HandlerFunc(func(_ context.Context, req admission.Request) admission.Response {
 		resp := admission.Allowed("")
 		if req.Operation != admissionapi.Create || (schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind}) != policy.ClaimKind {
 			return resp
+		}
+		if admit != nil && !admit() {
+			return admission.Response{AdmissionResponse: admissionapi.AdmissionResponse{Allowed: false, Result: &metav1.Status{
+				Status: metav1.StatusFailure, Code: http.StatusTooManyRequests, Reason: metav1.StatusReasonTooManyRequests,
+				Message: "the stand-in admits claims at a fixed rate; retry later",
+				Details: &metav1.StatusDetails{Group: req.Kind.Group, Kind: req.Kind.Kind, Name: req.Name, RetryAfterSeconds: 1},
+			}}}
 		}
 		var obj struct {
 			Metadata struct {
@@ -317,7 +327,7 @@ func (e *Env) serveWebhooks(ctx context.Context, admissionPaths []string) error 
 		return e.startStandIn(ctx, admissionPaths)
 	}
 	srv, what, err := standInServer(webhook.Options{Host: e.webhook.webhookHost, Port: e.webhook.webhookPort, CertDir: e.webhook.webhookCertDir},
-		!e.v1beta1Only, admissionPaths)
+		!e.v1beta1Only, admissionPaths, e.floorClaimRate)
 	if err != nil {
 		return err
 	}

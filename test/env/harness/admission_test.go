@@ -17,6 +17,29 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
 
+// With an admission rate, the stand-in refuses the claim creates beyond it as sandgate sheds
+// them (429 with a retry hint), and nothing else.
+func TestAnswerAtOnceRefusesClaimsPastItsRate(t *testing.T) {
+	open := true
+	h := answerAtOnce(time.Now, func() bool { return open })
+	claim := admissionapi.AdmissionRequest{Operation: admissionapi.Create, Name: "c",
+		Kind: metav1.GroupVersionKind{Group: "extensions.agents.x-k8s.io", Version: "v1beta1", Kind: "SandboxClaim"}, Object: runtime.RawExtension{Raw: []byte(`{"metadata":{"name":"c"}}`)}}
+	sandbox := admissionapi.AdmissionRequest{Operation: admissionapi.Create, Name: "s",
+		Kind: metav1.GroupVersionKind{Group: "agents.x-k8s.io", Version: "v1beta1", Kind: "Sandbox"}, Object: runtime.RawExtension{Raw: []byte(`{"metadata":{"name":"s"}}`)}}
+	if resp := h.Handle(context.Background(), admission.Request{AdmissionRequest: claim}); !resp.Allowed {
+		t.Fatalf("claim within the rate refused: %+v", resp.Result)
+	}
+	open = false
+	resp := h.Handle(context.Background(), admission.Request{AdmissionRequest: claim})
+	if resp.Allowed || resp.Result == nil || resp.Result.Code != http.StatusTooManyRequests || resp.Result.Reason != metav1.StatusReasonTooManyRequests ||
+		resp.Result.Details == nil || resp.Result.Details.RetryAfterSeconds != 1 {
+		t.Fatalf("claim past the rate: %+v, want 429 with a retry hint of 1 s", resp.AdmissionResponse)
+	}
+	if resp := h.Handle(context.Background(), admission.Request{AdmissionRequest: sandbox}); !resp.Allowed {
+		t.Fatalf("a Sandbox create was refused with the claims: %+v", resp.Result)
+	}
+}
+
 func TestAnswerAtOnce(t *testing.T) {
 	at := time.Date(2026, 11, 23, 17, 0, 0, 123, time.UTC)
 	stamp := at.Format(time.RFC3339Nano)
@@ -55,7 +78,7 @@ func TestAnswerAtOnce(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h := answerAtOnce(func() time.Time { return at })
+			h := answerAtOnce(func() time.Time { return at }, nil)
 			resp := h.Handle(context.Background(), admission.Request{AdmissionRequest: admissionapi.AdmissionRequest{
 				Operation: tc.op, Kind: tc.kind, Object: runtime.RawExtension{Raw: []byte(tc.object)},
 			}})

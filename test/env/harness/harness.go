@@ -67,6 +67,10 @@ type Options struct {
 	// FloorAdmission keeps the webhook configurations in a floor run: DetachOperator stops the
 	// operator and the harness answers every admission call at once (see DetachOperator).
 	FloorAdmission bool
+	// FloorClaimAdmissionRate, when positive, makes the floor's stand-in admit claim creates
+	// at this rate a second and refuse the rest with 429 (answerAtOnce): with FloorAdmission,
+	// the contract floor under overload, shed by an oracle that knows the sustainable rate.
+	FloorClaimAdmissionRate float64
 	// StandInExecutable, when set, answers a floor run's webhooks (the conversion webhook,
 	// and with FloorAdmission the admission webhooks) from a process of their own: this
 	// executable run with StandInArg, which must call ServeStandIn (StandInExecutable() for
@@ -100,6 +104,7 @@ type Env struct {
 	webhook        endpoints
 	v1beta1Only    bool
 	floorAdmission bool
+	floorClaimRate float64
 	// stopWebhooks stops the webhook server the harness runs for a floor run.
 	stopWebhooks context.CancelFunc
 	// standInExe is Options.StandInExecutable; standIn its process once a floor run started
@@ -198,6 +203,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, retErr error) {
 	}
 	ep.metricsPort, ep.probePort = ports[0], ports[1]
 	e.webhook, e.v1beta1Only, e.floorAdmission, e.standInExe = ep, opts.V1beta1Only, opts.FloorAdmission, opts.StandInExecutable
+	e.floorClaimRate = opts.FloorClaimAdmissionRate
 	if selfSigned {
 		if err := installCABeforeOperator(ctx, e.Config, ep, e.logf); err != nil {
 			return nil, err

@@ -27,6 +27,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/common/expfmt"
+	"golang.org/x/time/rate"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -73,6 +74,7 @@ func ServeStandIn(ctx context.Context, args []string) error {
 	metricsPort := fs.Int("metrics-port", 0, "metrics port on 127.0.0.1")
 	conv := fs.Bool("conversion", false, "serve the CRDs' conversion webhook")
 	paths := fs.String("paths", "", "comma-separated admission paths answered at once")
+	claimRate := fs.Float64("claim-admission-rate", 0, "admit claim creates at this rate a second and answer the rest 429 (0 admits every one)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -83,7 +85,10 @@ func ServeStandIn(ctx context.Context, args []string) error {
 	if *paths != "" {
 		list = strings.Split(*paths, ",")
 	}
-	srv, _, err := standInServer(webhook.Options{Host: *host, Port: *port, CertDir: *certDir}, *conv, list)
+	if *claimRate < 0 {
+		return errors.New("--claim-admission-rate must not be negative")
+	}
+	srv, _, err := standInServer(webhook.Options{Host: *host, Port: *port, CertDir: *certDir}, *conv, list, *claimRate)
 	if err != nil {
 		return err
 	}
@@ -101,8 +106,9 @@ func ServeStandIn(ctx context.Context, args []string) error {
 }
 
 // standInServer is the stand-in's webhook server: conversion when conv, answerAtOnce at each
-// of paths; what says what it serves.
-func standInServer(opts webhook.Options, conv bool, paths []string) (webhook.Server, []string, error) {
+// of paths, admitting claim creates at claimRate a second when it is positive; what says
+// what it serves.
+func standInServer(opts webhook.Options, conv bool, paths []string, claimRate float64) (webhook.Server, []string, error) {
 	srv := webhook.NewServer(opts)
 	var what []string
 	if conv {
@@ -113,11 +119,19 @@ func standInServer(opts webhook.Options, conv bool, paths []string) (webhook.Ser
 		srv.Register(webhooks.ConvertPath, h)
 		what = append(what, "conversion (the CRDs serve v1alpha1)")
 	}
+	var admit func() bool
+	if claimRate > 0 {
+		// A second's worth at once: the arrivals are paced, not bursty.
+		admit = rate.NewLimiter(rate.Limit(claimRate), max(1, int(claimRate))).Allow
+	}
 	for _, p := range paths {
-		srv.Register(p, &admission.Webhook{Handler: answerAtOnce(time.Now)})
+		srv.Register(p, &admission.Webhook{Handler: answerAtOnce(time.Now, admit)})
 	}
 	if len(paths) > 0 {
 		what = append(what, fmt.Sprintf("%d admission webhooks, each allowing at once", len(paths)))
+	}
+	if admit != nil {
+		what = append(what, fmt.Sprintf("claim creates admitted at %g a second, the rest refused with 429", claimRate))
 	}
 	return srv, what, nil
 }
@@ -134,6 +148,9 @@ func (e *Env) startStandIn(ctx context.Context, admissionPaths []string) error {
 	}
 	if len(admissionPaths) > 0 {
 		args = append(args, "--paths="+shellQuote(strings.Join(admissionPaths, ",")))
+	}
+	if e.floorClaimRate > 0 {
+		args = append(args, fmt.Sprintf("--claim-admission-rate=%g", e.floorClaimRate))
 	}
 	ep := e.webhook
 	ep.webhooksInstalled = true
