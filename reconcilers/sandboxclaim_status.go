@@ -54,15 +54,20 @@ func (r *claimReconciler) mirror(claim *extv1beta1.SandboxClaim, sb *agentsv1bet
 // member taken while starting) is not Ready yet. Most claims are Ready sooner and are then
 // reported once, Ready: the claim's status is written once on its path, not twice. A slower
 // one is reported after this delay (waiting, or not Ready naming its Sandbox), so that a user
-// watching a slow start sees what the claim waits for, and the public SDK, which reads the
-// Sandbox's name there and then watches the Sandbox, can start watching it.
+// watching a slow start sees what the claim waits for. The public SDK reads the Sandbox's name
+// there and then waits for the Sandbox's Ready, which a claim reported Ready has already: for
+// it the delay costs only the claim's own last writes after its Sandbox's Ready, and it
+// learns the name once the pod is routable.
 //
-// Three seconds, measured: under overload (the overload scenario, fast pods, every core busy)
-// most claims took 1–4 s, and a one-second delay cost 0.9 claim status writes more per claim
-// served than the floor's; with three, kube-apiserver spent 5 ms less per claim and sandgate
-// served 11–24% more claims a second (design.md, "Past the sustainable rate"). A pod that
-// takes longer (an image pull) is reported at three seconds instead of one.
-const interimReportDelay = 3 * time.Second
+// Ten seconds, measured (the overload scenario, fast pods, every core busy). A report due
+// after 1 s cost 0.9 claim status writes more per claim served than the floor's; after 3 s,
+// the same claims were written once on a machine that served them in 1–3 s, but on a slower
+// one (the floor at 26 claims/s instead of 40) they took 4–9 s and were written 2.1–2.3 times
+// each: the slower the claims, the more each cost, the slower they became. After 10 s every
+// claim was written once there too, kube-apiserver spent 49–67 ms per claim against 73–84 ms,
+// and sandgate served 18.8 / 23.1 / 13.6 claims/s at 1× / 2× / 4× against 14.9 / 11.8 / 10.8
+// (design.md, "Past the sustainable rate").
+const interimReportDelay = 10 * time.Second
 
 // firstReportHold returns how long the claim's status should go on reporting nothing: >0
 // while interimReportDelay has not passed since the claim was first seen. 0 means report now.
