@@ -347,7 +347,12 @@ func writeOverloads(p func(string, ...any), results []*Result) {
 	p("≤ 2 × the 1× arm's, 0 lost, 0 bound twice. The contract floor is offered the floor's probe")
 	p("rate too: the floor with sandgate's admission webhooks kept and answered at once by a")
 	p("stand-in process, and the route write after each bind, which any operator of this API's")
-	p("contract pays; goodput ÷ it is the share of the design's own limit sandgate serves.")
+	p("contract pays; goodput ÷ it is the share of the design's own limit sandgate serves. Past")
+	p("the sustainable rate the contract floor runs again at each multiple (\"contract floor 2×\"),")
+	p("its stand-in admitting claims at the rate the contract floor sustained and refusing the")
+	p("rest with 429: an oracle that knows the capacity and sheds at no cost of its own, every")
+	p("refusal paying what any refusal costs. What it serves is the most an operator of this")
+	p("contract can serve at that multiple.")
 	p("")
 	for _, r := range results {
 		o := r.Overload
