@@ -165,27 +165,28 @@ func runOverload(ctx context.Context, o Options, sc scenario, stdout, stderr io.
 		logf(stderr, "the floor sustains %.1f claims/s\n", arm.Goodput)
 		if s.ContractFloor {
 			logf(stderr, "\n=== scenario %s: the contract floor offered %g claims/s, to find the rate it sustains\n", sc.name, s.ProbeRate)
-			co := o
-			co.Floor, co.FloorAdmission = true, true
-			ccfg := s.config(co, "contract-floor", s.ProbeRate, true)
-			ccfg.FloorRoute = true
-			c, err := runSustainedOnce(ctx, co, ccfg, stderr)
+			carm, err := s.runContractFloor(ctx, o, 0, s.ProbeRate, 0, warmUp, arrivals, stderr)
 			switch {
 			case err != nil && ctx.Err() != nil:
 				return nil, nil, err
 			case err != nil:
 				failed = append(failed, fmt.Sprintf("%s (contract floor): %v", sc.name, err))
-				res.Overload.Arms = append(res.Overload.Arms, report.OverloadArm{Arm: report.OverloadContractFloor, Rate: s.ProbeRate, Error: firstLine(err.Error())})
 			default:
-				carm := report.OverloadArmOf(report.OverloadContractFloor, 0, c, warmUp, arrivals)
-				res.Overload.Arms = append(res.Overload.Arms, carm)
 				res.Overload.ContractRate = carm.Goodput
 				logf(stderr, "the contract floor sustains %.1f claims/s\n", carm.Goodput)
 			}
+			res.Overload.Arms = append(res.Overload.Arms, carm)
 		}
 		if s.ContractFloor && res.Overload.ContractRate > 0 {
+			// Past the sustainable rate, the design's limit: an oracle that knows the
+			// capacity (the rate the contract floor sustained) sheds at no cost of its own,
+			// each refusal paying only what any refusal costs (a create decoded, a webhook
+			// round trip, a 429). A sandgate arm at m is read against it.
 			for _, m := range mults {
-				arm, err := s.contractFloorPast(ctx, o, m, res.Overload, warmUp, arrivals, stderr)
+				rate := round1(m * res.Overload.SustainableRate)
+				logf(stderr, "\n=== scenario %s: the contract floor at %g× the sustainable rate, %g claims/s, its stand-in admitting %.1f claims/s\n",
+					sc.name, m, rate, res.Overload.ContractRate)
+				arm, err := s.runContractFloor(ctx, o, m, rate, res.Overload.ContractRate, warmUp, arrivals, stderr)
 				if err != nil {
 					if ctx.Err() != nil {
 						return nil, nil, err
@@ -232,19 +233,20 @@ func runOverload(ctx context.Context, o Options, sc scenario, stdout, stderr io.
 	return res, failed, nil
 }
 
-// contractFloorPast runs the contract floor offered m times the sustainable rate, its stand-in
-// webhook admitting claim creates at the rate the contract floor sustained (ov.ContractRate)
-// and refusing the rest with 429 as sandgate does: the design's limit past the sustainable
-// rate, an oracle that knows the cluster's capacity doing the shedding at no cost of its own,
-// each refusal paying only what any refusal costs (a create decoded, a webhook round trip, a
-// 429). A sandgate arm at m is read against it.
-func (s overloadSettings) contractFloorPast(ctx context.Context, o Options, m float64, ov *report.Overload, warmUp, arrivals float64, stderr io.Writer) (report.OverloadArm, error) {
-	rate := round1(m * ov.SustainableRate)
-	logf(stderr, "\n=== scenario overload: the contract floor at %g× the sustainable rate, %g claims/s, its stand-in admitting %.1f claims/s\n", m, rate, ov.ContractRate)
+// runContractFloor runs the contract floor (the floor with sandgate's webhook configurations
+// kept and answered at once by the stand-in, and the route write after each bind) offered
+// rate; m is the arm's multiple of the sustainable rate, 0 for the probe. With admitRate > 0
+// the stand-in admits claim creates at that rate and refuses the rest with 429, and the
+// arrivals are open, as sandgate's arms are.
+func (s overloadSettings) runContractFloor(ctx context.Context, o Options, m, rate, admitRate, warmUp, arrivals float64, stderr io.Writer) (report.OverloadArm, error) {
 	co := o
-	co.Floor, co.FloorAdmission, co.FloorClaimRate = true, true, ov.ContractRate
-	cfg := s.config(co, fmt.Sprintf("contract-floor-%gx", m), rate, true)
-	cfg.FloorRoute, cfg.Open = true, true
+	co.Floor, co.FloorAdmission, co.FloorClaimRate = true, true, admitRate
+	name := "contract-floor"
+	if m > 0 {
+		name = fmt.Sprintf("contract-floor-%gx", m)
+	}
+	cfg := s.config(co, name, rate, true)
+	cfg.FloorRoute, cfg.Open = true, admitRate > 0
 	r, err := runSustainedOnce(ctx, co, cfg, stderr)
 	if err != nil {
 		return report.OverloadArm{Arm: report.OverloadContractFloor, Multiplier: m, Rate: rate, Error: firstLine(err.Error())}, err
