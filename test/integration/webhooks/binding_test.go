@@ -180,6 +180,53 @@ func TestBindingGuardCalledOnlyForWritesItCanRefuse(t *testing.T) {
 	}
 }
 
+// The garbage collector deletes every claim's Sandbox after its claim, and the guard admits the
+// Kubernetes controllers (a service account of kube-system, or kube-controller-manager's own
+// user) whatever the Sandbox: their deletions cost no round trip. A tenant's deletion of a
+// Sandbox bound to another's claim is still checked, and refused.
+func TestBindingGuardSkipsDeletionsByKubernetesControllers(t *testing.T) {
+	e := setupBinding(t)
+	calls := func() float64 { return webhookCalls(e.g, "/validate-agents-x-k8s-io-v1beta1-sandbox") }
+	// system:masters only for RBAC's sake (the cluster has no roles for this name); the
+	// skip is decided by the kube-system group, as it is for the real garbage collector.
+	gc, err := cluster.ClientAs("system:serviceaccount:kube-system:generic-garbage-collector",
+		"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:masters")
+	e.g.Expect(err).NotTo(HaveOccurred())
+	kcm, err := cluster.ClientAs("system:kube-controller-manager", "system:masters")
+	e.g.Expect(err).NotTo(HaveOccurred())
+	mallory := e.tenant("mallory")
+
+	const n = 10
+	var bound []*agentsv1beta1.Sandbox
+	for i := range 2 * n {
+		claim := builders.MakeClaim(fmt.Sprintf("gc-%d", i), e.ns, "web").Obj()
+		e.create(e.user, claim)
+		e.get(claim)
+		sb := builders.MakeSandbox(claim.Name, e.ns).Label(agentsv1beta1.LabelSandboxTemplateHash, e.hash).
+			Label(agentsv1beta1.LabelClaimUID, string(claim.UID)).Obj()
+		sb.Spec.SandboxBlueprint = policy.TemplateBlueprint(e.tmpl)
+		sb.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(claim, extv1beta1.GroupVersion.WithKind("SandboxClaim"))}
+		e.create(e.operator, sb)
+		bound = append(bound, sb)
+	}
+
+	before := calls()
+	for _, sb := range bound[:n] {
+		expectForbidden(e.g, mallory.Delete(e.ctx(), sb.DeepCopy()), sb.Name, "mallory")
+	}
+	e.g.Expect(calls()-before).To(BeNumerically(">=", n), "a tenant's deletion of another's Sandbox is checked")
+
+	before = calls()
+	for i, sb := range bound[n:] {
+		deleter := gc
+		if i%2 == 1 {
+			deleter = kcm
+		}
+		e.g.Expect(deleter.Delete(e.ctx(), sb.DeepCopy())).To(Succeed())
+	}
+	e.g.Expect(calls()-before).To(BeNumerically("<", n/2), "the Kubernetes controllers' deletions cost no round trip")
+}
+
 // webhookCalls is how many requests the manager's webhook at path has served.
 func webhookCalls(g Gomega, path string) float64 {
 	var total float64
