@@ -58,8 +58,9 @@ type sandboxReconciler struct {
 	// ClusterDomain is the DNS domain of status.serviceFQDN.
 	ClusterDomain string
 	// PodProgressDelay is how long pod events that do not change readiness (scheduled, IP
-	// assigned, ...) wait before they wake the Sandbox, so that the steps of a pod starting
-	// up coalesce into the reconcile its Ready transition causes.
+	// assigned, ...) wait before they wake the Sandbox, and how old a starting pod must be
+	// before the status shows its steps (startingUp), so that the steps of a pod starting up
+	// coalesce into the write its Ready transition causes.
 	PodProgressDelay time.Duration
 	// uncachedChildren, when set, is asked for a Pod or Service the cache does not show: the
 	// cache holds only tracked ones (Config.ScopedChildCaches).
@@ -140,7 +141,7 @@ func (r *sandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	wasReady := meta.IsStatusConditionTrue(old.Status.Conditions, agentsv1beta1.ConditionReady)
 
 	var events []func()
-	result, created, err := r.reconcile(ctx, sb, &events)
+	result, created, starting, err := r.reconcile(ctx, sb, &events)
 	if errors.Is(err, errSandboxDeleted) {
 		return ctrl.Result{}, nil
 	}
@@ -158,6 +159,12 @@ func (r *sandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		// writes the status after the progress delay.
 		r.Metrics.sandboxReconciled(sb, wasReady, wasReady)
 		return requeueWithin(result, r.PodProgressDelay), nil
+	}
+	if starting > 0 && err == nil && len(events) == 0 {
+		// Its pod is starting up and younger than the progress delay: the steps so far are
+		// written with its Ready, or once it is that old (startingUp).
+		r.Metrics.sandboxReconciled(sb, wasReady, wasReady)
+		return requeueWithin(result, starting), nil
 	}
 
 	wrote, werr := r.writeStatus(ctx, old, sb, events)
@@ -193,26 +200,27 @@ func (r *sandboxReconciler) writeStatus(ctx context.Context, old, sb *agentsv1be
 }
 
 // reconcile does the work and records the outcome in sb.Status; the caller writes it, then
-// sends the events queued in events. It returns the pod it created, if it created one.
-func (r *sandboxReconciler) reconcile(ctx context.Context, sb *agentsv1beta1.Sandbox, events *[]func()) (ctrl.Result, *corev1.Pod, error) {
+// sends the events queued in events. It returns the pod it created, if it created one, and
+// how long the status may wait for the pod's start-up to end (startingUp; 0 when it may not).
+func (r *sandboxReconciler) reconcile(ctx context.Context, sb *agentsv1beta1.Sandbox, events *[]func()) (ctrl.Result, *corev1.Pod, time.Duration, error) {
 	now := r.Clock.Now()
 	prev := reportedStateOf(sb)
 
 	var requeue ctrl.Result
 	if expiry := sb.Spec.ShutdownTime; expiry != nil {
 		if !now.Before(expiry.Time) {
-			return ctrl.Result{}, nil, r.expire(ctx, sb, events)
+			return ctrl.Result{}, nil, 0, r.expire(ctx, sb, events)
 		}
 		requeue.RequeueAfter = expiry.Sub(now)
 	}
 
 	owned, err := r.ownedPods(ctx, sb)
 	if err != nil {
-		return requeue, nil, r.failed(sb, err)
+		return requeue, nil, 0, r.failed(sb, err)
 	}
 	if len(owned) > 1 {
 		r.multiplePods(sb, owned, events)
-		return requeue, nil, nil
+		return requeue, nil, 0, nil
 	}
 
 	svc, svcErr := r.ensureService(ctx, sb)
@@ -253,9 +261,31 @@ func (r *sandboxReconciler) reconcile(ctx context.Context, sb *agentsv1beta1.San
 		created = pod
 	}
 	if err := errors.Join(svcErr, pvcErr, podErr); err != nil {
-		return requeue, created, r.failed(sb, err)
+		return requeue, created, 0, r.failed(sb, err)
 	}
-	return requeue, created, nil
+	var starting time.Duration
+	if loss == nil {
+		starting = r.startingUp(sb, prev, pod)
+	}
+	return requeue, created, starting, nil
+}
+
+// startingUp is how much longer the status of sb may wait before it shows the start-up steps
+// of its pod (scheduled, node, IPs, Running): until the pod is PodProgressDelay old, unless it
+// is Ready before. Nobody waits on those steps (the claim path waits for Ready, which is
+// written at once), and a kubelet takes a pod through them over seconds: written as they came,
+// each would be a write of the whole Sandbox, one more watch event to every watcher, per
+// Sandbox started. 0 when the status must be written now: the pod is Ready, finished, being
+// deleted or unschedulable (claims take no member whose pod fits nowhere), the Sandbox was
+// Ready (a pod that stops being Ready is news), or is being suspended.
+func (r *sandboxReconciler) startingUp(sb *agentsv1beta1.Sandbox, prev reportedState, pod *corev1.Pod) time.Duration {
+	if pod == nil || !isControlledBy(pod, sb) || !pod.DeletionTimestamp.IsZero() ||
+		podReady(pod) || terminal(pod) || unschedulable(pod) ||
+		(prev.ready != nil && prev.ready.Status == metav1.ConditionTrue) ||
+		sb.Spec.OperatingMode == agentsv1beta1.OperatingModeSuspended {
+		return 0
+	}
+	return max(pod.CreationTimestamp.Add(r.PodProgressDelay).Sub(r.Clock.Now()), 0)
 }
 
 // expire ends a Sandbox whose shutdownTime has passed: pod and Service go, then the Sandbox

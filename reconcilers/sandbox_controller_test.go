@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -745,4 +746,92 @@ func TestSandboxCreatesItsPodOnceWhileItsCacheLags(t *testing.T) {
 	if r.expected.hasLapsed(sandboxKey) {
 		t.Errorf("still lapsed after a new expected write")
 	}
+}
+
+// TestStartingPodIsReportedWithItsReadyOrAfterTheDelay: a pod's start-up steps (scheduled,
+// node, IPs, Running) are written with its Ready, or once the pod is PodProgressDelay old,
+// whatever wakes the Sandbox before: one status write per Sandbox started instead of one per
+// step. What someone acts on is written at once: Ready, a pod that fits on no node, a Ready
+// Sandbox's pod no longer Ready.
+func TestStartingPodIsReportedWithItsReadyOrAfterTheDelay(t *testing.T) {
+	const age = time.Second
+	young := func(sb *agentsv1beta1.Sandbox, ready bool) *corev1.Pod {
+		pod := sandboxPod(sb, ready)
+		pod.CreationTimestamp = metav1.NewTime(planNow.Add(-age))
+		return pod
+	}
+	start := func(t *testing.T, sb *agentsv1beta1.Sandbox, pod *corev1.Pod) (*fakeAPI, *sandboxReconciler, *clocktesting.FakeClock) {
+		a := newFakeAPI(t, sb, pod)
+		clk := clocktesting.NewFakeClock(planNow)
+		return a, newSandboxReconciler(t, a, clk), clk
+	}
+
+	t.Run("starting: written once the pod is the delay old", func(t *testing.T) {
+		sb := testSandbox()
+		a, r, clk := start(t, sb, young(sb, false))
+		res := reconcileSandbox(t, r)
+		if w := a.Journal(); len(w) != 0 {
+			t.Errorf("a pod %v old, starting: wrote %v, want nothing yet", age, w)
+		}
+		if want := DefaultPodProgressDelay - age; res.RequeueAfter != want {
+			t.Errorf("RequeueAfter = %v, want %v (when the pod is the delay old)", res.RequeueAfter, want)
+		}
+		clk.Step(DefaultPodProgressDelay - age)
+		reconcileSandbox(t, r)
+		if diff := cmp.Diff([]string{"patch Sandbox/sb/status"}, a.Journal()); diff != "" {
+			t.Errorf("the delay passed: writes (-want +got):\n%s", diff)
+		}
+		wantReady(t, a, metav1.ConditionFalse, agentsv1beta1.ReasonDependenciesNotReady, agentsv1beta1.MessagePodRunningNotReady)
+		got := &agentsv1beta1.Sandbox{}
+		if err := a.Get(context.Background(), sandboxKey, got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.NodeName != "node-1" {
+			t.Errorf("status.nodeName = %q, want node-1", got.Status.NodeName)
+		}
+	})
+
+	t.Run("ready: written at once", func(t *testing.T) {
+		sb := testSandbox()
+		a, r, _ := start(t, sb, young(sb, true))
+		reconcileSandbox(t, r)
+		if diff := cmp.Diff([]string{"patch Sandbox/sb/status", "event Normal SandboxReady Sandbox/sb"}, a.Journal()); diff != "" {
+			t.Errorf("writes and events (-want +got):\n%s", diff)
+		}
+		wantReady(t, a, metav1.ConditionTrue, agentsv1beta1.ReasonDependenciesReady, agentsv1beta1.MessagePodReady)
+	})
+
+	t.Run("unschedulable: written at once", func(t *testing.T) {
+		sb := testSandbox()
+		pod := young(sb, false)
+		pod.Spec.NodeName = ""
+		pod.Status = corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{
+			{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes are available"},
+		}}
+		a, r, _ := start(t, sb, pod)
+		reconcileSandbox(t, r)
+		if diff := cmp.Diff([]string{"patch Sandbox/sb/status"}, a.Journal()); diff != "" {
+			t.Errorf("writes (-want +got):\n%s", diff)
+		}
+		got := &agentsv1beta1.Sandbox{}
+		if err := a.Get(context.Background(), sandboxKey, got); err != nil {
+			t.Fatal(err)
+		}
+		if c := meta.FindStatusCondition(got.Status.Conditions, agentsv1beta1.ConditionPodScheduled); c == nil || c.Status != metav1.ConditionFalse {
+			t.Errorf("PodScheduled = %+v, want False", c)
+		}
+	})
+
+	t.Run("a Ready Sandbox's pod no longer Ready: written at once", func(t *testing.T) {
+		sb := testSandbox()
+		sb.Status = agentsv1beta1.SandboxStatus{Conditions: []metav1.Condition{
+			condition(agentsv1beta1.ConditionReady, metav1.ConditionTrue, agentsv1beta1.ReasonDependenciesReady, agentsv1beta1.MessagePodReady),
+		}}
+		a, r, _ := start(t, sb, young(sb, false))
+		reconcileSandbox(t, r)
+		if diff := cmp.Diff([]string{"patch Sandbox/sb/status"}, a.Journal()); diff != "" {
+			t.Errorf("writes (-want +got):\n%s", diff)
+		}
+		wantReady(t, a, metav1.ConditionFalse, agentsv1beta1.ReasonDependenciesNotReady, agentsv1beta1.MessagePodRunningNotReady)
+	})
 }

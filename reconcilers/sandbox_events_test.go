@@ -39,9 +39,22 @@ func TestPodWake(t *testing.T) {
 		}), wakeIgnored},
 		"scheduled":   {base(), with(func(p *corev1.Pod) { p.Spec.NodeName = "n1" }), wakeDelayed},
 		"ip assigned": {base(), with(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.0.0.1"}} }), wakeDelayed},
+		// Claims take no starting member whose pod fits nowhere: they must learn it at once.
 		"unschedulable": {base(), with(func(p *corev1.Pod) {
 			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable"}}
+		}), wakeImmediate},
+		// The scheduler's retries rewrite the message: progress, not a new state.
+		"still unschedulable": {with(func(p *corev1.Pod) {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/3 nodes are available"}}
+		}), with(func(p *corev1.Pod) {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/4 nodes are available"}}
 		}), wakeDelayed},
+		"scheduled after all": {with(func(p *corev1.Pod) {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable"}}
+		}), with(func(p *corev1.Pod) {
+			p.Spec.NodeName = "n1"
+			p.Status.Conditions = []corev1.PodCondition{cond(corev1.PodScheduled, corev1.ConditionTrue)}
+		}), wakeImmediate},
 		"running":          {base(), with(func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning }), wakeDelayed},
 		"deletion started": {base(), with(func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: time.Now()} }), wakeDelayed},
 		"ready": {base(), with(func(p *corev1.Pod) {
