@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
+	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
 
@@ -58,9 +59,8 @@ type sandboxReconciler struct {
 	// ClusterDomain is the DNS domain of status.serviceFQDN.
 	ClusterDomain string
 	// PodProgressDelay is how long pod events that do not change readiness (scheduled, IP
-	// assigned, ...) wait before they wake the Sandbox, and how old a starting pod must be
-	// before the status shows its steps (startingUp), so that the steps of a pod starting up
-	// coalesce into the write its Ready transition causes.
+	// assigned, ...) wait before they wake the Sandbox, so that the steps of a pod starting
+	// up coalesce into the reconcile its Ready transition causes.
 	PodProgressDelay time.Duration
 	// uncachedChildren, when set, is asked for a Pod or Service the cache does not show: the
 	// cache holds only tracked ones (Config.ScopedChildCaches).
@@ -271,21 +271,24 @@ func (r *sandboxReconciler) reconcile(ctx context.Context, sb *agentsv1beta1.San
 }
 
 // startingUp is how much longer the status of sb may wait before it shows the start-up steps
-// of its pod (scheduled, node, IPs, Running): until the pod is PodProgressDelay old, unless it
-// is Ready before. Nobody waits on those steps (the claim path waits for Ready, which is
-// written at once), and a kubelet takes a pod through them over seconds: written as they came,
-// each would be a write of the whole Sandbox, one more watch event to every watcher, per
-// Sandbox started. 0 when the status must be written now: the pod is Ready, finished, being
-// deleted or unschedulable (claims take no member whose pod fits nowhere), the Sandbox was
-// Ready (a pod that stops being Ready is news), or is being suspended.
+// of its pod (scheduled, node, IPs, Running): until the pod is StartupReportDelay old, unless
+// it is Ready before. A claim waits for its Sandbox's Ready, which is written at once, and a
+// kubelet takes a pod through those steps over seconds: written as they came, each would be a
+// write of the whole Sandbox, one more watch event to every watcher, per Sandbox started.
+// 0 when the status must be written now: the pod is Ready, finished, being deleted or
+// unschedulable (claims take no member whose pod fits nowhere), the Sandbox was Ready (a pod
+// that stops being Ready is news), is being suspended, or is an unbound pool member whose pod
+// was placed: the pool's refill counts its members being placed by the node in their status
+// (beingPlaced), and starts the next ones as they leave that count.
 func (r *sandboxReconciler) startingUp(sb *agentsv1beta1.Sandbox, prev reportedState, pod *corev1.Pod) time.Duration {
 	if pod == nil || !isControlledBy(pod, sb) || !pod.DeletionTimestamp.IsZero() ||
 		podReady(pod) || terminal(pod) || unschedulable(pod) ||
 		(prev.ready != nil && prev.ready.Status == metav1.ConditionTrue) ||
-		sb.Spec.OperatingMode == agentsv1beta1.OperatingModeSuspended {
+		sb.Spec.OperatingMode == agentsv1beta1.OperatingModeSuspended ||
+		(policy.ControllerOf(sb, policy.PoolKind) != nil && pod.Spec.NodeName != prev.nodeName) {
 		return 0
 	}
-	return max(pod.CreationTimestamp.Add(r.PodProgressDelay).Sub(r.Clock.Now()), 0)
+	return max(pod.CreationTimestamp.Add(StartupReportDelay).Sub(r.Clock.Now()), 0)
 }
 
 // expire ends a Sandbox whose shutdownTime has passed: pod and Service go, then the Sandbox

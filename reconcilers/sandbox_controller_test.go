@@ -20,6 +20,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 	"github.com/sandgate-dev/sandgate/internal/testing/builders"
 )
@@ -749,10 +750,10 @@ func TestSandboxCreatesItsPodOnceWhileItsCacheLags(t *testing.T) {
 }
 
 // TestStartingPodIsReportedWithItsReadyOrAfterTheDelay: a pod's start-up steps (scheduled,
-// node, IPs, Running) are written with its Ready, or once the pod is PodProgressDelay old,
+// node, IPs, Running) are written with its Ready, or once the pod is StartupReportDelay old,
 // whatever wakes the Sandbox before: one status write per Sandbox started instead of one per
 // step. What someone acts on is written at once: Ready, a pod that fits on no node, a Ready
-// Sandbox's pod no longer Ready.
+// Sandbox's pod no longer Ready, an unbound pool member's placement (the refill counts it).
 func TestStartingPodIsReportedWithItsReadyOrAfterTheDelay(t *testing.T) {
 	const age = time.Second
 	young := func(sb *agentsv1beta1.Sandbox, ready bool) *corev1.Pod {
@@ -773,10 +774,10 @@ func TestStartingPodIsReportedWithItsReadyOrAfterTheDelay(t *testing.T) {
 		if w := a.Journal(); len(w) != 0 {
 			t.Errorf("a pod %v old, starting: wrote %v, want nothing yet", age, w)
 		}
-		if want := DefaultPodProgressDelay - age; res.RequeueAfter != want {
+		if want := StartupReportDelay - age; res.RequeueAfter != want {
 			t.Errorf("RequeueAfter = %v, want %v (when the pod is the delay old)", res.RequeueAfter, want)
 		}
-		clk.Step(DefaultPodProgressDelay - age)
+		clk.Step(StartupReportDelay - age)
 		reconcileSandbox(t, r)
 		if diff := cmp.Diff([]string{"patch Sandbox/sb/status"}, a.Journal()); diff != "" {
 			t.Errorf("the delay passed: writes (-want +got):\n%s", diff)
@@ -819,6 +820,43 @@ func TestStartingPodIsReportedWithItsReadyOrAfterTheDelay(t *testing.T) {
 		}
 		if c := meta.FindStatusCondition(got.Status.Conditions, agentsv1beta1.ConditionPodScheduled); c == nil || c.Status != metav1.ConditionFalse {
 			t.Errorf("PodScheduled = %+v, want False", c)
+		}
+	})
+
+	t.Run("an unbound pool member: its placement written at once, nothing before", func(t *testing.T) {
+		sb := testSandbox(func(w *builders.SandboxWrapper) {
+			w.OwnerReferences = []metav1.OwnerReference{{APIVersion: extv1beta1.GroupVersion.String(), Kind: "SandboxWarmPool",
+				Name: "pool", UID: "pool-uid", Controller: ptr.To(true)}}
+			delete(w.Labels, agentsv1beta1.LabelClaimUID)
+		})
+		pod := young(sb, false)
+		pod.Spec.NodeName = ""
+		pod.Status = corev1.PodStatus{Phase: corev1.PodPending}
+		a, r, _ := start(t, sb, pod)
+		reconcileSandbox(t, r)
+		if w := a.Journal(); len(w) != 0 {
+			t.Errorf("not placed yet: wrote %v, want nothing", w)
+		}
+		pod = &corev1.Pod{}
+		if err := a.Get(context.Background(), sandboxKey, pod); err != nil {
+			t.Fatal(err)
+		}
+		pod.Spec.NodeName = "node-1"
+		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}
+		if err := a.Update(context.Background(), pod); err != nil {
+			t.Fatal(err)
+		}
+		a.Journal()
+		reconcileSandbox(t, r)
+		if diff := cmp.Diff([]string{"patch Sandbox/sb/status"}, a.Journal()); diff != "" {
+			t.Errorf("placed: writes (-want +got):\n%s", diff)
+		}
+		got := &agentsv1beta1.Sandbox{}
+		if err := a.Get(context.Background(), sandboxKey, got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.NodeName != "node-1" {
+			t.Errorf("status.nodeName = %q, want node-1", got.Status.NodeName)
 		}
 	})
 

@@ -23,8 +23,9 @@ const (
 	Timeout  = 60 * time.Second
 	Interval = 50 * time.Millisecond
 	// Quiet is how long a suite waits for trailing wake-ups before it counts reconciles and
-	// writes: longer than the coalescing delay of pod events.
-	Quiet = 2*reconcilers.DefaultPodProgressDelay + 500*time.Millisecond
+	// writes: longer than the coalescing delay of pod events, and than the time a starting
+	// pod's steps wait to be reported.
+	Quiet = max(2*reconcilers.DefaultPodProgressDelay, reconcilers.StartupReportDelay) + 500*time.Millisecond
 )
 
 // ManagerOptions configure StartManager. Whatever they leave unset is the operator's
