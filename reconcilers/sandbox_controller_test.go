@@ -761,6 +761,12 @@ func TestStartingPodIsReportedWithItsReadyOrAfterTheDelay(t *testing.T) {
 		pod.CreationTimestamp = metav1.NewTime(planNow.Add(-age))
 		return pod
 	}
+	wantJournal := func(t *testing.T, a *fakeAPI, what string, want []string) {
+		t.Helper()
+		if diff := cmp.Diff(want, a.Journal()); diff != "" {
+			t.Errorf("%s: writes and events (-want +got):\n%s", what, diff)
+		}
+	}
 	start := func(t *testing.T, sb *agentsv1beta1.Sandbox, pod *corev1.Pod) (*fakeAPI, *sandboxReconciler, *clocktesting.FakeClock) {
 		a := newFakeAPI(t, sb, pod)
 		clk := clocktesting.NewFakeClock(planNow)
@@ -779,16 +785,10 @@ func TestStartingPodIsReportedWithItsReadyOrAfterTheDelay(t *testing.T) {
 		}
 		clk.Step(StartupReportDelay - age)
 		reconcileSandbox(t, r)
-		if diff := cmp.Diff([]string{"patch Sandbox/sb/status"}, a.Journal()); diff != "" {
-			t.Errorf("the delay passed: writes (-want +got):\n%s", diff)
-		}
+		wantJournal(t, a, "the delay passed", []string{"patch Sandbox/sb/status"})
 		wantReady(t, a, metav1.ConditionFalse, agentsv1beta1.ReasonDependenciesNotReady, agentsv1beta1.MessagePodRunningNotReady)
-		got := &agentsv1beta1.Sandbox{}
-		if err := a.Get(context.Background(), sandboxKey, got); err != nil {
-			t.Fatal(err)
-		}
-		if got.Status.NodeName != "node-1" {
-			t.Errorf("status.nodeName = %q, want node-1", got.Status.NodeName)
+		if got := getSandbox(t, a).Status.NodeName; got != "node-1" {
+			t.Errorf("status.nodeName = %q, want node-1", got)
 		}
 	})
 
@@ -796,9 +796,7 @@ func TestStartingPodIsReportedWithItsReadyOrAfterTheDelay(t *testing.T) {
 		sb := testSandbox()
 		a, r, _ := start(t, sb, young(sb, true))
 		reconcileSandbox(t, r)
-		if diff := cmp.Diff([]string{"patch Sandbox/sb/status", "event Normal SandboxReady Sandbox/sb"}, a.Journal()); diff != "" {
-			t.Errorf("writes and events (-want +got):\n%s", diff)
-		}
+		wantJournal(t, a, "writes", []string{"patch Sandbox/sb/status", "event Normal SandboxReady Sandbox/sb"})
 		wantReady(t, a, metav1.ConditionTrue, agentsv1beta1.ReasonDependenciesReady, agentsv1beta1.MessagePodReady)
 	})
 
@@ -811,14 +809,8 @@ func TestStartingPodIsReportedWithItsReadyOrAfterTheDelay(t *testing.T) {
 		}}
 		a, r, _ := start(t, sb, pod)
 		reconcileSandbox(t, r)
-		if diff := cmp.Diff([]string{"patch Sandbox/sb/status"}, a.Journal()); diff != "" {
-			t.Errorf("writes (-want +got):\n%s", diff)
-		}
-		got := &agentsv1beta1.Sandbox{}
-		if err := a.Get(context.Background(), sandboxKey, got); err != nil {
-			t.Fatal(err)
-		}
-		if c := meta.FindStatusCondition(got.Status.Conditions, agentsv1beta1.ConditionPodScheduled); c == nil || c.Status != metav1.ConditionFalse {
+		wantJournal(t, a, "writes", []string{"patch Sandbox/sb/status"})
+		if c := meta.FindStatusCondition(getSandbox(t, a).Status.Conditions, agentsv1beta1.ConditionPodScheduled); c == nil || c.Status != metav1.ConditionFalse {
 			t.Errorf("PodScheduled = %+v, want False", c)
 		}
 	})
@@ -848,15 +840,9 @@ func TestStartingPodIsReportedWithItsReadyOrAfterTheDelay(t *testing.T) {
 		}
 		a.Journal()
 		reconcileSandbox(t, r)
-		if diff := cmp.Diff([]string{"patch Sandbox/sb/status"}, a.Journal()); diff != "" {
-			t.Errorf("placed: writes (-want +got):\n%s", diff)
-		}
-		got := &agentsv1beta1.Sandbox{}
-		if err := a.Get(context.Background(), sandboxKey, got); err != nil {
-			t.Fatal(err)
-		}
-		if got.Status.NodeName != "node-1" {
-			t.Errorf("status.nodeName = %q, want node-1", got.Status.NodeName)
+		wantJournal(t, a, "placed", []string{"patch Sandbox/sb/status"})
+		if got := getSandbox(t, a).Status.NodeName; got != "node-1" {
+			t.Errorf("status.nodeName = %q, want node-1", got)
 		}
 	})
 
@@ -867,9 +853,7 @@ func TestStartingPodIsReportedWithItsReadyOrAfterTheDelay(t *testing.T) {
 		}}
 		a, r, _ := start(t, sb, young(sb, false))
 		reconcileSandbox(t, r)
-		if diff := cmp.Diff([]string{"patch Sandbox/sb/status"}, a.Journal()); diff != "" {
-			t.Errorf("writes (-want +got):\n%s", diff)
-		}
+		wantJournal(t, a, "writes", []string{"patch Sandbox/sb/status"})
 		wantReady(t, a, metav1.ConditionFalse, agentsv1beta1.ReasonDependenciesNotReady, agentsv1beta1.MessagePodRunningNotReady)
 	})
 }
