@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
-	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
 
@@ -277,15 +276,13 @@ func (r *sandboxReconciler) reconcile(ctx context.Context, sb *agentsv1beta1.San
 // write of the whole Sandbox, one more watch event to every watcher, per Sandbox started.
 // 0 when the status must be written now: the pod is Ready, finished, being deleted or
 // unschedulable (claims take no member whose pod fits nowhere), the Sandbox was Ready (a pod
-// that stops being Ready is news), is being suspended, or is an unbound pool member whose pod
-// was placed: the pool's refill counts its members being placed by the node in their status
-// (beingPlaced), and starts the next ones as they leave that count.
+// that stops being Ready is news), or is being suspended. A pool's refill reads its members'
+// placement from their pods (podPlaced), not from this status.
 func (r *sandboxReconciler) startingUp(sb *agentsv1beta1.Sandbox, prev reportedState, pod *corev1.Pod) time.Duration {
 	if pod == nil || !isControlledBy(pod, sb) || !pod.DeletionTimestamp.IsZero() ||
 		podReady(pod) || terminal(pod) || unschedulable(pod) ||
 		(prev.ready != nil && prev.ready.Status == metav1.ConditionTrue) ||
-		sb.Spec.OperatingMode == agentsv1beta1.OperatingModeSuspended ||
-		(policy.ControllerOf(sb, policy.PoolKind) != nil && pod.Spec.NodeName != prev.nodeName) {
+		sb.Spec.OperatingMode == agentsv1beta1.OperatingModeSuspended {
 		return 0
 	}
 	return max(pod.CreationTimestamp.Add(StartupReportDelay).Sub(r.Clock.Now()), 0)

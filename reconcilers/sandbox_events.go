@@ -24,16 +24,15 @@ const (
 )
 
 // DefaultPodProgressDelay is the default sandboxReconciler.PodProgressDelay: long enough for
-// a pod's start-up steps to coalesce, short enough that an unbound pool member's placement
-// (which the pool's refill counts) and the steps of a slow-starting pod show up promptly.
+// a pod's start-up steps to coalesce, short enough that the steps of a slow-starting pod show
+// up promptly once StartupReportDelay has passed.
 const DefaultPodProgressDelay = time.Second
 
-// StartupReportDelay is how old a claim's or a user's starting pod must be before its
-// Sandbox's status shows the pod's start-up steps (startingUp): the pod start-up latency
-// Kubernetes holds itself to (SIG Scalability's SLO: 5 s at the 99th percentile for a pod
-// whose image is on the node), so that a pod that starts as the SLO says has its steps
-// (scheduled, node, IPs, Running) written once, with its Ready; one that takes longer (an
-// image pull) shows them 5 s in.
+// StartupReportDelay is how old a starting pod must be before its Sandbox's status shows the
+// pod's start-up steps (startingUp): the pod start-up latency Kubernetes holds itself to (SIG
+// Scalability's SLO: 5 s at the 99th percentile for a pod whose image is on the node), so that
+// a pod that starts as the SLO says has its steps (scheduled, node, IPs, Running) written
+// once, with its Ready; one that takes longer (an image pull) shows them 5 s in.
 const StartupReportDelay = 5 * time.Second
 
 // podWake classifies a pod update by what it can change in the Sandbox's status:

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -89,6 +90,9 @@ func (r *warmPoolReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.
 		Watches(&agentsv1beta1.Sandbox{}, &memberEventHandler{expected: r.expected}).
 		Watches(&extv1beta1.SandboxTemplate{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfTemplate),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// A member's pod placed frees room for the next (startingRoom): its status says so
+		// only later (startingUp).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.poolOfPlacedPod), builder.WithPredicates(podPlacement)).
 		// A claim that waits for a member wakes its pool (poolActivity.claimWaits).
 		WatchesRawSource(source.Channel(r.activity.wakePool, &handler.EnqueueRequestForObject{})).
 		Complete(r)
@@ -187,7 +191,8 @@ func (r *warmPoolReconciler) maintain(ctx context.Context, pool *extv1beta1.Sand
 	if plan.held > 0 {
 		result = requeueWithin(result, r.WarmPool.UnschedulableRecheckInterval)
 	}
-	create, deferred, paced := r.paceCreates(key, plan, members, replicas(pool), now)
+	create, deferred, paced := r.paceCreates(key, plan, members, replicas(pool), now,
+		func(sb *agentsv1beta1.Sandbox) bool { return statusPlaced(sb) || r.podPlaced(ctx, sb) })
 	if plan.create > 0 {
 		r.noteDeferral(pool, deferred, plan.create)
 	}

@@ -6,10 +6,15 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	extv1beta1 "github.com/sandgate-dev/sandgate/api/extensions/v1beta1"
+	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
 )
 
@@ -101,6 +106,41 @@ func (r *warmPoolReconciler) memberPod(ctx context.Context, sb *agentsv1beta1.Sa
 		return nil, false
 	}
 	return pod, true
+}
+
+// podPlaced reports whether the member's pod, as the cache shows it, is on a node.
+func (r *warmPoolReconciler) podPlaced(ctx context.Context, sb *agentsv1beta1.Sandbox) bool {
+	pod, ok := r.memberPod(ctx, sb)
+	return ok && pod.Spec.NodeName != ""
+}
+
+// podPlacement passes the pod updates that place a pod on a node.
+var podPlacement = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		old, okOld := e.ObjectOld.(*corev1.Pod)
+		cur, okCur := e.ObjectNew.(*corev1.Pod)
+		return okOld && okCur && old.Spec.NodeName == "" && cur.Spec.NodeName != ""
+	},
+}
+
+// poolOfPlacedPod maps a placed pod to the pool of the unbound member that controls it.
+func (r *warmPoolReconciler) poolOfPlacedPod(ctx context.Context, obj client.Object) []reconcile.Request {
+	ref := policy.ControllerOf(obj, policy.SandboxKind)
+	if ref == nil {
+		return nil
+	}
+	sb := &agentsv1beta1.Sandbox{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: ref.Name}, sb); err != nil || sb.UID != ref.UID {
+		return nil
+	}
+	pool := policy.ControllerOf(sb, policy.PoolKind)
+	if pool == nil {
+		return nil // bound, or no member
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: sb.Namespace, Name: pool.Name}}}
 }
 
 // podCreated is when the member's pod was created, and false when it has none.

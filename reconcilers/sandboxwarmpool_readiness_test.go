@@ -13,6 +13,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/sandgate-dev/sandgate/api/policy"
 	agentsv1beta1 "github.com/sandgate-dev/sandgate/api/v1beta1"
@@ -59,6 +61,54 @@ func TestPodUnschedulable(t *testing.T) {
 				t.Errorf("podUnschedulable = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// The refill counts a member's pod placed as the scheduler binds it (podPlaced), and the
+// pod's placement wakes the member's pool: the member's status says so only with its Ready
+// (startingUp). A bound Sandbox's pod, or a pod of another Sandbox of the name, wakes no pool.
+func TestMemberPlacementIsReadFromItsPod(t *testing.T) {
+	member := poolMember("m", "h1", false, "1")
+	bound := poolMember("b", "h1", false, "1")
+	bound.OwnerReferences = nil
+	unplaced := podOf(member)
+	placed := podOf(member)
+	placed.Spec.NodeName = "node-1"
+	ofBound := podOf(bound)
+	ofBound.Spec.NodeName = "node-1"
+	stranger := podOf(member)
+	stranger.OwnerReferences[0].UID = "uid-another"
+
+	r := &warmPoolReconciler{Client: newFakeAPI(t, member, bound, placed, ofBound)}
+	ctx := context.Background()
+	if !r.podPlaced(ctx, member) {
+		t.Errorf("podPlaced = false for a member whose pod is on node-1")
+	}
+	if r.podPlaced(ctx, poolMember("gone", "h1", false, "1")) {
+		t.Errorf("podPlaced = true for a member without a pod")
+	}
+
+	want := []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "p"}}}
+	if got := r.poolOfPlacedPod(ctx, placed); !slices.Equal(got, want) {
+		t.Errorf("poolOfPlacedPod(member's pod) = %v, want %v", got, want)
+	}
+	for name, pod := range map[string]*corev1.Pod{"a bound Sandbox's pod": ofBound, "a pod of another Sandbox of the name": stranger} {
+		if got := r.poolOfPlacedPod(ctx, pod); len(got) != 0 {
+			t.Errorf("poolOfPlacedPod(%s) = %v, want none", name, got)
+		}
+	}
+
+	for name, tc := range map[string]struct {
+		old, cur *corev1.Pod
+		want     bool
+	}{
+		"placed":              {unplaced, placed, true},
+		"already on its node": {placed, placed, false},
+		"not placed yet":      {unplaced, unplaced, false},
+	} {
+		if got := podPlacement.Update(event.UpdateEvent{ObjectOld: tc.old, ObjectNew: tc.cur}); got != tc.want {
+			t.Errorf("podPlacement(%s) = %v, want %v", name, got, tc.want)
+		}
 	}
 }
 

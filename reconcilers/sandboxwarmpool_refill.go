@@ -133,8 +133,9 @@ func quietWait(policy RefillPolicy, lastClaim time.Time, claimed bool, now time.
 // as the refill rate grants) and how long the rest wait: deferred, for the quiet period of
 // RefillPolicy or the replenish hold, or paced, for the next token of the refill rate. It
 // looks at the replenish hold on every reconcile, creates or not, to keep its count current.
+// placed says whether a member's pod is on a node (nil: as its status says, statusPlaced).
 func (r *warmPoolReconciler) paceCreates(pool types.NamespacedName, plan poolPlan, members []*agentsv1beta1.Sandbox, replicas int,
-	now time.Time) (create int, deferred, paced time.Duration) {
+	now time.Time, placed func(*agentsv1beta1.Sandbox) bool) (create int, deferred, paced time.Duration) {
 	hold := r.pacing.replenishHold(pool, r.WarmPool.ReplenishDelay, plan.active, replicas, now)
 	growth := r.pacing.grown(pool, replicas, plan.create)
 	if plan.create == 0 {
@@ -182,7 +183,7 @@ func (r *warmPoolReconciler) paceCreates(pool types.NamespacedName, plan poolPla
 	want := min(plan.create, r.WarmPool.MaxBatchSize)
 	if claimed && now.Sub(last) < r.Refill.QuietPeriod {
 		short := r.activity.shortfall(pool, now)
-		room := startingRoom(r.Refill.MaxStartingPercent, replicas, members, short)
+		room := startingRoom(r.Refill.MaxStartingPercent, replicas, members, short, placed)
 		if room <= 0 {
 			// The members being started bring the pool back as they become Ready or are
 			// taken; this is in case claims pause first.
@@ -216,31 +217,33 @@ func (r *warmPoolReconciler) paceCreates(pool types.NamespacedName, plan poolPla
 // bound is back.
 //
 // Being placed is the part of a start that is the API server's work, and so competes with the
-// claims: the Sandbox, its pod, the pod's binding, until the Sandbox's status names the node.
+// claims: the Sandbox, its pod, the pod's binding, until the pod is on a node.
 // A member whose pod is on a node waits for its kubelet (the image, the container, the
 // readiness probe): seconds on a real cluster, a few status writes, nothing the claims wait
 // behind. Counting those too held a pool's refill to percent of replicas per start-up time:
 // on the realistic profile (2 s median, 8 s tail) a pool of 108 an autoscaler sized under a
 // day's steady claims kept 11 starting at a time and 15 of its 108 members, and served 86%
 // of its claims warm.
-func startingRoom(percent, replicas int, members []*agentsv1beta1.Sandbox, short int) int {
+func startingRoom(percent, replicas int, members []*agentsv1beta1.Sandbox, short int, placed func(*agentsv1beta1.Sandbox) bool) int {
 	if percent <= 0 {
 		return math.MaxInt
 	}
+	if placed == nil {
+		placed = statusPlaced
+	}
 	limit := max(1, short, (percent*replicas+99)/100)
 	for _, m := range members {
-		if beingPlaced(m) {
-			limit--
+		if !placed(m) && !meta.IsStatusConditionTrue(m.Status.Conditions, agentsv1beta1.ConditionReady) && !memberFailed(m) {
+			limit-- // being placed: its start is still the API server's work
 		}
 	}
 	return limit
 }
 
-// beingPlaced reports whether a member's start is still the API server's work: not Ready, not
-// failed, and no node named in its status yet.
-func beingPlaced(m *agentsv1beta1.Sandbox) bool {
-	return m.Status.NodeName == "" && !meta.IsStatusConditionTrue(m.Status.Conditions, agentsv1beta1.ConditionReady) && !memberFailed(m)
-}
+// statusPlaced reports whether a member's status names a node. The pool's reconcile asks the
+// pod cache too (podPlaced): a member's status shows its start-up steps only with its Ready or
+// seconds later (startingUp), while its pod shows the placement as the scheduler binds it.
+func statusPlaced(m *agentsv1beta1.Sandbox) bool { return m.Status.NodeName != "" }
 
 // noteDeferral sends an event when the pool starts or stops deferring its refill.
 func (r *warmPoolReconciler) noteDeferral(pool *extv1beta1.SandboxWarmPool, wait time.Duration, missing int) {

@@ -166,7 +166,7 @@ func TestSteadyClaimsRefillOneForOneAfterMaxDeferral(t *testing.T) {
 		if step <= 5*time.Second || step >= 7*time.Second {
 			r.activity.touch(pool, now.Add(-10*time.Millisecond))
 		}
-		if n, _, _ := r.paceCreates(pool, plan, members, 10, now); n > 0 {
+		if n, _, _ := r.paceCreates(pool, plan, members, 10, now, nil); n > 0 {
 			created = append(created, step)
 		}
 	}
@@ -209,7 +209,7 @@ func TestLowWaterEndsADeferralUntilClaimsPause(t *testing.T) {
 		if step == 2*time.Second {
 			ready = 2
 		}
-		if n, _, _ := r.paceCreates(pool, poolPlan{create: 2, active: 10}, members(ready), 10, now); n > 0 {
+		if n, _, _ := r.paceCreates(pool, poolPlan{create: 2, active: 10}, members(ready), 10, now, nil); n > 0 {
 			created = append(created, step)
 		}
 	}
@@ -245,7 +245,7 @@ func TestWaitingClaimsEndTheDeferral(t *testing.T) {
 		case 3 * time.Second:
 			r.activity.claimDone(claim)
 		}
-		if n, _, _ := r.paceCreates(pool, poolPlan{create: 2, active: 8}, members, 10, now); n > 0 {
+		if n, _, _ := r.paceCreates(pool, poolPlan{create: 2, active: 8}, members, 10, now, nil); n > 0 {
 			created = append(created, step)
 		}
 	}
@@ -258,14 +258,21 @@ func TestWaitingClaimsEndTheDeferral(t *testing.T) {
 // While claims keep coming, a refill no longer waiting for their pause starts at most
 // MaxStartingPercent of replicas at a time (at least one, at least as many as claims wait
 // for), counting the members being placed already (not those whose pod is on a node, waiting
-// for its kubelet); once claims pause, all of it.
+// for its kubelet, whether their status says so yet or not); once claims pause, all of it.
 func TestRefillIsBoundedWhileClaimsKeepComing(t *testing.T) {
 	pool := types.NamespacedName{Namespace: "ns", Name: "pool"}
-	members := func(ready, starting, onNode int) []*agentsv1beta1.Sandbox {
+	// Members on a node say so in their status (onNode) or only in their pod (podOnNode:
+	// their status is written with their Ready, startingUp).
+	podOnNode := map[string]bool{}
+	placed := func(m *agentsv1beta1.Sandbox) bool { return statusPlaced(m) || podOnNode[m.Name] }
+	members := func(ready, starting, onNode, byPod int) []*agentsv1beta1.Sandbox {
 		var out []*agentsv1beta1.Sandbox
-		for i := range ready + starting + onNode {
+		for i := range ready + starting + onNode + byPod {
 			m := poolMember(fmt.Sprintf("m%d", i), "h1", i < ready, "1")
-			if i >= ready+starting {
+			switch {
+			case i >= ready+starting+onNode:
+				podOnNode[m.Name] = true
+			case i >= ready+starting:
 				m.Status.NodeName = "node-1" // its kubelet's to start now
 			}
 			out = append(out, m)
@@ -273,7 +280,7 @@ func TestRefillIsBoundedWhileClaimsKeepComing(t *testing.T) {
 		return out
 	}
 	for name, tc := range map[string]struct {
-		ready, starting, onNode, waiting int
+		ready, starting, onNode, podOnNode, waiting int
 		// unmet claims were cold-started for want of a member and are not Ready; unmetReady
 		// ones were and are Ready now, unmetOld were served longer ago than maxInFlight;
 		// coldOwn were cold-started for another reason (their spec, their warm share).
@@ -282,11 +289,12 @@ func TestRefillIsBoundedWhileClaimsKeepComing(t *testing.T) {
 		maxStarting                          int
 		wantCreate                           int
 	}{
-		"claims coming, starting members on nodes: not counted": {ready: 10, starting: 6, onNode: 30, wantCreate: 4, maxStarting: 10},
-		"claims coming, none starting: a tenth of the replicas": {ready: 10, wantCreate: 10, maxStarting: 10},
-		"claims coming, some starting: the rest of the tenth":   {ready: 10, starting: 6, wantCreate: 4, maxStarting: 10},
-		"claims coming, the tenth starting: none now":           {ready: 10, starting: 10, wantCreate: 0, maxStarting: 10},
-		"claims waiting for members: as many as wait":           {ready: 0, starting: 10, waiting: 25, wantCreate: 15, maxStarting: 10},
+		"claims coming, starting members on nodes: not counted":            {ready: 10, starting: 6, onNode: 30, wantCreate: 4, maxStarting: 10},
+		"claims coming, pods on nodes, not in the status yet: not counted": {ready: 10, starting: 6, podOnNode: 30, wantCreate: 4, maxStarting: 10},
+		"claims coming, none starting: a tenth of the replicas":            {ready: 10, wantCreate: 10, maxStarting: 10},
+		"claims coming, some starting: the rest of the tenth":              {ready: 10, starting: 6, wantCreate: 4, maxStarting: 10},
+		"claims coming, the tenth starting: none now":                      {ready: 10, starting: 10, wantCreate: 0, maxStarting: 10},
+		"claims waiting for members: as many as wait":                      {ready: 0, starting: 10, waiting: 25, wantCreate: 15, maxStarting: 10},
 		// Steady traffic past what a tenth of the replicas carries: the claims the pool
 		// missed are cold-starting; the pool places as many members as they, for the claims
 		// after them.
@@ -321,8 +329,8 @@ func TestRefillIsBoundedWhileClaimsKeepComing(t *testing.T) {
 			}
 			served(tc.unmetOld, "old", now.Add(-maxInFlight), true)
 			served(tc.coldOwn, "own", now.Add(-2*time.Second), false)
-			m := members(tc.ready, tc.starting, tc.onNode)
-			got, deferred, _ := r.paceCreates(pool, poolPlan{create: 100 - len(m), active: len(m)}, m, 100, now)
+			m := members(tc.ready, tc.starting, tc.onNode, tc.podOnNode)
+			got, deferred, _ := r.paceCreates(pool, poolPlan{create: 100 - len(m), active: len(m)}, m, 100, now, placed)
 			if got != tc.wantCreate || deferred != 0 {
 				t.Errorf("paceCreates = %d created, deferred %s; want %d, not deferred", got, deferred, tc.wantCreate)
 			}
