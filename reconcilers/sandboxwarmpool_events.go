@@ -45,8 +45,9 @@ func (h *memberEventHandler) Update(_ context.Context, e event.TypedUpdateEvent[
 	membership := controllerUID(oldSb) == controllerUID(cur) && memberFailed(oldSb) == memberFailed(cur) &&
 		oldSb.Labels[agentsv1beta1.LabelSandboxTemplateHash] == cur.Labels[agentsv1beta1.LabelSandboxTemplateHash] &&
 		oldSb.DeletionTimestamp.IsZero() == cur.DeletionTimestamp.IsZero()
-	// Placement (a node in the status) frees room for the refill to start another member
-	// (startingRoom), as Ready does.
+	// Placement frees room for the refill to start another member (startingRoom), as Ready
+	// does: the pod's placement wakes the pool (poolOfPlacedPod); a node in the status, which
+	// comes with Ready or 5 s later (startingUp), does too.
 	readiness := meta.IsStatusConditionTrue(oldSb.Status.Conditions, agentsv1beta1.ConditionReady) ==
 		meta.IsStatusConditionTrue(cur.Status.Conditions, agentsv1beta1.ConditionReady) &&
 		(oldSb.Status.NodeName == "") == (cur.Status.NodeName == "")
