@@ -160,7 +160,7 @@ func (r *sandboxReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return requeueWithin(result, r.PodProgressDelay), nil
 	}
 	if starting > 0 && err == nil && len(events) == 0 {
-		// Its pod is starting up and younger than the progress delay: the steps so far are
+		// Its pod is starting up and younger than StartupReportDelay: the steps so far are
 		// written with its Ready, or once it is that old (startingUp).
 		r.Metrics.sandboxReconciled(sb, wasReady, wasReady)
 		return requeueWithin(result, starting), nil

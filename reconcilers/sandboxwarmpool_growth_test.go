@@ -24,7 +24,7 @@ func TestRaisedReplicasAreNotDeferred(t *testing.T) {
 		if step == time.Second {
 			replicas = 15 // raised by 5 amid the claims
 		}
-		n, deferred, _ := r.paceCreates(pool, poolPlan{create: replicas - active, active: active}, members, replicas, now, nil)
+		n, deferred, _ := r.paceCreates(pool, poolPlan{create: replicas - active, active: active}, members, replicas, now, statusPlaced)
 		if n > 0 {
 			created = append(created, fmt.Sprintf("%s:%d", step, n))
 			active += n

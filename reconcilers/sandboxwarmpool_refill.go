@@ -133,7 +133,7 @@ func quietWait(policy RefillPolicy, lastClaim time.Time, claimed bool, now time.
 // as the refill rate grants) and how long the rest wait: deferred, for the quiet period of
 // RefillPolicy or the replenish hold, or paced, for the next token of the refill rate. It
 // looks at the replenish hold on every reconcile, creates or not, to keep its count current.
-// placed says whether a member's pod is on a node (nil: as its status says, statusPlaced).
+// placed says whether a member's pod is on a node.
 func (r *warmPoolReconciler) paceCreates(pool types.NamespacedName, plan poolPlan, members []*agentsv1beta1.Sandbox, replicas int,
 	now time.Time, placed func(*agentsv1beta1.Sandbox) bool) (create int, deferred, paced time.Duration) {
 	hold := r.pacing.replenishHold(pool, r.WarmPool.ReplenishDelay, plan.active, replicas, now)
@@ -228,12 +228,10 @@ func startingRoom(percent, replicas int, members []*agentsv1beta1.Sandbox, short
 	if percent <= 0 {
 		return math.MaxInt
 	}
-	if placed == nil {
-		placed = statusPlaced
-	}
 	limit := max(1, short, (percent*replicas+99)/100)
 	for _, m := range members {
-		if !placed(m) && !meta.IsStatusConditionTrue(m.Status.Conditions, agentsv1beta1.ConditionReady) && !memberFailed(m) {
+		// placed last: it may read the member's pod, and most members are Ready.
+		if !meta.IsStatusConditionTrue(m.Status.Conditions, agentsv1beta1.ConditionReady) && !memberFailed(m) && !placed(m) {
 			limit-- // being placed: its start is still the API server's work
 		}
 	}

@@ -166,7 +166,7 @@ func TestSteadyClaimsRefillOneForOneAfterMaxDeferral(t *testing.T) {
 		if step <= 5*time.Second || step >= 7*time.Second {
 			r.activity.touch(pool, now.Add(-10*time.Millisecond))
 		}
-		if n, _, _ := r.paceCreates(pool, plan, members, 10, now, nil); n > 0 {
+		if n, _, _ := r.paceCreates(pool, plan, members, 10, now, statusPlaced); n > 0 {
 			created = append(created, step)
 		}
 	}
@@ -209,7 +209,7 @@ func TestLowWaterEndsADeferralUntilClaimsPause(t *testing.T) {
 		if step == 2*time.Second {
 			ready = 2
 		}
-		if n, _, _ := r.paceCreates(pool, poolPlan{create: 2, active: 10}, members(ready), 10, now, nil); n > 0 {
+		if n, _, _ := r.paceCreates(pool, poolPlan{create: 2, active: 10}, members(ready), 10, now, statusPlaced); n > 0 {
 			created = append(created, step)
 		}
 	}
@@ -245,7 +245,7 @@ func TestWaitingClaimsEndTheDeferral(t *testing.T) {
 		case 3 * time.Second:
 			r.activity.claimDone(claim)
 		}
-		if n, _, _ := r.paceCreates(pool, poolPlan{create: 2, active: 8}, members, 10, now, nil); n > 0 {
+		if n, _, _ := r.paceCreates(pool, poolPlan{create: 2, active: 8}, members, 10, now, statusPlaced); n > 0 {
 			created = append(created, step)
 		}
 	}
