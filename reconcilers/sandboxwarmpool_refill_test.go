@@ -266,6 +266,7 @@ func TestRefillIsBoundedWhileClaimsKeepComing(t *testing.T) {
 	podOnNode := map[string]bool{}
 	placed := func(m *agentsv1beta1.Sandbox) bool { return statusPlaced(m) || podOnNode[m.Name] }
 	members := func(ready, starting, onNode, byPod int) []*agentsv1beta1.Sandbox {
+		clear(podOnNode) // each case names its members from m0 again
 		var out []*agentsv1beta1.Sandbox
 		for i := range ready + starting + onNode + byPod {
 			m := poolMember(fmt.Sprintf("m%d", i), "h1", i < ready, "1")
