@@ -21,6 +21,10 @@ export KUBEBUILDER_ASSETS
 TEST_TIMEOUT ?= 40m
 UNIT_TEST_TIMEOUT ?= 5m
 GO_TEST_FLAGS ?=
+# Integration suites never come from Go's test cache: they read config/ and build or start the
+# operator, kubectl and the control plane as processes of their own, often from TestMain, and
+# the cache sees none of that, so an edit to a manifest or to the operator left them "(cached)".
+INTEGRATION_TEST_FLAGS ?= -count=1
 # Test files that need the local control plane (or another binary `make tools` builds) start
 # with `//go:build integration`: `make test-unit` leaves them out, `make test-integration` runs
 # the packages that have them.
@@ -127,16 +131,16 @@ test-unit: ## Unit tests: no control plane, no `make tools`: the operator's modu
 .PHONY: test-integration
 test-integration: tools ## Integration tests (build tag integration) against local control planes.
 	@echo "KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS)"
-	cd $(TEST_MODULE) && GOWORK=off go test -tags $(INTEGRATION_TAG) -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) $(INTEGRATION_PKGS)
-	cd $(TEST_MODULE) && GOWORK=off go test -tags $(INTEGRATION_TAG) -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) $(SOAK_PKG)
+	cd $(TEST_MODULE) && GOWORK=off go test -tags $(INTEGRATION_TAG) -timeout $(TEST_TIMEOUT) $(INTEGRATION_TEST_FLAGS) $(GO_TEST_FLAGS) $(INTEGRATION_PKGS)
+	cd $(TEST_MODULE) && GOWORK=off go test -tags $(INTEGRATION_TAG) -timeout $(TEST_TIMEOUT) $(INTEGRATION_TEST_FLAGS) $(GO_TEST_FLAGS) $(SOAK_PKG)
 
 .PHONY: test-sdk
 test-sdk: tools ## The public SDK and sandbox-router against sandgate (test/sdk, own module, own network namespace; needs root).
-	cd test/sdk && GOWORK=off go test -tags $(INTEGRATION_TAG) -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) ./...
+	cd test/sdk && GOWORK=off go test -tags $(INTEGRATION_TAG) -timeout $(TEST_TIMEOUT) $(INTEGRATION_TEST_FLAGS) $(GO_TEST_FLAGS) ./...
 
 .PHONY: test-helm
 test-helm: tools ## The Helm chart (config/helm/sandgate): rendered with Helm's library and compared with config/default, then installed on a local control plane (test/helm, own module).
-	cd test/helm && GOWORK=off go test -tags $(INTEGRATION_TAG) -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) ./...
+	cd test/helm && GOWORK=off go test -tags $(INTEGRATION_TAG) -timeout $(TEST_TIMEOUT) $(INTEGRATION_TEST_FLAGS) $(GO_TEST_FLAGS) ./...
 
 ##@ Build and run
 
