@@ -139,13 +139,32 @@ func member(name, hash string, ready bool) *agentsv1beta1.Sandbox {
 	return sb
 }
 
-// podOf is Sandbox sandbox's pod, on node (none: not placed), Ready or not.
-func podOf(sandbox, node string, ready bool) *corev1.Pod {
+// podStage is how far a pod has come: waiting for the scheduler, placed on a node and waiting
+// for its kubelet, taken up by its kubelet (status.startTime), Ready.
+type podStage int
+
+const (
+	podUnplaced podStage = iota
+	podOnNode
+	podStarted
+	podReady
+)
+
+// podOf is Sandbox sandbox's pod (of UID uid-<sandbox>, or uid if given) at stage.
+func podOf(sandbox string, stage podStage, uid ...types.UID) *corev1.Pod {
 	p := builders.MakePod(sandbox, "ns").Obj()
 	p.UID = types.UID("uid-" + sandbox)
+	if len(uid) > 0 {
+		p.UID = uid[0]
+	}
 	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "agents.x-k8s.io/v1beta1", Kind: "Sandbox", Name: sandbox, UID: "sb", Controller: ptr.To(true)}}
-	p.Spec.NodeName = node
-	if ready {
+	if stage >= podOnNode {
+		p.Spec.NodeName = "node-1"
+	}
+	if stage >= podStarted {
+		p.Status.StartTime = &metav1.Time{Time: time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)}
+	}
+	if stage >= podReady {
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
 	}
 	return p
@@ -216,25 +235,49 @@ func TestClaimShedPredictsTheWaitFromTheInformers(t *testing.T) {
 		t.Fatal("members deleted or taken still counted as ready to serve")
 	}
 
-	// Claims whose pods start on their nodes wait for the kubelet, not in the control plane;
-	// a Sandbox whose pod is not placed is a cold start in it.
+	// Claims whose pods their kubelets have taken up wait for their containers, not in the
+	// cluster's queues; a Sandbox whose pod is not placed is a cold start in them.
 	for i := range 30 {
 		name := fmt.Sprintf("cold-%d", i)
 		f.shed.ObserveSandbox(sandboxOf(name, name))
 		if i < 25 {
-			f.shed.ObservePod(podOf(name, "node-1", false))
+			f.shed.ObservePod(podOf(name, podStarted))
 		} else {
-			f.shed.ObservePod(podOf(name, "", false)) // waits for the scheduler
+			f.shed.ObservePod(podOf(name, podUnplaced)) // waits for the scheduler
 		}
 	}
 	if f.refused(someUser) {
-		t.Fatal("claims whose pods start on their nodes were taken for a backlog")
+		t.Fatal("claims whose pods their kubelets have taken up were taken for a backlog")
+	}
+	for i := range 25 { // Ready, the claims not yet: their last writes
+		f.shed.ObservePod(podOf(fmt.Sprintf("cold-%d", i), podReady))
+	}
+	if f.refused(someUser) {
+		t.Fatal("claims whose pods are Ready were taken for a backlog")
+	}
+
+	// Their pods lost and made again, on their nodes, waiting for kubelets that are behind:
+	// 30 ahead, served at 2 a second, refuse.
+	for i := range 25 {
+		name := fmt.Sprintf("cold-%d", i)
+		f.shed.PodHandler().OnDelete(podOf(name, podReady))
+		f.shed.ObservePod(podOf(name, podOnNode, types.UID("again-"+name)))
+	}
+	if !f.refused(someUser) {
+		t.Fatal("30 claims whose pods wait for their kubelets, served at 2 a second, did not refuse")
+	}
+	for i := range 25 { // taken up
+		name := fmt.Sprintf("cold-%d", i)
+		f.shed.ObservePod(podOf(name, podStarted, types.UID("again-"+name)))
+	}
+	if f.refused(someUser) {
+		t.Fatal("claims whose pods their kubelets have taken up were taken for a backlog")
 	}
 
 	// Their pods lost (deleted, to be made again): 30 cold starts not placed, at 2 a second,
 	// refuse; served at 22 a second, 30 ahead take 1.4 s: in time.
 	for i := range 25 {
-		f.shed.PodHandler().OnDelete(podOf(fmt.Sprintf("cold-%d", i), "node-1", false))
+		f.shed.PodHandler().OnDelete(podOf(fmt.Sprintf("cold-%d", i), podStarted, types.UID("again-cold-"+fmt.Sprint(i))))
 	}
 	if !f.refused(someUser) {
 		t.Fatal("30 cold starts not placed, served at 2 a second, did not refuse")
@@ -337,7 +380,7 @@ func TestClaimShedFollowsTheInformers(t *testing.T) {
 	for i := range 30 {
 		name := fmt.Sprintf("c-%d", i)
 		f.shed.ObserveSandbox(sandboxOf(name, name)) // the Sandbox informer first
-		f.shed.ObservePod(podOf(name, "node-1", false))
+		f.shed.ObservePod(podOf(name, podStarted))
 		f.shed.Observe(f.claim(name, someUser, "h1"))
 	}
 	if f.refused(someUser) {
