@@ -256,15 +256,21 @@ func TestClaimShedPredictsTheWaitFromTheInformers(t *testing.T) {
 		t.Fatal("claims whose pods are Ready were taken for a backlog")
 	}
 
-	// Their pods lost and made again, on their nodes, waiting for kubelets that are behind:
+	// Their pods lost and made again, on their nodes, waiting for their kubelets: for less than
+	// the limit, the queue a kubelet needs in front of it; longer, kubelets that are behind, and
 	// 30 ahead, served at 2 a second, refuse.
 	for i := range 25 {
 		name := fmt.Sprintf("cold-%d", i)
 		f.shed.PodHandler().OnDelete(podOf(name, podReady))
 		f.shed.ObservePod(podOf(name, podOnNode, types.UID("again-"+name)))
 	}
+	if f.refused(someUser) {
+		t.Fatal("claims whose pods reached their nodes just now were taken for a backlog")
+	}
+	f.now = f.now.Add(2 * time.Second)
+	f.shed.ObservePod(podOf("cold-0", podOnNode, "again-cold-0")) // an update: placed when first seen so
 	if !f.refused(someUser) {
-		t.Fatal("30 claims whose pods wait for their kubelets, served at 2 a second, did not refuse")
+		t.Fatal("30 claims whose pods waited for their kubelets for the limit, served at 2 a second, did not refuse")
 	}
 	for i := range 25 { // taken up
 		name := fmt.Sprintf("cold-%d", i)
@@ -525,5 +531,29 @@ func TestClaimStampingCountsAReinvokedClaimOnce(t *testing.T) {
 	}
 	if got := code(w.Default(request(someUser, admissionv1.Create), builders.MakeClaim("d", "ns", "pool").Obj())); got != 429 {
 		t.Errorf("the next claim, with MinBacklog ahead: code %d, want 429", got)
+	}
+}
+
+// Until its informers have loaded what the API server holds, the shed knows nothing of the
+// claims ahead: it refuses every claim with 429 and a retry after a second (a replica restarted
+// under load admitted a flood otherwise), and decides as usual once they have.
+func TestClaimShedRefusesUntilItsInformersHaveSynced(t *testing.T) {
+	f := newShedFixture(t, 2*time.Second)
+	synced := false
+	f.shed.Synced = func() bool { return synced }
+	err := f.shed.Admit(someUser, f.claim("new", someUser, "h1"))
+	var status apierrors.APIStatus
+	if !apierrors.IsTooManyRequests(err) || !errors.As(err, &status) {
+		t.Fatalf("a claim admitted before the shed's informers synced: %v", err)
+	}
+	if d := status.Status().Details; d == nil || d.RetryAfterSeconds != 1 || d.Kind != "SandboxClaim" {
+		t.Errorf("refusal details = %+v, want kind SandboxClaim and retryAfterSeconds 1", d)
+	}
+	if msg := status.Status().Message; !strings.Contains(msg, "starting") {
+		t.Errorf("refusal message %q does not say the replica is starting", msg)
+	}
+	synced = true
+	if f.refused(someUser) {
+		t.Fatal("a claim with nothing ahead refused once the informers synced")
 	}
 }

@@ -143,7 +143,8 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		if err != nil {
 			return fmt.Errorf("watching SandboxClaims for load shedding: %w", err)
 		}
-		if _, err := inf.AddEventHandler(claims.Shed.Handler()); err != nil {
+		claimsSeen, err := inf.AddEventHandler(claims.Shed.Handler())
+		if err != nil {
 			return fmt.Errorf("watching SandboxClaims for load shedding: %w", err)
 		}
 		// A claim whose pod starts on its node is past the control plane's queues, and a ready
@@ -154,15 +155,20 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		if err != nil {
 			return fmt.Errorf("watching Pods for load shedding: %w", err)
 		}
-		if _, err := pods.AddEventHandler(claims.Shed.PodHandler()); err != nil {
+		podsSeen, err := pods.AddEventHandler(claims.Shed.PodHandler())
+		if err != nil {
 			return fmt.Errorf("watching Pods for load shedding: %w", err)
 		}
 		sandboxes, err := mgr.GetCache().GetInformer(context.Background(), &agentsv1beta1.Sandbox{}, cache.BlockUntilSynced(false))
 		if err != nil {
 			return fmt.Errorf("watching Sandboxes for load shedding: %w", err)
 		}
-		if _, err := sandboxes.AddEventHandler(claims.Shed.SandboxHandler()); err != nil {
+		sandboxesSeen, err := sandboxes.AddEventHandler(claims.Shed.SandboxHandler())
+		if err != nil {
 			return fmt.Errorf("watching Sandboxes for load shedding: %w", err)
+		}
+		claims.Shed.Synced = func() bool {
+			return claimsSeen.HasSynced() && podsSeen.HasSynced() && sandboxesSeen.HasSynced()
 		}
 	}
 	guard := &BindingGuard{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), OperatorUser: opts.OperatorUser,
