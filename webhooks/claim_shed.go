@@ -561,10 +561,6 @@ func ShedDecision(maxWait time.Duration, b Backlog, creator string) Shed {
 // the caller's Create: the public SDK's CreateSandbox included) is the right reaction, where
 // a policy's limit clears only when the tenant deletes a claim.
 func shedRefusal(c *extv1beta1.SandboxClaim, maxWait time.Duration, d Shed) error {
-	name := c.Name
-	if name == "" {
-		name = c.GenerateName + "*"
-	}
 	retry := RetryAfter(maxWait)
 	behind := fmt.Sprintf("no claim was served in the last %s and %d claims are ahead of this one", RateWindow, d.Ahead)
 	if d.Wait >= 0 {
@@ -572,30 +568,30 @@ func shedRefusal(c *extv1beta1.SandboxClaim, maxWait time.Duration, d Shed) erro
 			d.Ahead, d.Rate, d.Wait.Round(100*time.Millisecond), maxWait)
 	}
 	mine, share := math.Round(d.Mine*10)/10, math.Round(d.Share*10)/10
-	return &apierrors.StatusError{ErrStatus: metav1.Status{
-		Status: metav1.StatusFailure,
-		Code:   http.StatusTooManyRequests,
-		Reason: metav1.StatusReasonTooManyRequests,
-		Message: fmt.Sprintf("SandboxClaim.%s %q is refused for now: the cluster is behind, %s, and this creator holds %g of them (its fair share: %g); retry after %d s",
-			claimGK.Group, name, behind, mine, share, retry),
-		Details: &metav1.StatusDetails{Group: claimGK.Group, Kind: claimGK.Kind, Name: c.Name, RetryAfterSeconds: retry},
-	}}
+	return claimRefusal(c, fmt.Sprintf("for now: the cluster is behind, %s, and this creator holds %g of them (its fair share: %g); retry after %d s",
+		behind, mine, share, retry), retry, nil)
 }
 
-// startingRefusal is the 429 of a claim refused while the shed's informers load: the shape of
-// shedRefusal, to be retried after a second.
+// startingRefusal is the 429 of a claim refused while the shed's informers load, to be
+// retried after a second.
 func startingRefusal(c *extv1beta1.SandboxClaim) error {
+	return claimRefusal(c, "for now: this operator replica is starting and has not loaded the claims ahead of it yet; retry after 1 s", 1, nil)
+}
+
+// claimRefusal is 429 Too Many Requests for claim c, refused for why (what follows "is
+// refused" in the message), with a retry delay of retry seconds (0: none, the refusal lasts
+// until something changes) and causes.
+func claimRefusal(c *extv1beta1.SandboxClaim, why string, retry int32, causes []metav1.StatusCause) error {
 	name := c.Name
 	if name == "" {
 		name = c.GenerateName + "*"
 	}
 	return &apierrors.StatusError{ErrStatus: metav1.Status{
-		Status: metav1.StatusFailure,
-		Code:   http.StatusTooManyRequests,
-		Reason: metav1.StatusReasonTooManyRequests,
-		Message: fmt.Sprintf("SandboxClaim.%s %q is refused for now: this operator replica is starting and has not loaded the claims ahead of it yet; retry after 1 s",
-			claimGK.Group, name),
-		Details: &metav1.StatusDetails{Group: claimGK.Group, Kind: claimGK.Kind, Name: c.Name, RetryAfterSeconds: 1},
+		Status:  metav1.StatusFailure,
+		Code:    http.StatusTooManyRequests,
+		Reason:  metav1.StatusReasonTooManyRequests,
+		Message: fmt.Sprintf("SandboxClaim.%s %q is refused %s", claimGK.Group, name, why),
+		Details: &metav1.StatusDetails{Group: claimGK.Group, Kind: claimGK.Kind, Name: c.Name, RetryAfterSeconds: retry, Causes: causes},
 	}}
 }
 

@@ -197,17 +197,8 @@ func TestClaimShedPredictsTheWaitFromTheInformers(t *testing.T) {
 		t.Fatal("3 claims ahead, fewer than MinBacklog, refused a new claim")
 	}
 	f.waitN("cold", someUser, 30)
-	err := f.shed.Admit(someUser, f.claim("new", someUser, "h1"))
-	var status apierrors.APIStatus
-	if !apierrors.IsTooManyRequests(err) || !errors.As(err, &status) {
-		t.Fatalf("30 claims ahead served at 2 a second (15 s) under a 2 s limit did not refuse with 429: %v", err)
-	}
-	if d := status.Status().Details; d == nil || d.RetryAfterSeconds != 2 || d.Kind != "SandboxClaim" {
-		t.Errorf("refusal details = %+v, want kind SandboxClaim and retryAfterSeconds 2", d)
-	}
-	if msg := status.Status().Message; !strings.Contains(msg, "30 claims are ahead of this one") {
-		t.Errorf("refusal message %q does not say what is ahead", msg)
-	}
+	expectRetryLater(t, f.shed.Admit(someUser, f.claim("new", someUser, "h1")), 2, "30 claims are ahead of this one",
+		"30 claims ahead served at 2 a second (15 s) under a 2 s limit")
 	if f.refused("other@example.com") {
 		t.Error("a creator with nothing on its way was refused while another's claims wait")
 	}
@@ -541,19 +532,26 @@ func TestClaimShedRefusesUntilItsInformersHaveSynced(t *testing.T) {
 	f := newShedFixture(t, 2*time.Second)
 	synced := false
 	f.shed.Synced = func() bool { return synced }
-	err := f.shed.Admit(someUser, f.claim("new", someUser, "h1"))
-	var status apierrors.APIStatus
-	if !apierrors.IsTooManyRequests(err) || !errors.As(err, &status) {
-		t.Fatalf("a claim admitted before the shed's informers synced: %v", err)
-	}
-	if d := status.Status().Details; d == nil || d.RetryAfterSeconds != 1 || d.Kind != "SandboxClaim" {
-		t.Errorf("refusal details = %+v, want kind SandboxClaim and retryAfterSeconds 1", d)
-	}
-	if msg := status.Status().Message; !strings.Contains(msg, "starting") {
-		t.Errorf("refusal message %q does not say the replica is starting", msg)
-	}
+	expectRetryLater(t, f.shed.Admit(someUser, f.claim("new", someUser, "h1")), 1, "replica is starting",
+		"a claim before the shed's informers synced")
 	synced = true
 	if f.refused(someUser) {
 		t.Fatal("a claim with nothing ahead refused once the informers synced")
+	}
+}
+
+// expectRetryLater fails the test unless err is a claim's 429 whose details ask for a retry
+// after retry seconds and whose message says want; what names the case.
+func expectRetryLater(t *testing.T, err error, retry int32, want, what string) {
+	t.Helper()
+	var status apierrors.APIStatus
+	if !apierrors.IsTooManyRequests(err) || !errors.As(err, &status) {
+		t.Fatalf("%s: not refused with 429: %v", what, err)
+	}
+	if d := status.Status().Details; d == nil || d.RetryAfterSeconds != retry || d.Kind != "SandboxClaim" {
+		t.Errorf("%s: refusal details = %+v, want kind SandboxClaim and retryAfterSeconds %d", what, d, retry)
+	}
+	if msg := status.Status().Message; !strings.Contains(msg, want) {
+		t.Errorf("%s: refusal message %q does not say %q", what, msg, want)
 	}
 }

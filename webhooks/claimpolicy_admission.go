@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -423,15 +422,5 @@ func refusal(c *extv1beta1.SandboxClaim, p *tenancyv1alpha1.ClaimPolicy, exceede
 // policyRefusal is 429 Too Many Requests for claim c, refused by policy p for what follows
 // the policy's name in the message.
 func policyRefusal(c *extv1beta1.SandboxClaim, p *tenancyv1alpha1.ClaimPolicy, reason string, causes []metav1.StatusCause) error {
-	name := c.Name
-	if name == "" {
-		name = c.GenerateName + "*"
-	}
-	return &apierrors.StatusError{ErrStatus: metav1.Status{
-		Status:  metav1.StatusFailure,
-		Code:    http.StatusTooManyRequests,
-		Reason:  metav1.StatusReasonTooManyRequests,
-		Message: fmt.Sprintf("SandboxClaim.%s %q is refused by ClaimPolicy %s/%s%s", claimGK.Group, name, p.Namespace, p.Name, reason),
-		Details: &metav1.StatusDetails{Group: claimGK.Group, Kind: claimGK.Kind, Name: c.Name, Causes: causes},
-	}}
+	return claimRefusal(c, fmt.Sprintf("by ClaimPolicy %s/%s%s", p.Namespace, p.Name, reason), 0, causes)
 }
