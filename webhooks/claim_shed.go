@@ -27,11 +27,12 @@ package webhooks
 // nodes, about a hundred claims' pods, 5-11 s from placement to Ready, at four times the
 // sustainable rate, which a rule that stopped at the node did not see). A kubelet kept busy
 // needs pods queued in front of it, though, or it idles while the next claims cross the
-// control plane: a pod on its node for less than MaxWait is that queue, not a backlog. The rate is the claims that became Ready
-// in the last RateWindow (or since the work in hand began, when later). Below MinBacklog
-// claims ahead, nothing is refused: a fresh cluster has served nothing to measure a rate by,
-// and a handful of claims is no backlog. A cluster that served nothing for a long while
-// (servedHorizon) with claims ahead is stalled, which refusing does not mend: the gate opens.
+// control plane: a pod on its node for less than MaxWait is that queue, not a backlog. The
+// rate is the claims that became Ready in the last RateWindow (or since the work in hand
+// began, when later). Below MinBacklog claims ahead, nothing is refused: a fresh cluster has
+// served nothing to measure a rate by, and a handful of claims is no backlog. A cluster that
+// served nothing for a long while (servedHorizon) with claims ahead is stalled, which
+// refusing does not mend: the gate opens.
 // A claim that never becomes Ready for a reason that waits for a change (Stuck: a missing
 // template or pool) is in no queue. Who is refused is decided by each creator's part of the
 // claims ahead: one holding less than its fair share is still admitted, so a tenant that
