@@ -62,6 +62,10 @@ type OverloadArm struct {
 	GoodputRatio float64 `json:"goodputRatio,omitempty"`
 	// ContractRatio is Goodput ÷ the contract floor's goodput (Overload.ContractRate).
 	ContractRatio float64 `json:"contractRatio,omitempty"`
+	// OracleRatio is a sandgate arm's Goodput ÷ the contract floor's at the same multiple,
+	// its stand-in shedding as an oracle would (the most any operator of the contract serves
+	// there); 0 without that arm.
+	OracleRatio float64 `json:"oracleRatio,omitempty"`
 	// P50Ms and P99Ms are the served claims' latency, from their (single) create call to
 	// the Ready event; P99Ratio is P99Ms ÷ the 1× arm's.
 	P50Ms    float64 `json:"p50Ms"`
@@ -77,7 +81,12 @@ type OverloadArm struct {
 	// machine, the clients' cost of offering the load (and the floors' binds and refill)
 	// comes out of the cluster's CPUs.
 	LoadGeneratorCPUSeconds float64 `json:"loadGeneratorCPUSeconds,omitempty"`
-	Phases                  []Phase `json:"phases,omitempty"`
+	// EtcdCPUSeconds and KwokCPUSeconds are etcd's and kwok's CPU over the run. kwok plays
+	// the kubelets: a pod waits for its status write there, and on a machine short of CPU
+	// the simulated kubelets can be the cluster's bound.
+	EtcdCPUSeconds float64 `json:"etcdCPUSeconds,omitempty"`
+	KwokCPUSeconds float64 `json:"kwokCPUSeconds,omitempty"`
+	Phases         []Phase `json:"phases,omitempty"`
 	// MachineBusy is the share of the machine's CPUs busy over the claims' window (every
 	// process's): near 1, the arm was bound by CPU.
 	MachineBusy float64 `json:"machineBusy,omitempty"`
@@ -102,6 +111,14 @@ func OverloadArmOf(arm string, multiplier float64, r *Result, warmUp, arrivals f
 		LoadGeneratorCPUSeconds: r.LoadGeneratorCPUSeconds,
 		Phases:                  r.Operator.Phases, Writes: r.API.ByVerbResourceCode, Reads: r.API.ReadsByVerbResource,
 		MachineBusy: round2(r.OtherWork.BusyShare()), OtherWork: round2(r.OtherWork.Share())}
+	for _, c := range r.Components {
+		switch c.Name {
+		case "etcd":
+			a.EtcdCPUSeconds = c.CPUSeconds
+		case "kwok":
+			a.KwokCPUSeconds = c.CPUSeconds
+		}
+	}
 	if s := r.Sustained; s != nil {
 		a.Rate, a.Offered, a.WarmShare = s.Rate, s.AchievedRate, s.WarmShare
 		a.Refused, a.RetryAfterSeconds, a.BoundTwice = s.Refused, s.RetryAfterSeconds, s.BoundTwice
@@ -128,12 +145,18 @@ func Goodput(samples []Sample, from, to float64) float64 {
 	return round2(float64(n) / (to - from))
 }
 
-// SetRatios sets each arm's goodput ratio to SustainableRate and p99 ratio to the 1× arm's.
+// SetRatios sets each arm's goodput ratio to SustainableRate, p99 ratio to the 1× arm's, and
+// a sandgate arm's goodput ratio to the contract floor's at its multiple.
 func (o *Overload) SetRatios() {
 	var ref float64
+	oracle := map[float64]float64{}
 	for _, a := range o.Arms {
-		if a.Arm == "sandgate" && a.Multiplier == 1 && a.Error == "" {
+		switch {
+		case a.Error != "":
+		case a.Arm == "sandgate" && a.Multiplier == 1:
 			ref = a.P99Ms
+		case a.Arm == OverloadContractFloor && a.Multiplier > 1:
+			oracle[a.Multiplier] = a.Goodput
 		}
 	}
 	for i := range o.Arms {
@@ -149,6 +172,9 @@ func (o *Overload) SetRatios() {
 		}
 		if ref > 0 && a.Arm == "sandgate" {
 			a.P99Ratio = round2(a.P99Ms / ref)
+		}
+		if g := oracle[a.Multiplier]; g > 0 && a.Arm == "sandgate" {
+			a.OracleRatio = round2(a.Goodput / g)
 		}
 	}
 }
@@ -167,7 +193,7 @@ func round2(v float64) float64 { return float64(int64(v*100+0.5)) / 100 }
 
 // overloadHeader and overloadRow are the table of the arms, in text and in markdown.
 var overloadHeader = []string{"arm", "offered (claims/s)", "admitted", "refused (429)", "Ready", "lost", "bound twice",
-	"goodput (claims/s)", "goodput ÷ sustainable", "goodput ÷ contract floor", "p50 (ms)", "p99 (ms)", "p99 ÷ 1×", "warm", "goals", "load average"}
+	"goodput (claims/s)", "goodput ÷ sustainable", "goodput ÷ contract floor", "goodput ÷ contract floor at this multiple", "p50 (ms)", "p99 (ms)", "p99 ÷ 1×", "warm", "goals", "load average"}
 
 // name is the arm's name in the tables: "floor", "sandgate 2×".
 func (a OverloadArm) name() string {
@@ -198,7 +224,7 @@ func overloadRow(a OverloadArm) []string {
 	}
 	return []string{name, fmt.Sprintf("%g / %.1f", a.Rate, a.Offered), fmt.Sprintf("%d", a.Created), refused,
 		fmt.Sprintf("%d", a.Ready), fmt.Sprintf("%d", a.Lost), fmt.Sprintf("%d", a.BoundTwice),
-		fmt.Sprintf("%.1f", a.Goodput), ratio(a.GoodputRatio), ratio(a.ContractRatio), fmt.Sprintf("%.1f", a.P50Ms), fmt.Sprintf("%.1f", a.P99Ms),
+		fmt.Sprintf("%.1f", a.Goodput), ratio(a.GoodputRatio), ratio(a.ContractRatio), ratio(a.OracleRatio), fmt.Sprintf("%.1f", a.P50Ms), fmt.Sprintf("%.1f", a.P99Ms),
 		ratio(a.P99Ratio), fmt.Sprintf("%.1f%%", 100*a.WarmShare), goals, fmt.Sprintf("%.1f", a.LoadAverage)}
 }
 
@@ -214,14 +240,15 @@ func overloadCostRows(o *Overload) [][]string {
 			phases = append(phases, fmt.Sprintf("%s %.1f", ph.Name, ph.MeanMs))
 		}
 		rows = append(rows, []string{a.name(), fmt.Sprintf("%.1f", a.APIServerCPUSeconds), fmt.Sprintf("%.1f", a.OperatorCPUSeconds),
-			fmt.Sprintf("%.1f", a.LoadGeneratorCPUSeconds),
+			fmt.Sprintf("%.1f", a.LoadGeneratorCPUSeconds), cpu(a.EtcdCPUSeconds), cpu(a.KwokCPUSeconds),
 			perReady(a, a.APIServerCPUSeconds*1000, "%.1f"), perReady(a, sumCounts(a.Writes), "%.1f"), busy(a.MachineBusy), busy(a.OtherWork),
 			orDash(strings.Join(phases, ", "))})
 	}
 	return rows
 }
 
-var overloadCostHeader = []string{"arm", "kube-apiserver CPU (s)", "operator CPU (s)", "load generator CPU (s)", "kube-apiserver CPU per Ready claim (ms)",
+var overloadCostHeader = []string{"arm", "kube-apiserver CPU (s)", "operator CPU (s)", "load generator CPU (s)", "etcd CPU (s)",
+	"kwok CPU (s)", "kube-apiserver CPU per Ready claim (ms)",
 	"writes per Ready claim", "machine CPU busy", "of which other work", "claim phases, mean ms"}
 
 func busy(share float64) string {

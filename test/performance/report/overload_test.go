@@ -60,6 +60,20 @@ func TestOverloadRatiosAndGoals(t *testing.T) {
 	if got := o.Arms[2].ContractRatio; got != 0.74 {
 		t.Errorf("2×'s goodput ÷ the contract floor's rate: %g, want 18.5 ÷ 25 = 0.74", got)
 	}
+	if got := o.Arms[2].OracleRatio; got != 0 {
+		t.Errorf("2×'s goodput ÷ the oracle's without an oracle arm: %g, want none", got)
+	}
+	// The oracle (the contract floor shedding at its rate) at 2× is read against sandgate's
+	// 2× only; the 1× arm has none.
+	o.Arms = append(o.Arms, OverloadArm{Arm: OverloadContractFloor, Multiplier: 2, Rate: 40, Goodput: 20})
+	o.SetRatios()
+	var oracle []float64
+	for _, a := range o.Arms {
+		oracle = append(oracle, a.OracleRatio)
+	}
+	if diff := cmp.Diff([]float64{0, 0, 0.93, 0, 0, 0}, oracle); diff != "" {
+		t.Errorf("goodput ÷ the oracle's at the same multiple (-want +got):\n%s", diff)
+	}
 	lost := o.Arms[2]
 	lost.Lost = 1
 	if ok, _ := lost.Met(); ok {
@@ -74,8 +88,9 @@ func TestOverloadSection(t *testing.T) {
 			{Arm: "floor", Rate: 40, Offered: 39.8, Created: 1000, Ready: 1000, Goodput: 20},
 			{Arm: OverloadContractFloor, Rate: 40, Offered: 39.8, Created: 950, Ready: 950, Goodput: 19.5,
 				Writes: []scrape.Count{{Key: "POST sandboxclaims 201", Count: 950}, {Key: "POST events 201", Count: 19}}},
+			{Arm: OverloadContractFloor, Multiplier: 2, Rate: 40, Offered: 40, Created: 500, Refused: 1300, Ready: 500, Goodput: 20},
 			{Arm: "sandgate", Multiplier: 2, Rate: 40, Offered: 40, Created: 500, Refused: 1300, RetryAfterSeconds: 5, Ready: 500, Goodput: 19,
-				APIServerCPUSeconds: 25, OperatorCPUSeconds: 5, MachineBusy: 0.97},
+				APIServerCPUSeconds: 25, OperatorCPUSeconds: 5, KwokCPUSeconds: 3, MachineBusy: 0.97},
 		}, ContractRate: 19.5}}
 	r.Overload.SetRatios()
 	var buf bytes.Buffer
@@ -84,10 +99,10 @@ func TestOverloadSection(t *testing.T) {
 	}
 	md := buf.String()
 	for _, want := range []string{sectionOverload, "sustainable rate **20.0 claims/s** (the floor's goodput, measured in this run); the contract floor's 19.5 claims/s.",
-		"| sandgate 2× | 40 / 40.0 | 500 | 1300 (retry after 5 s) | 500 | 0 | 0 | 19.0 | 0.95 | 0.97 |",
-		"| contract floor | 40 / 39.8 | 950 | 0 | 950 | 0 | 0 | 19.5 | 0.98 | 1.00 |",
+		"| sandgate 2× | 40 / 40.0 | 500 | 1300 (retry after 5 s) | 500 | 0 | 0 | 19.0 | 0.95 | 0.97 | 0.95 |",
+		"| contract floor | 40 / 39.8 | 950 | 0 | 950 | 0 | 0 | 19.5 | 0.98 | 1.00 | - |",
 		// Where a Ready claim's CPU goes, and what it asks of the API server.
-		"| sandgate 2× | 25.0 | 5.0 | 0.0 | 50.0 | - | 97% | - |",
+		"| sandgate 2× | 25.0 | 5.0 | 0.0 | - | 3.00 | 50.0 | - | 97% | - |",
 		"- contract floor: writes POST sandboxclaims 201 1.00; reads -"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
