@@ -376,10 +376,12 @@ func writeOverloads(p func(string, ...any), results []*Result) {
 	p("stand-in process, and the route write after each bind, which any operator of this API's")
 	p("contract pays; goodput ÷ it is the share of the design's own limit sandgate serves. Past")
 	p("the sustainable rate the contract floor runs again at each multiple (\"contract floor 2×\"),")
-	p("its stand-in admitting claims at the rate the contract floor sustained and refusing the")
-	p("rest with 429: an oracle that knows the capacity and sheds at no cost of its own, every")
-	p("refusal paying what any refusal costs. What it serves is the most an operator of this")
-	p("contract can serve at that multiple.")
+	p("right before sandgate's arm at that multiple, its stand-in admitting claims at the rate the")
+	p("contract floor sustained and refusing the rest with 429: an oracle that knows the capacity")
+	p("and sheds at no cost of its own, every refusal paying what any refusal costs; sandgate's")
+	p("goodput is also given ÷ the oracle's at the same multiple. The capacity it knows is the one")
+	p("measured without refusals: where the refusals take enough of the machine, it admits more")
+	p("than the cluster then serves, and is no bound.")
 	p("")
 	for _, r := range results {
 		o := r.Overload
