@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/sandgate-dev/sandgate/test/env/scrape"
@@ -66,6 +67,12 @@ type OverloadArm struct {
 	// its stand-in shedding as an oracle would (the most any operator of the contract serves
 	// there); 0 without that arm.
 	OracleRatio float64 `json:"oracleRatio,omitempty"`
+	// OraclePastCapacity says that the oracle at this arm's multiple served less than 0.9 of
+	// what it admitted: the rate it admits at, measured without refusals, was past what the
+	// cluster served under them, so OracleRatio is no share of a bound.
+	OraclePastCapacity bool `json:"oraclePastCapacity,omitempty"`
+	// AdmittedRate is the claims admitted per second of arrivals.
+	AdmittedRate float64 `json:"admittedRate,omitempty"`
 	// P50Ms and P99Ms are the served claims' latency, from their (single) create call to
 	// the Ready event; P99Ratio is P99Ms ÷ the 1× arm's.
 	P50Ms    float64 `json:"p50Ms"`
@@ -127,6 +134,9 @@ func OverloadArmOf(arm string, multiplier float64, r *Result, warmUp, arrivals f
 		}
 	}
 	a.Goodput = Goodput(r.Samples, warmUp, arrivals)
+	if arrivals > 0 {
+		a.AdmittedRate = round2(float64(a.Created) / arrivals)
+	}
 	return a
 }
 
@@ -149,14 +159,14 @@ func Goodput(samples []Sample, from, to float64) float64 {
 // a sandgate arm's goodput ratio to the contract floor's at its multiple.
 func (o *Overload) SetRatios() {
 	var ref float64
-	oracle := map[float64]float64{}
+	oracle := map[float64]OverloadArm{}
 	for _, a := range o.Arms {
 		switch {
 		case a.Error != "":
 		case a.Arm == "sandgate" && a.Multiplier == 1:
 			ref = a.P99Ms
 		case a.Arm == OverloadContractFloor && a.Multiplier > 1:
-			oracle[a.Multiplier] = a.Goodput
+			oracle[a.Multiplier] = a
 		}
 	}
 	for i := range o.Arms {
@@ -173,8 +183,9 @@ func (o *Overload) SetRatios() {
 		if ref > 0 && a.Arm == "sandgate" {
 			a.P99Ratio = round2(a.P99Ms / ref)
 		}
-		if g := oracle[a.Multiplier]; g > 0 && a.Arm == "sandgate" {
-			a.OracleRatio = round2(a.Goodput / g)
+		if or := oracle[a.Multiplier]; or.Goodput > 0 && a.Arm == "sandgate" {
+			a.OracleRatio = round2(a.Goodput / or.Goodput)
+			a.OraclePastCapacity = or.Goodput < 0.9*or.AdmittedRate
 		}
 	}
 }
@@ -224,9 +235,24 @@ func overloadRow(a OverloadArm) []string {
 	}
 	return []string{name, fmt.Sprintf("%g / %.1f", a.Rate, a.Offered), fmt.Sprintf("%d", a.Created), refused,
 		fmt.Sprintf("%d", a.Ready), fmt.Sprintf("%d", a.Lost), fmt.Sprintf("%d", a.BoundTwice),
-		fmt.Sprintf("%.1f", a.Goodput), ratio(a.GoodputRatio), ratio(a.ContractRatio), ratio(a.OracleRatio), fmt.Sprintf("%.1f", a.P50Ms), fmt.Sprintf("%.1f", a.P99Ms),
+		fmt.Sprintf("%.1f", a.Goodput), ratio(a.GoodputRatio), ratio(a.ContractRatio), oracleRatio(a), fmt.Sprintf("%.1f", a.P50Ms), fmt.Sprintf("%.1f", a.P99Ms),
 		ratio(a.P99Ratio), fmt.Sprintf("%.1f%%", 100*a.WarmShare), goals, fmt.Sprintf("%.1f", a.LoadAverage)}
 }
+
+// oracleRatio is the arm's goodput ÷ the oracle's, marked † when the oracle admitted past what
+// the cluster served (pastCapacityNote).
+func oracleRatio(a OverloadArm) string {
+	switch {
+	case a.OracleRatio == 0:
+		return "-"
+	case a.OraclePastCapacity:
+		return fmt.Sprintf("%.2f †", a.OracleRatio)
+	}
+	return fmt.Sprintf("%.2f", a.OracleRatio)
+}
+
+// pastCapacityNote explains the † of oracleRatio.
+const pastCapacityNote = "† the oracle at that multiple served under 0.9 of the rate it admitted claims at: that rate, the contract floor's measured without refusals, was past what the cluster served under them, so it bounds nothing there."
 
 // costRows are the rows of where each arm's time went: CPU, and the claim phases' means.
 func overloadCostRows(o *Overload) [][]string {
@@ -311,6 +337,9 @@ func WriteOverloadText(w io.Writer, r *Result) error {
 	for _, a := range o.Arms {
 		fmt.Fprintf(&b, "  %s\n", strings.Join(overloadRow(a), " | "))
 	}
+	if slices.ContainsFunc(o.Arms, func(a OverloadArm) bool { return a.OraclePastCapacity }) {
+		fmt.Fprintf(&b, "  %s\n", pastCapacityNote)
+	}
 	if rows := overloadCostRows(o); len(rows) > 0 {
 		fmt.Fprintf(&b, "  where the time went:\n  %s\n", strings.Join(overloadCostHeader, " | "))
 		for _, row := range rows {
@@ -385,6 +414,7 @@ func writeOverloads(p func(string, ...any), results []*Result) {
 	p("")
 	for _, r := range results {
 		o := r.Overload
+		o.SetRatios() // derived: results written before a ratio was added get it too
 		p("**%s** (%s): %s; sustainable rate **%.1f claims/s** (%s)%s.", r.Scenario, measuredAt(r), o.Settings,
 			o.SustainableRate, sustainableFrom(o), contractRate(o))
 		p("")
@@ -397,6 +427,10 @@ func writeOverloads(p func(string, ...any), results []*Result) {
 			p("| %s |", strings.Join(row, " | "))
 		}
 		p("")
+		if slices.ContainsFunc(o.Arms, func(a OverloadArm) bool { return a.OraclePastCapacity }) {
+			p(pastCapacityNote)
+			p("")
+		}
 		if rows := overloadCostRows(o); len(rows) > 0 {
 			p("Where the time went (CPU over the claims' window; the operator's claim phases):")
 			p("")

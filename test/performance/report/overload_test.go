@@ -74,6 +74,17 @@ func TestOverloadRatiosAndGoals(t *testing.T) {
 	if diff := cmp.Diff([]float64{0, 0, 0.93, 0, 0, 0}, oracle); diff != "" {
 		t.Errorf("goodput ÷ the oracle's at the same multiple (-want +got):\n%s", diff)
 	}
+	if o.Arms[2].OraclePastCapacity {
+		t.Error("an oracle that served what it admitted was taken for one past the cluster's capacity")
+	}
+	// An oracle that served 20 claims/s of the 25 it admitted was past the cluster's capacity:
+	// no bound.
+	o.Arms[len(o.Arms)-1].AdmittedRate = 25
+	o.SetRatios()
+	if !o.Arms[2].OraclePastCapacity || o.Arms[2].OracleRatio != 0.93 {
+		t.Errorf("against an oracle serving 20 of 25 admitted a second: past capacity %v, ratio %g; want true, 0.93",
+			o.Arms[2].OraclePastCapacity, o.Arms[2].OracleRatio)
+	}
 	lost := o.Arms[2]
 	lost.Lost = 1
 	if ok, _ := lost.Met(); ok {
@@ -88,7 +99,7 @@ func TestOverloadSection(t *testing.T) {
 			{Arm: "floor", Rate: 40, Offered: 39.8, Created: 1000, Ready: 1000, Goodput: 20},
 			{Arm: OverloadContractFloor, Rate: 40, Offered: 39.8, Created: 950, Ready: 950, Goodput: 19.5,
 				Writes: []scrape.Count{{Key: "POST sandboxclaims 201", Count: 950}, {Key: "POST events 201", Count: 19}}},
-			{Arm: OverloadContractFloor, Multiplier: 2, Rate: 40, Offered: 40, Created: 500, Refused: 1300, Ready: 500, Goodput: 20},
+			{Arm: OverloadContractFloor, Multiplier: 2, Rate: 40, Offered: 40, Created: 1000, Refused: 800, Ready: 1000, Goodput: 20, AdmittedRate: 25},
 			{Arm: "sandgate", Multiplier: 2, Rate: 40, Offered: 40, Created: 500, Refused: 1300, RetryAfterSeconds: 5, Ready: 500, Goodput: 19,
 				APIServerCPUSeconds: 25, OperatorCPUSeconds: 5, KwokCPUSeconds: 3, MachineBusy: 0.97},
 		}, ContractRate: 19.5}}
@@ -99,7 +110,8 @@ func TestOverloadSection(t *testing.T) {
 	}
 	md := buf.String()
 	for _, want := range []string{sectionOverload, "sustainable rate **20.0 claims/s** (the floor's goodput, measured in this run); the contract floor's 19.5 claims/s.",
-		"| sandgate 2× | 40 / 40.0 | 500 | 1300 (retry after 5 s) | 500 | 0 | 0 | 19.0 | 0.95 | 0.97 | 0.95 |",
+		"| sandgate 2× | 40 / 40.0 | 500 | 1300 (retry after 5 s) | 500 | 0 | 0 | 19.0 | 0.95 | 0.97 | 0.95 † |",
+		pastCapacityNote,
 		"| contract floor | 40 / 39.8 | 950 | 0 | 950 | 0 | 0 | 19.5 | 0.98 | 1.00 | - |",
 		// Where a Ready claim's CPU goes, and what it asks of the API server.
 		"| sandgate 2× | 25.0 | 5.0 | 0.0 | - | 3.00 | 50.0 | - | 97% | - |",
