@@ -64,8 +64,8 @@ type OverloadArm struct {
 	// ContractRatio is Goodput ÷ the contract floor's goodput (Overload.ContractRate).
 	ContractRatio float64 `json:"contractRatio,omitempty"`
 	// OracleRatio is a sandgate arm's Goodput ÷ the contract floor's at the same multiple,
-	// its stand-in shedding as an oracle would (the most any operator of the contract serves
-	// there); 0 without that arm.
+	// its stand-in shedding as an oracle would (the most an operator of the contract serves
+	// there, unless OraclePastCapacity); 0 without that arm.
 	OracleRatio float64 `json:"oracleRatio,omitempty"`
 	// OraclePastCapacity says that the oracle at this arm's multiple served less than 0.9 of
 	// what it admitted: the rate it admits at, measured without refusals, was past what the
