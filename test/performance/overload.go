@@ -181,7 +181,7 @@ func runOverload(ctx context.Context, o Options, sc scenario, stdout, stderr io.
 	}
 	for _, m := range append([]float64{1}, mults...) {
 		rate := round1(m * res.Overload.SustainableRate)
-		if m > 1 && res.Overload.Measured && s.ContractFloor && res.Overload.ContractRate > 0 {
+		if m > 1 && res.Overload.ContractRate > 0 { // measured above, with the floor
 			// Past the sustainable rate, the design's limit: an oracle that knows the
 			// capacity (the rate the contract floor sustained) sheds at no cost of its own,
 			// each refusal paying only what any refusal costs (a create decoded, a webhook

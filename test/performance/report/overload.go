@@ -251,6 +251,11 @@ func oracleRatio(a OverloadArm) string {
 	return fmt.Sprintf("%.2f", a.OracleRatio)
 }
 
+// oraclePastCapacity says whether an arm's ratio to its oracle is marked †.
+func (o *Overload) oraclePastCapacity() bool {
+	return slices.ContainsFunc(o.Arms, func(a OverloadArm) bool { return a.OraclePastCapacity })
+}
+
 // pastCapacityNote explains the † of oracleRatio.
 const pastCapacityNote = "† the oracle at that multiple served under 0.9 of the rate it admitted claims at: that rate, the contract floor's measured without refusals, was past what the cluster served under them, so it bounds nothing there."
 
@@ -337,7 +342,7 @@ func WriteOverloadText(w io.Writer, r *Result) error {
 	for _, a := range o.Arms {
 		fmt.Fprintf(&b, "  %s\n", strings.Join(overloadRow(a), " | "))
 	}
-	if slices.ContainsFunc(o.Arms, func(a OverloadArm) bool { return a.OraclePastCapacity }) {
+	if o.oraclePastCapacity() {
 		fmt.Fprintf(&b, "  %s\n", pastCapacityNote)
 	}
 	if rows := overloadCostRows(o); len(rows) > 0 {
@@ -427,7 +432,7 @@ func writeOverloads(p func(string, ...any), results []*Result) {
 			p("| %s |", strings.Join(row, " | "))
 		}
 		p("")
-		if slices.ContainsFunc(o.Arms, func(a OverloadArm) bool { return a.OraclePastCapacity }) {
+		if o.oraclePastCapacity() {
 			p(pastCapacityNote)
 			p("")
 		}
